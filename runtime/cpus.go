@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	goruntime "runtime"
+
+	"go.uber.org/automaxprocs/maxprocs"
+	"golang.org/x/sys/unix"
+)
+
+// CPUInfo is what the process may use, as New sees it.
+type CPUInfo struct {
+	// Allowed lists the CPUs of the process's affinity mask, ascending.
+	Allowed []int
+	// Quota is the cgroup CPU quota in CPUs (for example 1.5), or 0 when
+	// no quota applies (or when the GOMAXPROCS environment variable is
+	// set, which automaxprocs honours instead of reading the quota).
+	Quota float64
+}
+
+// Usable returns how many CPUs' worth of work the process may do at once:
+// the size of the affinity mask, lowered to the quota rounded down (never
+// below one).
+func (c CPUInfo) Usable() int {
+	n := len(c.Allowed)
+	if c.Quota > 0 {
+		q := max(1, int(math.Floor(c.Quota)))
+		n = min(n, q)
+	}
+	return max(1, n)
+}
+
+// DetectCPUs reads the calling thread's affinity mask (sched_getaffinity)
+// and the cgroup CPU quota (through go.uber.org/automaxprocs).
+func DetectCPUs() (CPUInfo, error) {
+	var info CPUInfo
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return info, fmt.Errorf("runtime: read CPU affinity: %w", err)
+	}
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			info.Allowed = append(info.Allowed, c)
+		}
+	}
+	// automaxprocs has no read-only call: capture the quota through its
+	// rounding hook, then undo the GOMAXPROCS change it makes.
+	quota := 0.0
+	undo, err := maxprocs.Set(
+		maxprocs.Logger(func(string, ...any) {}),
+		maxprocs.RoundQuotaFunc(func(q float64) int {
+			quota = q
+			return max(1, int(math.Floor(q)))
+		}),
+	)
+	if undo != nil {
+		undo()
+	}
+	if err != nil {
+		return info, fmt.Errorf("runtime: read CPU quota: %w", err)
+	}
+	info.Quota = quota
+	return info, nil
+}
+
+// goProcsFor is the GOMAXPROCS the runtime asks for by default with n
+// workers: one P per worker plus max(1, n/2) more. Each worker holds a P
+// while it runs; the extra Ps keep Go's own goroutines (the garbage
+// collector, timers, the operations that Await runs off the workers) from
+// waiting for a worker to park. It stays near the usual 25% garbage-collector
+// share: with 2 workers GOMAXPROCS is 3.
+func goProcsFor(workers int) int { return workers + max(1, workers/2) }
+
+func currentProcs() int { return goruntime.GOMAXPROCS(0) }

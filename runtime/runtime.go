@@ -1,0 +1,238 @@
+// Package runtime assembles the sluice executor: it detects the CPUs the
+// process may use, decides the worker count and pinning, sets GOMAXPROCS so
+// that Go's own goroutines are not starved by the workers, and runs a
+// sched.Scheduler.
+//
+// The package shares its name with the standard library's runtime; import it
+// under another name where both are needed, for example
+//
+//	import srt "github.com/sluice-go/sluice/runtime"
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// Option configures a Runtime.
+type Option func(*config)
+
+type config struct {
+	workers   int
+	cpus      []int
+	pin       bool
+	goProcs   int
+	policy    lanes.Policy
+	guard     time.Duration
+	guardSet  bool
+	clock     func() int64
+	onPanic   func(any, []byte)
+	logger    *slog.Logger
+	pollEvery int
+	detect    func() (CPUInfo, error)
+}
+
+// WithWorkers sets the number of workers. The default is the number of CPUs
+// the process may use (CPUInfo.Usable).
+func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
+
+// WithCPUs pins the workers to these CPUs, worker i to cpus[i]; each must be
+// in the process's affinity mask. Without WithWorkers the worker count is
+// len(cpus).
+func WithCPUs(cpus ...int) Option {
+	return func(c *config) { c.cpus = slices.Clone(cpus); c.pin = true }
+}
+
+// WithPinning turns pinning on (the default) or off. Unpinned workers are
+// still locked to their own OS threads, and the kernel places them.
+func WithPinning(on bool) Option { return func(c *config) { c.pin = on } }
+
+// WithGOMAXPROCS sets the GOMAXPROCS the runtime applies at Start: n > 0
+// sets exactly n (which must exceed the worker count, or Go's own goroutines
+// could find no P while every worker is busy); n < 0 leaves GOMAXPROCS alone;
+// 0 is the default policy, workers + max(1, workers/2), applied only when it
+// raises GOMAXPROCS. Stop restores the previous value.
+func WithGOMAXPROCS(n int) Option { return func(c *config) { c.goProcs = n } }
+
+// WithPolicy sets the lane policy (default lanes.Strict).
+func WithPolicy(p lanes.Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithGuard sets the starvation guard of the Strict policy (default
+// lanes.DefaultGuard); zero or less turns it off.
+func WithGuard(d time.Duration) Option {
+	return func(c *config) { c.guard, c.guardSet = d, true }
+}
+
+// WithClock replaces the monotonic nanosecond clock, for tests.
+func WithClock(now func() int64) Option { return func(c *config) { c.clock = now } }
+
+// WithPanicHandler is called with a panicking task's value and stack; the
+// default logs them.
+func WithPanicHandler(f func(v any, stack []byte)) Option {
+	return func(c *config) { c.onPanic = f }
+}
+
+// WithLogger sets the logger for panics and internal errors.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithPollEvery sets how many tasks a busy worker runs between two polls of
+// its descriptors (default 61).
+func WithPollEvery(n int) Option { return func(c *config) { c.pollEvery = n } }
+
+// withDetector replaces CPU detection, for tests.
+func withDetector(f func() (CPUInfo, error)) Option { return func(c *config) { c.detect = f } }
+
+// ErrAffinity is returned when pinning asks for CPUs the process may not use.
+var ErrAffinity = errors.New("runtime: CPU affinity mask too small")
+
+// Runtime is a started or startable executor. The embedded Scheduler gives
+// Submit, Go, Busy, OnIdle, Snapshot, Worker and Lanes.
+type Runtime struct {
+	*sched.Scheduler
+	cpus []int
+	info CPUInfo
+
+	mu        sync.Mutex
+	goProcs   int
+	prevProcs int
+	setProcs  int
+}
+
+// New validates the options, detects the CPUs and builds the runtime; Start
+// runs it.
+func New(opts ...Option) (*Runtime, error) {
+	cfg := config{pin: true, detect: DetectCPUs}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	info, err := cfg.detect()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.workers < 0 {
+		return nil, fmt.Errorf("runtime: negative worker count %d", cfg.workers)
+	}
+	if cfg.workers == 0 {
+		if len(cfg.cpus) > 0 {
+			cfg.workers = len(cfg.cpus)
+		} else {
+			cfg.workers = info.Usable()
+		}
+	}
+	var cpus []int
+	if cfg.pin {
+		if cpus, err = pinPlan(cfg.workers, cfg.cpus, info.Allowed); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.goProcs > 0 && cfg.goProcs <= cfg.workers {
+		return nil, fmt.Errorf("runtime: GOMAXPROCS %d must exceed the %d workers", cfg.goProcs, cfg.workers)
+	}
+	set := lanes.NewSet()
+	if err := set.SetPolicy(cfg.policy); err != nil {
+		return nil, err
+	}
+	if cfg.guardSet {
+		set.SetGuard(cfg.guard)
+	}
+	s, err := sched.New(sched.Config{
+		Workers:   cfg.workers,
+		CPUs:      cpus,
+		Lanes:     set,
+		Clock:     cfg.clock,
+		PollEvery: cfg.pollEvery,
+		OnPanic:   cfg.onPanic,
+		Logger:    cfg.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{Scheduler: s, cpus: cpus, info: info, goProcs: cfg.goProcs}, nil
+}
+
+// pinPlan returns the CPU of each worker.
+func pinPlan(workers int, asked, allowed []int) ([]int, error) {
+	if len(asked) > 0 {
+		if len(asked) != workers {
+			return nil, fmt.Errorf("runtime: %d CPUs given for %d workers", len(asked), workers)
+		}
+		seen := map[int]bool{}
+		for _, c := range asked {
+			if !slices.Contains(allowed, c) {
+				return nil, fmt.Errorf("%w: CPU %d is not in the affinity mask %v", ErrAffinity, c, allowed)
+			}
+			if seen[c] {
+				return nil, fmt.Errorf("runtime: CPU %d given twice", c)
+			}
+			seen[c] = true
+		}
+		return slices.Clone(asked), nil
+	}
+	if workers > len(allowed) {
+		return nil, fmt.Errorf("%w: %d pinned workers need %d CPUs, the mask has %d (%v); use fewer workers or WithPinning(false)",
+			ErrAffinity, workers, workers, len(allowed), allowed)
+	}
+	return slices.Clone(allowed[:workers]), nil
+}
+
+// CPUs returns the CPU each worker is pinned to, or nil when unpinned.
+func (rt *Runtime) CPUs() []int { return slices.Clone(rt.cpus) }
+
+// CPUInfo returns what New detected.
+func (rt *Runtime) CPUInfo() CPUInfo { return rt.info }
+
+// RegisterLane adds a lane, for example a Background lane with few shares.
+// Lanes are registered before Start; their shares and priorities can be
+// tuned afterwards through Lanes().
+func (rt *Runtime) RegisterLane(spec lanes.Spec) (lanes.ID, error) {
+	return rt.Lanes().Register(spec)
+}
+
+// Start applies the GOMAXPROCS policy and starts the workers.
+func (rt *Runtime) Start() error {
+	rt.mu.Lock()
+	prev := currentProcs()
+	want := rt.goProcs
+	if want == 0 {
+		want = goProcsFor(rt.NumWorkers())
+		if want <= prev {
+			want = -1 // already enough
+		}
+	}
+	if want > 0 && want != prev {
+		goruntime.GOMAXPROCS(want)
+		rt.prevProcs, rt.setProcs = prev, want
+	}
+	rt.mu.Unlock()
+	if err := rt.Scheduler.Start(); err != nil {
+		rt.restoreProcs()
+		return err
+	}
+	return nil
+}
+
+// Stop stops the scheduler (see sched.Scheduler.Stop) and restores
+// GOMAXPROCS if Start changed it and nothing else has changed it since.
+func (rt *Runtime) Stop(ctx context.Context) error {
+	err := rt.Scheduler.Stop(ctx)
+	rt.restoreProcs()
+	return err
+}
+
+func (rt *Runtime) restoreProcs() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.setProcs > 0 && currentProcs() == rt.setProcs {
+		goruntime.GOMAXPROCS(rt.prevProcs)
+	}
+	rt.setProcs = 0
+}

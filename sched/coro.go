@@ -1,0 +1,358 @@
+package sched
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/sluice-go/sluice/lanes"
+)
+
+// What a coroutine tells its worker when it gives control back.
+const (
+	yDone  uint8 = iota // the job returned; the coroutine is free
+	yAwait              // run c.op off the worker, then resume
+	ySleep              // resume at c.wakeAt
+)
+
+// Coroutine states, as seen by the worker.
+const (
+	coIdle uint8 = iota
+	coRunning
+	coSuspended
+	coDead
+)
+
+// coro runs sequential code on a worker and can suspend it. It is built on
+// iter.Pull: the worker resumes it with pull and it gives control back with
+// yield, in about 100 ns and without a Go scheduler round trip. A coroutine
+// created on a locked thread may only ever be resumed on that thread, which
+// is why a coroutine never leaves its worker. Finished coroutines are kept
+// for reuse, so starting one costs no goroutine creation.
+type coro struct {
+	w     *Worker
+	pull  func() (uint8, bool)
+	stop  func()
+	yield func(uint8) bool
+	g     uintptr // the coroutine's goroutine, to tell it from others
+
+	fn       func(context.Context)
+	ctx      *coCtx
+	gen      uint64
+	state    uint8
+	canceled bool
+
+	op     func() // what Await runs off the worker
+	wakeAt int64  // Sleep's deadline
+	timer  *Timer
+	woke   bool // Sleep ended by its context rather than its timer
+
+	prev, next *coro // in the worker's list of suspended coroutines
+}
+
+func newCoro(w *Worker) *coro {
+	c := &coro{w: w}
+	c.pull, c.stop = iter.Pull(c.body)
+	return c
+}
+
+func (c *coro) body(yield func(uint8) bool) {
+	c.yield = yield
+	c.g = getg()
+	for {
+		c.runJob()
+		if !yield(yDone) {
+			return
+		}
+	}
+}
+
+func (c *coro) runJob() {
+	defer func() {
+		if v := recover(); v != nil {
+			c.w.s.handlePanic(v)
+		}
+	}()
+	c.fn(c.ctx)
+}
+
+// suspend gives control back to the worker with kind and reports whether
+// the coroutine was resumed normally (false: the scheduler cancelled it).
+func (c *coro) suspend(kind uint8) bool {
+	if c.canceled {
+		return false
+	}
+	if !c.yield(kind) {
+		c.canceled = true
+		return false
+	}
+	return true
+}
+
+// cancel ends a suspended coroutine: its pending Await or Sleep returns
+// ErrStopped and its job runs to the end, synchronously, on this worker.
+func (c *coro) cancel() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.canceled = true
+	c.kill()
+}
+
+func (c *coro) kill() {
+	c.state = coDead
+	c.stop()
+}
+
+// coCtx is the context a coroutine's job receives; it lets Await find the
+// coroutine. gen guards against a context kept after its job ended.
+type coCtx struct {
+	context.Context
+	c   *coro
+	gen uint64
+}
+
+type coKey struct{}
+
+func (x *coCtx) Value(k any) any {
+	if k == (coKey{}) {
+		return x
+	}
+	return x.Context.Value(k)
+}
+
+// current returns the coroutine that may suspend for ctx, or nil when the
+// caller is not that coroutine's own code: a plain task, another goroutine
+// holding the context, or a job that has ended.
+func current(ctx context.Context) *coro {
+	x, _ := ctx.Value(coKey{}).(*coCtx)
+	if x == nil {
+		return nil
+	}
+	c := x.c
+	// Compare goroutines first: only the coroutine itself may read the
+	// fields the worker writes. A coroutine that Stop cancelled is
+	// returned too (its state is coDead), so that its waits fail fast.
+	if getg() != c.g || c.gen != x.gen || (c.state != coRunning && !c.canceled) {
+		return nil
+	}
+	return c
+}
+
+// Go queues fn in lane on this worker, to run as a coroutine: when it is
+// picked, fn starts on the worker with a context derived from ctx, and every
+// Await or Sleep inside it releases the worker and resumes fn, on the same
+// worker, in the Continuation lane. Local: call it only on w (use
+// Scheduler.Go elsewhere).
+func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) {
+	if fn == nil {
+		panic("sched: Go of a nil function")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	w.push(lane, task{fn: func() { w.start(ctx, fn) }, enq: w.now})
+}
+
+func (w *Worker) start(ctx context.Context, fn func(context.Context)) {
+	var c *coro
+	if n := len(w.idle); n > 0 {
+		c = w.idle[n-1]
+		w.idle[n-1] = nil
+		w.idle = w.idle[:n-1]
+	} else {
+		c = newCoro(w)
+	}
+	c.gen++
+	c.fn = fn
+	c.ctx = &coCtx{Context: ctx, c: c, gen: c.gen}
+	w.resume(c)
+}
+
+// resume runs c until it finishes its job or suspends again.
+func (w *Worker) resume(c *coro) {
+	if c.state == coDead {
+		return
+	}
+	c.state = coRunning
+	kind, ok := c.pull()
+	if !ok {
+		c.state = coDead
+		return
+	}
+	switch kind {
+	case yDone:
+		c.state = coIdle
+		c.gen++
+		c.fn, c.ctx, c.canceled = nil, nil, false
+		if len(w.idle) < w.s.cfg.IdleCoroutines {
+			w.idle = append(w.idle, c)
+		} else {
+			c.kill()
+		}
+	case yAwait:
+		c.state = coSuspended
+		w.suspended.add(c)
+		w.pending.Add(1)
+		go w.runOp(c)
+	case ySleep:
+		c.state = coSuspended
+		w.suspended.add(c)
+		c.timer = &Timer{w: w, when: c.wakeAt, lane: lanes.Continuation, co: c}
+		w.timers.add(c.timer)
+	}
+}
+
+// runOp runs a coroutine's operation off the worker, then queues its
+// resumption in the Continuation lane of its worker.
+func (w *Worker) runOp(c *coro) {
+	c.op()
+	w.pushRemote(lanes.Continuation, task{co: c, enq: w.s.clock()})
+	w.pending.Add(-1)
+}
+
+// Await runs op and returns its results. Called from a coroutine's own code
+// (see Worker.Go), it first releases the worker: op runs on another
+// goroutine, the worker serves other work or parks (and so stops counting as
+// busy), and the caller resumes on the same worker in the Continuation lane,
+// ahead of upstream work. Called anywhere else (a plain task, a goroutine, a
+// context that did not come from a coroutine) it runs op in place: the
+// caller keeps its thread busy, which is the isolated model and never a
+// deadlock. If the scheduler is cancelled while op runs, Await returns
+// ErrStopped and op's results are discarded. A panic in op is raised again
+// in the caller.
+func Await[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	c := current(ctx)
+	if c == nil {
+		return op(ctx)
+	}
+	if c.canceled {
+		var zero T
+		return zero, ErrStopped
+	}
+	var (
+		r   T
+		err error
+		p   any
+	)
+	c.op = func() {
+		defer func() { p = recover() }()
+		r, err = op(ctx)
+	}
+	if !c.suspend(yAwait) {
+		var zero T
+		return zero, ErrStopped
+	}
+	c.op = nil
+	if p != nil {
+		panic(p)
+	}
+	return r, err
+}
+
+// Sleep pauses for d or until ctx ends, whichever comes first, returning
+// ctx's error in the second case. In a coroutine it uses the worker's timer
+// and releases the worker meanwhile; elsewhere it blocks the caller.
+func Sleep(ctx context.Context, d time.Duration) error {
+	c := current(ctx)
+	if c == nil {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if c.canceled {
+		return ErrStopped
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := c.w
+	c.wakeAt = w.now + int64(d)
+	c.woke = false
+	var stopAfter func() bool
+	if ctx.Done() != nil {
+		// When ctx ends first, a task on the worker stops the timer and
+		// resumes the coroutine; whichever of the two runs first wins.
+		gen := c.gen
+		stopAfter = context.AfterFunc(ctx, func() {
+			w.pushRemote(lanes.Continuation, task{fn: func() {
+				if c.gen == gen && c.timer != nil && c.timer.Stop() {
+					c.woke = true
+					w.suspended.remove(c)
+					w.resume(c)
+				}
+			}, enq: w.s.clock()})
+		})
+	}
+	ok := c.suspend(ySleep)
+	c.timer = nil
+	if stopAfter != nil {
+		stopAfter()
+	}
+	if !ok {
+		return ErrStopped
+	}
+	if c.woke {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Offload runs op on another goroutine, then then on this worker in the
+// Continuation lane: the explicit-callback form of Await, for code that is
+// not a coroutine. Local: call it only on w. A panic in op is reported like a
+// task's, and then still runs.
+func (w *Worker) Offload(op func(), then func()) {
+	w.pending.Add(1)
+	go func() {
+		w.protect(op)
+		w.pushRemote(lanes.Continuation, task{fn: then, enq: w.s.clock()})
+		w.pending.Add(-1)
+	}()
+}
+
+func (w *Worker) protect(fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.s.handlePanic(v)
+		}
+	}()
+	fn()
+}
+
+// coroList is an intrusive list of suspended coroutines, so that Stop can
+// cancel them all; adding and removing cost a few pointer writes.
+type coroList struct {
+	head *coro
+	n    int
+}
+
+func (l *coroList) add(c *coro) {
+	c.prev, c.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = c
+	}
+	l.head = c
+	l.n++
+}
+
+func (l *coroList) remove(c *coro) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if l.head == c {
+		l.head = c.next
+	} else {
+		return // not in the list
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.n--
+}

@@ -1,0 +1,303 @@
+// Package sched is the executor of sluice: one worker per CPU, each a
+// goroutine locked to its OS thread (and, if asked, pinned to one CPU), with a
+// run queue per lane, an inbox for work submitted from other goroutines, an
+// epoll instance it parks in, per-worker timers, and coroutines that let
+// sequential code wait off the worker (Await).
+//
+// Code that runs on a worker (tasks, timer and poll callbacks, coroutines)
+// uses the worker's local methods (Push, Go, AfterFunc, At, Watch), which
+// take no lock. Every other goroutine uses Submit, which goes through the
+// inbox and wakes the worker through an eventfd if it is parked.
+//
+// The busy count (Busy) is the number of workers not parked in epoll_wait.
+// It changes only when a worker parks or unparks, so reading it is one atomic
+// load and it is exact whenever no worker is between the two.
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/lanes"
+)
+
+// Errors returned by the scheduler.
+var (
+	// ErrStopped is returned for work submitted after Stop began, and by
+	// Await and Sleep in a coroutine that Stop cancelled.
+	ErrStopped = errors.New("sched: scheduler stopped")
+	// ErrNotStarted is returned for work submitted before Start.
+	ErrNotStarted = errors.New("sched: scheduler not started")
+	// ErrBadLane is returned for a lane ID the scheduler's lane set lacks.
+	ErrBadLane = errors.New("sched: no such lane")
+)
+
+// Config configures a Scheduler. The zero value is usable: one unpinned
+// worker, the default lanes, the real clock.
+type Config struct {
+	// Workers is the number of workers; zero means one, or len(CPUs) when
+	// CPUs is set.
+	Workers int
+	// CPUs, when set, pins worker i to CPU CPUs[i] with sched_setaffinity.
+	// It must then have one entry per worker. Nil leaves workers unpinned
+	// (each still locked to its own OS thread).
+	CPUs []int
+	// Lanes is the lane set; nil means lanes.NewSet(). Start freezes it.
+	Lanes *lanes.Set
+	// Clock returns monotonic nanoseconds. Nil means the real clock; tests
+	// pass a fake one to drive lane accounting deterministically.
+	Clock func() int64
+	// PollEvery is how many tasks a busy worker runs between two
+	// non-blocking polls of its watched file descriptors; zero means 61.
+	PollEvery int
+	// IdleCoroutines is how many finished coroutines each worker keeps for
+	// reuse; zero means 128.
+	IdleCoroutines int
+	// OnPanic is called, on the worker, with the value and stack of a task
+	// or coroutine that panicked; the worker then goes on. Nil logs the
+	// panic with Logger.
+	OnPanic func(v any, stack []byte)
+	// Logger receives panics (when OnPanic is nil) and internal errors;
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// scheduler states
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateDraining  // Stop called: finish queued and in-flight work
+	stateCanceling // Stop's context ended: drop what is left
+	stateStopped
+)
+
+// Scheduler runs tasks on a fixed set of workers.
+type Scheduler struct {
+	cfg     Config
+	set     *lanes.Set
+	clock   func() int64
+	workers []*Worker
+	state   atomic.Int32
+	busy    atomic.Int32
+	rr      atomic.Uint32
+	hooks   atomic.Pointer[[]func(*Worker)]
+	wg      sync.WaitGroup
+	stopMu  sync.Mutex
+	logger  *slog.Logger
+	dropped atomic.Int64
+}
+
+// New returns a Scheduler for cfg. It validates the configuration and
+// allocates the workers; Start creates their threads and kernel objects.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("sched: negative worker count %d", cfg.Workers)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = max(1, len(cfg.CPUs))
+	}
+	if cfg.CPUs != nil && len(cfg.CPUs) != cfg.Workers {
+		return nil, fmt.Errorf("sched: %d CPUs given for %d workers", len(cfg.CPUs), cfg.Workers)
+	}
+	for _, c := range cfg.CPUs {
+		if c < 0 || c >= 1024 {
+			return nil, fmt.Errorf("sched: CPU %d out of range", c)
+		}
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 61
+	}
+	if cfg.IdleCoroutines <= 0 {
+		cfg.IdleCoroutines = 128
+	}
+	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger}
+	if s.set == nil {
+		s.set = lanes.NewSet()
+	}
+	if s.clock == nil {
+		base := time.Now()
+		s.clock = func() int64 { return int64(time.Since(base)) }
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		cpu := -1
+		if cfg.CPUs != nil {
+			cpu = cfg.CPUs[i]
+		}
+		s.workers = append(s.workers, newWorker(s, i, cpu))
+	}
+	return s, nil
+}
+
+// Lanes returns the scheduler's lane set, whose shares, priorities, policy
+// and guard may be tuned while running.
+func (s *Scheduler) Lanes() *lanes.Set { return s.set }
+
+// NumWorkers returns the number of workers.
+func (s *Scheduler) NumWorkers() int { return len(s.workers) }
+
+// Worker returns worker i.
+func (s *Scheduler) Worker(i int) *Worker { return s.workers[i] }
+
+// Now returns the scheduler's clock in nanoseconds.
+func (s *Scheduler) Now() int64 { return s.clock() }
+
+// Busy returns the number of workers that are not parked: running a task,
+// blocked in a task that does not Await, or polling. It is one atomic load.
+func (s *Scheduler) Busy() int { return int(s.busy.Load()) }
+
+// OnIdle registers fn to be called on a worker each time it runs out of work,
+// after the busy count has dropped and before the worker parks. fn runs on
+// that worker and may Push work there (for example a request waiting for
+// admission), in which case the worker does not park. Hooks may be added at
+// any time; they cannot be removed.
+func (s *Scheduler) OnIdle(fn func(w *Worker)) {
+	for {
+		old := s.hooks.Load()
+		var hs []func(*Worker)
+		if old != nil {
+			hs = append(hs, *old...)
+		}
+		hs = append(hs, fn)
+		if s.hooks.CompareAndSwap(old, &hs) {
+			return
+		}
+	}
+}
+
+// Start creates the worker threads, pins them when configured, and returns
+// once every worker runs, or with the first error (after undoing the rest).
+func (s *Scheduler) Start() error {
+	if !s.state.CompareAndSwap(stateNew, stateRunning) {
+		return errors.New("sched: Start called twice")
+	}
+	s.set.Freeze()
+	errs := make(chan error, len(s.workers))
+	for _, w := range s.workers {
+		if err := w.open(); err != nil {
+			s.state.Store(stateStopped)
+			for _, o := range s.workers {
+				o.close()
+			}
+			return err
+		}
+	}
+	s.busy.Store(int32(len(s.workers))) // each worker starts busy
+	for _, w := range s.workers {
+		s.wg.Add(1)
+		go w.loop(errs)
+	}
+	var first error
+	for range s.workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		s.state.Store(stateCanceling)
+		s.wakeAll()
+		s.wg.Wait()
+		s.state.Store(stateStopped)
+		return first
+	}
+	return nil
+}
+
+// Stop stops the scheduler. New submissions from outside the workers fail
+// with ErrStopped at once. Then the workers drain: they run every queued
+// task, resume every suspended coroutine as its operation completes, and exit
+// once they have nothing queued and nothing in flight. Pending timers that
+// belong to no suspended coroutine are dropped. If ctx ends first, the
+// workers cancel what is left instead: queued tasks are dropped (counted in
+// Snapshot), suspended coroutines resume with ErrStopped from Await, and
+// Stop returns ctx's error. Either way Stop returns only after every worker
+// goroutine has exited and its kernel objects are closed. Operations started
+// with Await or Offload that are still running belong to the caller; their
+// results are then discarded.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	switch s.state.Load() {
+	case stateNew:
+		s.state.Store(stateStopped)
+		return nil
+	case stateStopped:
+		return nil
+	}
+	s.state.Store(stateDraining)
+	s.wakeAll()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("sched: stop cancelled queued work: %w", ctx.Err())
+		s.state.Store(stateCanceling)
+		s.wakeAll()
+		<-done
+	}
+	s.state.Store(stateStopped)
+	return err
+}
+
+func (s *Scheduler) wakeAll() {
+	for _, w := range s.workers {
+		w.wake()
+	}
+}
+
+// Submit queues fn in lane on a worker, preferring a parked one, else the
+// next in turn. It is safe from any goroutine.
+func (s *Scheduler) Submit(lane lanes.ID, fn func()) error {
+	return s.pickWorker().Submit(lane, fn)
+}
+
+// Go starts fn as a coroutine in lane on a worker chosen as by Submit; see
+// Worker.Go. It is safe from any goroutine.
+func (s *Scheduler) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) error {
+	w := s.pickWorker()
+	return w.Submit(lane, func() { w.Go(ctx, lane, fn) })
+}
+
+func (s *Scheduler) pickWorker() *Worker {
+	n := uint32(len(s.workers))
+	start := s.rr.Add(1)
+	for i := uint32(0); i < n; i++ {
+		if w := s.workers[(start+i)%n]; w.parked.Load() {
+			return w
+		}
+	}
+	return s.workers[start%n]
+}
+
+func (s *Scheduler) checkSubmit(lane lanes.ID) error {
+	if !s.set.Valid(lane) {
+		return fmt.Errorf("%w: %d", ErrBadLane, lane)
+	}
+	switch s.state.Load() {
+	case stateNew:
+		return ErrNotStarted
+	case stateRunning:
+		return nil
+	default:
+		return ErrStopped
+	}
+}
+
+func (s *Scheduler) handlePanic(v any) {
+	stack := debug.Stack()
+	if s.cfg.OnPanic != nil {
+		s.cfg.OnPanic(v, stack)
+		return
+	}
+	s.logger.Error("sched: task panicked", "panic", v, "stack", string(stack))
+}

@@ -1,0 +1,104 @@
+package sched
+
+import "github.com/sluice-go/sluice/lanes"
+
+// LaneStats are the counters of one lane, on one worker or summed.
+type LaneStats struct {
+	// Name is the lane's name.
+	Name string
+	// Queued is the number of tasks waiting in the lane's run queue (work
+	// still in a worker's inbox is counted in WorkerStats.Inbox).
+	Queued int64
+	// Run is the number of tasks that have run.
+	Run int64
+	// WaitedNs is the total time tasks waited in the queue before running.
+	WaitedNs int64
+	// RanNs is the total time tasks of the lane ran.
+	RanNs int64
+}
+
+// WorkerStats are one worker's counters.
+type WorkerStats struct {
+	// ID and CPU identify the worker (CPU is -1 when unpinned).
+	ID, CPU int
+	// Busy reports whether the worker is counted busy now.
+	Busy bool
+	// BusyNs is the cumulative time the worker was busy (not parked),
+	// including the current busy period.
+	BusyNs int64
+	// Parks counts the times the worker slept in epoll_wait.
+	Parks int64
+	// Polls counts non-blocking polls made while busy.
+	Polls int64
+	// Inbox is the number of tasks submitted from other goroutines that
+	// the worker has not yet moved to its lanes.
+	Inbox int
+	// Pending is the number of Await and Offload operations in flight.
+	Pending int64
+	// Dropped counts tasks discarded when Stop cancelled them.
+	Dropped int64
+	// Lanes holds the counters of each lane, indexed by lanes.ID.
+	Lanes []LaneStats
+}
+
+// Snapshot is a consistent-enough view of the scheduler's counters: each
+// counter is read atomically, but not all at the same instant.
+type Snapshot struct {
+	// Busy is the busy-worker count at the time of the snapshot.
+	Busy int
+	// Workers holds each worker's counters.
+	Workers []WorkerStats
+	// Lanes sums the lane counters over all workers.
+	Lanes []LaneStats
+	// Dropped counts tasks discarded when Stop cancelled them.
+	Dropped int64
+}
+
+// Snapshot reads every counter. It is safe from any goroutine and does not
+// stop the workers.
+func (s *Scheduler) Snapshot() Snapshot {
+	n := s.set.Len()
+	snap := Snapshot{Busy: s.Busy(), Dropped: s.dropped.Load(), Lanes: make([]LaneStats, n)}
+	for i := 0; i < n; i++ {
+		snap.Lanes[i].Name = s.set.Name(lanes.ID(i))
+	}
+	now := s.clock()
+	for _, w := range s.workers {
+		ws := WorkerStats{
+			ID: w.id, CPU: w.cpu,
+			Busy:    w.isBusy.Load(),
+			BusyNs:  w.busyNs.Load(),
+			Parks:   w.parks.Load(),
+			Polls:   w.polls.Load(),
+			Pending: w.pending.Load(),
+			Dropped: w.dropped.Load(),
+			Lanes:   make([]LaneStats, n),
+		}
+		if ws.Busy {
+			if d := now - w.busySince.Load(); d > 0 {
+				ws.BusyNs += d
+			}
+		}
+		w.inboxMu.Lock()
+		ws.Inbox = len(w.inbox)
+		w.inboxMu.Unlock()
+		for i := 0; i < n; i++ {
+			c := &w.stats[i]
+			ls := LaneStats{
+				Name:     snap.Lanes[i].Name,
+				Queued:   c.queued.Load(),
+				Run:      c.run.Load(),
+				WaitedNs: c.waited.Load(),
+				RanNs:    c.ran.Load(),
+			}
+			ws.Lanes[i] = ls
+			t := &snap.Lanes[i]
+			t.Queued += ls.Queued
+			t.Run += ls.Run
+			t.WaitedNs += ls.WaitedNs
+			t.RanNs += ls.RanNs
+		}
+		snap.Workers = append(snap.Workers, ws)
+	}
+	return snap
+}

@@ -1,0 +1,474 @@
+package sched
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/lanes"
+)
+
+// eventfdToken marks the worker's own eventfd in epoll events; watched file
+// descriptors carry their slot number instead.
+const eventfdToken = -1
+
+// Worker is one executor thread: a goroutine locked to an OS thread, with
+// its run queues, inbox, timers and epoll instance.
+//
+// Methods documented as local (Push, Go, AfterFunc, At, Offload, Watch, Now)
+// take no lock and must be called only from code running on this worker:
+// tasks, timer and poll callbacks, coroutines. Submit is safe from anywhere.
+type Worker struct {
+	s   *Scheduler
+	id  int
+	cpu int
+	tid atomic.Int32
+
+	// Owned by the worker goroutine.
+	q         [lanes.MaxLanes]ring
+	nlanes    int
+	ready     lanes.Mask
+	picker    *lanes.Picker
+	now       int64
+	timers    timerHeap
+	idle      []*coro
+	suspended coroList
+	countdown int
+	events    []unix.EpollEvent
+	watches   []*Watch
+	freeSlots []int32
+	nwatch    int
+	gen       uint32
+
+	// Shared with other goroutines.
+	inboxMu  sync.Mutex
+	inbox    []remoteTask
+	spare    []remoteTask
+	closed   bool // under inboxMu: the worker has exited
+	hasInbox atomic.Bool
+	parked   atomic.Bool
+	notified atomic.Bool
+	pending  atomic.Int64 // Await and Offload operations in flight
+	epfd     int
+	evfd     int
+
+	// Counters: written by the worker only, read by Snapshot.
+	stats     [lanes.MaxLanes]laneCounters
+	isBusy    atomic.Bool
+	busySince atomic.Int64
+	busyNs    atomic.Int64
+	parks     atomic.Int64
+	polls     atomic.Int64
+	dropped   atomic.Int64
+}
+
+type remoteTask struct {
+	task
+	lane lanes.ID
+}
+
+type laneCounters struct {
+	queued atomic.Int64
+	run    atomic.Int64
+	waited atomic.Int64
+	ran    atomic.Int64
+}
+
+// bump adds d to a counter that only one goroutine writes: a plain load and
+// store, which readers on other threads still see whole.
+func bump(c *atomic.Int64, d int64) { c.Store(c.Load() + d) }
+
+func newWorker(s *Scheduler, id, cpu int) *Worker {
+	return &Worker{
+		s: s, id: id, cpu: cpu, epfd: -1, evfd: -1,
+		picker: lanes.NewPicker(s.set),
+		events: make([]unix.EpollEvent, 128),
+	}
+}
+
+// ID returns the worker's index in its scheduler.
+func (w *Worker) ID() int { return w.id }
+
+// CPU returns the CPU the worker is pinned to, or -1 when it is not pinned.
+func (w *Worker) CPU() int { return w.cpu }
+
+// TID returns the kernel thread ID of the worker's thread, once started.
+func (w *Worker) TID() int { return int(w.tid.Load()) }
+
+// Scheduler returns the scheduler the worker belongs to.
+func (w *Worker) Scheduler() *Scheduler { return w.s }
+
+// Now returns the worker's clock as of the start of the current task, in
+// the scheduler's nanoseconds. Local.
+func (w *Worker) Now() int64 { return w.now }
+
+func (w *Worker) open() error {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("sched: worker %d: epoll_create1: %w", w.id, err)
+	}
+	ev, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(ep)
+		return fmt.Errorf("sched: worker %d: eventfd: %w", w.id, err)
+	}
+	e := unix.EpollEvent{Events: unix.EPOLLIN, Fd: eventfdToken}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, ev, &e); err != nil {
+		unix.Close(ep)
+		unix.Close(ev)
+		return fmt.Errorf("sched: worker %d: register eventfd: %w", w.id, err)
+	}
+	w.epfd, w.evfd = ep, ev
+	w.nlanes = w.s.set.Len()
+	w.countdown = w.s.cfg.PollEvery
+	return nil
+}
+
+// close releases the kernel objects. The inbox must be closed first, so
+// that no producer writes to a descriptor number the process may reuse.
+func (w *Worker) close() {
+	w.inboxMu.Lock()
+	w.closed = true
+	w.inboxMu.Unlock()
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+		w.epfd = -1
+	}
+	if w.evfd >= 0 {
+		unix.Close(w.evfd)
+		w.evfd = -1
+	}
+}
+
+func (w *Worker) loop(started chan<- error) {
+	defer w.s.wg.Done()
+	// The lock is never released: when the goroutine exits, Go ends the
+	// thread too, so no other goroutine ever inherits its CPU mask.
+	runtime.LockOSThread()
+	w.tid.Store(int32(unix.Gettid()))
+	w.now = w.s.clock()
+	w.busySince.Store(w.now)
+	w.isBusy.Store(true)
+	if w.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(w.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			w.shutdown()
+			started <- fmt.Errorf("sched: pin worker %d to CPU %d: %w", w.id, w.cpu, err)
+			return
+		}
+	}
+	started <- nil
+	w.run()
+	w.shutdown()
+}
+
+func (w *Worker) run() {
+	s := w.s
+	for {
+		if w.hasInbox.Load() {
+			w.drainInbox()
+		}
+		if len(w.timers.h) > 0 && w.timers.h[0].when <= w.now {
+			w.fireTimers()
+		}
+		if w.nwatch > 0 {
+			if w.countdown--; w.countdown <= 0 {
+				w.countdown = s.cfg.PollEvery
+				w.poll(0)
+			}
+		}
+		st := s.state.Load()
+		if st == stateCanceling {
+			return
+		}
+		id, ok := w.picker.Pick(w.ready)
+		if !ok {
+			if st == stateDraining && w.drained() {
+				return
+			}
+			w.park(st)
+			continue
+		}
+		w.runOne(id)
+	}
+}
+
+// drained reports whether nothing is queued or in flight on the worker.
+// pending is read before the inbox: an operation queues its continuation
+// before it stops counting as pending.
+func (w *Worker) drained() bool {
+	return w.pending.Load() == 0 && !w.hasInbox.Load() && w.ready == 0 && w.suspended.n == 0
+}
+
+func (w *Worker) runOne(id lanes.ID) {
+	q := &w.q[id]
+	t := q.pop()
+	c := &w.stats[id]
+	c.queued.Store(int64(q.n))
+	start := w.now
+	if d := start - t.enq; d > 0 {
+		bump(&c.waited, d)
+	}
+	if t.co != nil {
+		w.suspended.remove(t.co)
+		w.resume(t.co)
+	} else {
+		w.call(t.fn)
+	}
+	end := w.s.clock()
+	w.now = end
+	w.picker.Charge(id, end-start)
+	// The lane leaves the ready mask only after its task ran, so that a
+	// task queueing its own successor does not count as the lane waking
+	// up (which would forfeit the lane's share).
+	if q.n == 0 {
+		w.ready = w.ready.Without(id)
+	}
+	bump(&c.run, 1)
+	bump(&c.ran, end-start)
+}
+
+func (w *Worker) call(fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.s.handlePanic(v)
+		}
+	}()
+	fn()
+}
+
+func (w *Worker) callHook(h func(*Worker)) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.s.handlePanic(v)
+		}
+	}()
+	h(w)
+}
+
+func (w *Worker) callWatch(wt *Watch, events uint32) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.s.handlePanic(v)
+		}
+	}()
+	wt.h(events)
+}
+
+// Push queues fn at the tail of lane on this worker. Local: call it only from
+// code running on w (use Submit elsewhere). It panics for a lane the
+// scheduler's set lacks, as indexing out of range would.
+func (w *Worker) Push(lane lanes.ID, fn func()) {
+	if fn == nil {
+		panic("sched: Push of a nil function")
+	}
+	w.push(lane, task{fn: fn, enq: w.now})
+}
+
+func (w *Worker) push(lane lanes.ID, t task) {
+	if int(lane) >= w.nlanes {
+		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
+	}
+	q := &w.q[lane]
+	if !w.ready.Has(lane) {
+		w.ready = w.ready.With(lane)
+		w.picker.Activate(lane)
+	}
+	q.push(t)
+	w.stats[lane].queued.Store(int64(q.n))
+}
+
+// Submit queues fn in lane on this worker from any goroutine, waking the
+// worker if it is parked. It fails before Start, after Stop began, and for an
+// unknown lane.
+func (w *Worker) Submit(lane lanes.ID, fn func()) error {
+	if fn == nil {
+		return fmt.Errorf("sched: Submit of a nil function")
+	}
+	if err := w.s.checkSubmit(lane); err != nil {
+		return err
+	}
+	if !w.pushRemote(lane, task{fn: fn, enq: w.s.clock()}) {
+		return ErrStopped
+	}
+	return nil
+}
+
+// pushRemote queues t through the inbox; it reports false once the worker
+// has exited. Wakeups are coalesced: only the first push after the worker
+// parked writes to the eventfd.
+func (w *Worker) pushRemote(lane lanes.ID, t task) bool {
+	w.inboxMu.Lock()
+	if w.closed {
+		w.inboxMu.Unlock()
+		return false
+	}
+	w.inbox = append(w.inbox, remoteTask{task: t, lane: lane})
+	w.hasInbox.Store(true)
+	w.wakeLocked()
+	w.inboxMu.Unlock()
+	return true
+}
+
+// wake rouses the worker if it is parked.
+func (w *Worker) wake() {
+	w.inboxMu.Lock()
+	if !w.closed {
+		w.wakeLocked()
+	}
+	w.inboxMu.Unlock()
+}
+
+func (w *Worker) wakeLocked() {
+	if w.parked.Load() && !w.notified.Swap(true) {
+		var one = [8]byte{1}
+		if _, err := unix.Write(w.evfd, one[:]); err != nil && err != unix.EAGAIN {
+			w.s.logger.Error("sched: eventfd write failed", "worker", w.id, "err", err)
+		}
+	}
+}
+
+func (w *Worker) drainInbox() {
+	w.inboxMu.Lock()
+	batch := w.inbox
+	w.inbox = w.spare[:0]
+	w.hasInbox.Store(false)
+	w.inboxMu.Unlock()
+	for i := range batch {
+		w.push(batch[i].lane, batch[i].task)
+		batch[i] = remoteTask{}
+	}
+	w.spare = batch[:0]
+}
+
+func (w *Worker) fireTimers() {
+	for len(w.timers.h) > 0 {
+		t := w.timers.h[0]
+		if t.when > w.now {
+			return
+		}
+		w.timers.remove(t)
+		w.push(t.lane, task{fn: t.fn, co: t.co, enq: t.when})
+	}
+}
+
+func (w *Worker) busyStart() {
+	w.now = w.s.clock()
+	w.busySince.Store(w.now)
+	w.isBusy.Store(true)
+	w.s.busy.Add(1)
+}
+
+func (w *Worker) busyEnd() {
+	w.now = w.s.clock()
+	w.s.busy.Add(-1)
+	w.isBusy.Store(false)
+	bump(&w.busyNs, w.now-w.busySince.Load())
+}
+
+// park is called when no lane has work. The worker stops counting as busy,
+// lets the idle hooks give it work, and otherwise sleeps in epoll_wait until
+// its eventfd, a watched descriptor or its next timer wakes it.
+func (w *Worker) park(st int32) {
+	w.busyEnd()
+	if hooks := w.s.hooks.Load(); hooks != nil {
+		for _, h := range *hooks {
+			w.callHook(h)
+		}
+		if w.ready != 0 {
+			w.busyStart()
+			return
+		}
+	}
+	w.parked.Store(true)
+	// Re-check after publishing parked: a producer that saw parked false
+	// has already made its work or the state change visible.
+	if w.hasInbox.Load() || w.s.state.Load() != st {
+		w.parked.Store(false)
+		w.busyStart()
+		return
+	}
+	timeout := -1
+	if len(w.timers.h) > 0 {
+		d := w.timers.h[0].when - w.s.clock()
+		if d <= 0 {
+			timeout = 0
+		} else {
+			timeout = int((d + 999_999) / 1_000_000) // round up: never early
+		}
+	}
+	bump(&w.parks, 1)
+	n, err := unix.EpollWait(w.epfd, w.events, timeout)
+	w.parked.Store(false)
+	w.notified.Store(false)
+	w.busyStart()
+	if err != nil && err != unix.EINTR {
+		w.s.logger.Error("sched: epoll_wait failed", "worker", w.id, "err", err)
+		return
+	}
+	w.dispatch(n)
+}
+
+// poll collects ready events without blocking, so that a busy worker still
+// serves its descriptors.
+func (w *Worker) poll(timeout int) {
+	bump(&w.polls, 1)
+	n, err := unix.EpollWait(w.epfd, w.events, timeout)
+	if err != nil {
+		return
+	}
+	w.dispatch(n)
+}
+
+func (w *Worker) dispatch(n int) {
+	for i := 0; i < n; i++ {
+		ev := w.events[i]
+		if ev.Fd == eventfdToken {
+			var buf [8]byte
+			_, _ = unix.Read(w.evfd, buf[:])
+			continue
+		}
+		if int(ev.Fd) < len(w.watches) {
+			if wt := w.watches[ev.Fd]; wt != nil && uint32(ev.Pad) == wt.gen {
+				w.callWatch(wt, ev.Events)
+			}
+		}
+	}
+}
+
+// shutdown runs on the worker as it exits: it stops taking remote work,
+// cancels suspended coroutines, drops what is still queued, and closes the
+// kernel objects.
+func (w *Worker) shutdown() {
+	w.inboxMu.Lock()
+	w.closed = true
+	n := len(w.inbox)
+	w.inbox, w.spare = nil, nil
+	w.hasInbox.Store(false)
+	w.inboxMu.Unlock()
+	for w.suspended.n > 0 {
+		c := w.suspended.head
+		w.suspended.remove(c)
+		c.cancel()
+	}
+	for _, c := range w.idle {
+		c.kill()
+	}
+	w.idle = nil
+	for i := range w.q {
+		n += w.q[i].clear()
+		w.stats[i].queued.Store(0)
+	}
+	w.ready = 0
+	w.timers.clear()
+	bump(&w.dropped, int64(n))
+	w.s.dropped.Add(int64(n))
+	if w.isBusy.Load() {
+		w.busyEnd()
+	}
+	w.close()
+}
