@@ -569,3 +569,32 @@ func TestStress(t *testing.T) {
 	assert.Zero(t, s.Busy())
 }
 
+// TestNoLostWakeups hammers the park/wake hand-off: many coroutines awaiting
+// trivial operations make the worker park and wake tens of thousands of
+// times while completions race with it. A lost wakeup leaves the worker
+// asleep with work in its inbox, and the test times out.
+func TestNoLostWakeups(t *testing.T) {
+	s := start(t, Config{})
+	w := s.Worker(0)
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		wg.Add(32)
+		require.NoError(t, w.Submit(lanes.Upstream, func() {
+			for c := 0; c < 32; c++ {
+				w.Go(context.Background(), lanes.Upstream, func(ctx context.Context) {
+					defer wg.Done()
+					for i := 0; i < 100; i++ {
+						_, _ = Await(ctx, func(context.Context) (int, error) { return i, nil })
+					}
+				})
+			}
+		}))
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(waitFor):
+			t.Fatalf("round %d: coroutines stuck; snapshot %+v", round, s.Snapshot().Workers[0])
+		}
+	}
+}

@@ -272,7 +272,7 @@ func (s *Scheduler) pickWorker() *Worker {
 	n := uint32(len(s.workers))
 	start := s.rr.Add(1)
 	for i := uint32(0); i < n; i++ {
-		if w := s.workers[(start+i)%n]; w.parked.Load() {
+		if w := s.workers[(start+i)%n]; w.parked() {
 			return w
 		}
 	}

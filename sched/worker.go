@@ -44,16 +44,15 @@ type Worker struct {
 	gen       uint32
 
 	// Shared with other goroutines.
-	inboxMu  sync.Mutex
-	inbox    []remoteTask
-	spare    []remoteTask
-	closed   bool // under inboxMu: the worker has exited
-	hasInbox atomic.Bool
-	parked   atomic.Bool
-	notified atomic.Bool
-	pending  atomic.Int64 // Await and Offload operations in flight
-	epfd     int
-	evfd     int
+	inboxMu   sync.Mutex
+	inbox     []remoteTask
+	spare     []remoteTask
+	closed    bool // under inboxMu: the worker has exited
+	hasInbox  atomic.Bool
+	parkState atomic.Int32 // running, parked or notified (see park)
+	pending   atomic.Int64 // Await and Offload operations in flight
+	epfd      int
+	evfd      int
 
 	// Counters: written by the worker only, read by Snapshot.
 	stats     [lanes.MaxLanes]laneCounters
@@ -64,6 +63,16 @@ type Worker struct {
 	polls     atomic.Int64
 	dropped   atomic.Int64
 }
+
+// Park states of a worker.
+const (
+	parkRunning  int32 = iota // not in epoll_wait: producers need not wake it
+	parkParked                // in (or entering) epoll_wait
+	parkNotified              // parked, and a producer has written the eventfd
+)
+
+// parked reports whether the worker is parked in epoll_wait.
+func (w *Worker) parked() bool { return w.parkState.Load() != parkRunning }
 
 type remoteTask struct {
 	task
@@ -324,7 +333,12 @@ func (w *Worker) wake() {
 }
 
 func (w *Worker) wakeLocked() {
-	if w.parked.Load() && !w.notified.Swap(true) {
+	// Only the producer that moves the worker from parked to notified
+	// writes; one that finds it running relies on the worker's re-check
+	// of the inbox after it publishes parked. A write that lands after the
+	// worker woke for another reason costs one spurious wakeup, never a
+	// lost one.
+	if w.parkState.CompareAndSwap(parkParked, parkNotified) {
 		var one = [8]byte{1}
 		if _, err := unix.Write(w.evfd, one[:]); err != nil && err != unix.EAGAIN {
 			w.s.logger.Error("sched: eventfd write failed", "worker", w.id, "err", err)
@@ -384,11 +398,11 @@ func (w *Worker) park(st int32) {
 			return
 		}
 	}
-	w.parked.Store(true)
-	// Re-check after publishing parked: a producer that saw parked false
-	// has already made its work or the state change visible.
+	w.parkState.Store(parkParked)
+	// Re-check after publishing parked: a producer that saw the worker
+	// running has already made its work or the state change visible.
 	if w.hasInbox.Load() || w.s.state.Load() != st {
-		w.parked.Store(false)
+		w.parkState.Store(parkRunning)
 		w.busyStart()
 		return
 	}
@@ -403,8 +417,7 @@ func (w *Worker) park(st int32) {
 	}
 	bump(&w.parks, 1)
 	n, err := unix.EpollWait(w.epfd, w.events, timeout)
-	w.parked.Store(false)
-	w.notified.Store(false)
+	w.parkState.Store(parkRunning)
 	w.busyStart()
 	if err != nil && err != unix.EINTR {
 		w.s.logger.Error("sched: epoll_wait failed", "worker", w.id, "err", err)
