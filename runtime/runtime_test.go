@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"context"
-	"slices"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"

@@ -47,7 +47,8 @@ type coro struct {
 	timer  *Timer
 	woke   bool // Sleep ended by its context rather than its timer
 
-	prev, next *coro // in the worker's list of suspended coroutines
+	prev, next *coro  // in the worker's list of suspended coroutines
+	node       inNode // to queue its resumption through the inbox
 }
 
 func newCoro(w *Worker) *coro {
@@ -208,8 +209,9 @@ func (w *Worker) resume(c *coro) {
 // resumption in the Continuation lane of its worker.
 func (w *Worker) runOp(c *coro) {
 	c.op()
-	w.pushRemote(lanes.Continuation, task{co: c, enq: w.s.clock()})
-	w.pending.Add(-1)
+	c.node.t, c.node.lane = task{co: c, enq: w.s.clock()}, lanes.Continuation
+	w.pushRemote(&c.node)
+	w.opDone()
 }
 
 // Await runs op and returns its results. Called from a coroutine's own code
@@ -281,13 +283,13 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		// resumes the coroutine; whichever of the two runs first wins.
 		gen := c.gen
 		stopAfter = context.AfterFunc(ctx, func() {
-			w.pushRemote(lanes.Continuation, task{fn: func() {
+			w.pushRemote(&inNode{lane: lanes.Continuation, t: task{fn: func() {
 				if c.gen == gen && c.timer != nil && c.timer.Stop() {
 					c.woke = true
 					w.suspended.remove(c)
 					w.resume(c)
 				}
-			}, enq: w.s.clock()})
+			}, enq: w.s.clock()}})
 		})
 	}
 	ok := c.suspend(ySleep)
@@ -312,8 +314,8 @@ func (w *Worker) Offload(op func(), then func()) {
 	w.pending.Add(1)
 	go func() {
 		w.protect(op)
-		w.pushRemote(lanes.Continuation, task{fn: then, enq: w.s.clock()})
-		w.pending.Add(-1)
+		w.pushRemote(&inNode{lane: lanes.Continuation, t: task{fn: then, enq: w.s.clock()}})
+		w.opDone()
 	}()
 }
 

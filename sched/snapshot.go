@@ -79,9 +79,7 @@ func (s *Scheduler) Snapshot() Snapshot {
 				ws.BusyNs += d
 			}
 		}
-		w.inboxMu.Lock()
-		ws.Inbox = len(w.inbox)
-		w.inboxMu.Unlock()
+		ws.Inbox = int(w.inbox.n.Load())
 		for i := 0; i < n; i++ {
 			c := &w.stats[i]
 			ls := LaneStats{

@@ -3,7 +3,6 @@ package sched
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -44,11 +43,8 @@ type Worker struct {
 	gen       uint32
 
 	// Shared with other goroutines.
-	inboxMu   sync.Mutex
-	inbox     []remoteTask
-	spare     []remoteTask
-	closed    bool // under inboxMu: the worker has exited
-	hasInbox  atomic.Bool
+	inbox     inbox
+	wakers    atomic.Int32 // producers between deciding to wake and writing
 	parkState atomic.Int32 // running, parked or notified (see park)
 	pending   atomic.Int64 // Await and Offload operations in flight
 	epfd      int
@@ -69,14 +65,13 @@ const (
 	parkRunning  int32 = iota // not in epoll_wait: producers need not wake it
 	parkParked                // in (or entering) epoll_wait
 	parkNotified              // parked, and a producer has written the eventfd
+	parkClosed                // exited: never write to the eventfd again
 )
 
 // parked reports whether the worker is parked in epoll_wait.
-func (w *Worker) parked() bool { return w.parkState.Load() != parkRunning }
-
-type remoteTask struct {
-	task
-	lane lanes.ID
+func (w *Worker) parked() bool {
+	st := w.parkState.Load()
+	return st == parkParked || st == parkNotified
 }
 
 type laneCounters struct {
@@ -136,12 +131,14 @@ func (w *Worker) open() error {
 	return nil
 }
 
-// close releases the kernel objects. The inbox must be closed first, so
-// that no producer writes to a descriptor number the process may reuse.
+// close releases the kernel objects. It first makes sure no producer can
+// still write to the eventfd, whose number the process may reuse.
 func (w *Worker) close() {
-	w.inboxMu.Lock()
-	w.closed = true
-	w.inboxMu.Unlock()
+	w.inbox.seal()
+	w.parkState.Store(parkClosed)
+	for w.wakers.Load() != 0 {
+		runtime.Gosched()
+	}
 	if w.epfd >= 0 {
 		unix.Close(w.epfd)
 		w.epfd = -1
@@ -178,7 +175,7 @@ func (w *Worker) loop(started chan<- error) {
 func (w *Worker) run() {
 	s := w.s
 	for {
-		if w.hasInbox.Load() {
+		if w.inbox.nonEmpty() {
 			w.drainInbox()
 		}
 		if len(w.timers.h) > 0 && w.timers.h[0].when <= w.now {
@@ -210,7 +207,7 @@ func (w *Worker) run() {
 // pending is read before the inbox: an operation queues its continuation
 // before it stops counting as pending.
 func (w *Worker) drained() bool {
-	return w.pending.Load() == 0 && !w.hasInbox.Load() && w.ready == 0 && w.suspended.n == 0
+	return w.pending.Load() == 0 && !w.inbox.nonEmpty() && w.ready == 0 && w.suspended.n == 0
 }
 
 func (w *Worker) runOne(id lanes.ID) {
@@ -301,62 +298,58 @@ func (w *Worker) Submit(lane lanes.ID, fn func()) error {
 	if err := w.s.checkSubmit(lane); err != nil {
 		return err
 	}
-	if !w.pushRemote(lane, task{fn: fn, enq: w.s.clock()}) {
+	if !w.pushRemote(&inNode{t: task{fn: fn, enq: w.s.clock()}, lane: lane}) {
 		return ErrStopped
 	}
 	return nil
 }
 
-// pushRemote queues t through the inbox; it reports false once the worker
-// has exited. Wakeups are coalesced: only the first push after the worker
-// parked writes to the eventfd.
-func (w *Worker) pushRemote(lane lanes.ID, t task) bool {
-	w.inboxMu.Lock()
-	if w.closed {
-		w.inboxMu.Unlock()
+// pushRemote queues a task through the inbox and wakes the worker if it is
+// parked; it reports false once the worker has exited.
+func (w *Worker) pushRemote(nd *inNode) bool {
+	if !w.inbox.push(nd) {
 		return false
 	}
-	w.inbox = append(w.inbox, remoteTask{task: t, lane: lane})
-	w.hasInbox.Store(true)
-	w.wakeLocked()
-	w.inboxMu.Unlock()
+	w.wake()
 	return true
 }
 
-// wake rouses the worker if it is parked.
+// wake rouses the worker if it is parked. Wakeups are coalesced: only the
+// producer that moves the worker from parked to notified writes to the
+// eventfd. One that finds the worker running relies on the worker's re-check
+// of its inbox after it publishes parked. A write that lands after the worker
+// woke for another reason costs one spurious wakeup, never a lost one.
 func (w *Worker) wake() {
-	w.inboxMu.Lock()
-	if !w.closed {
-		w.wakeLocked()
+	if w.parkState.Load() != parkParked {
+		return
 	}
-	w.inboxMu.Unlock()
-}
-
-func (w *Worker) wakeLocked() {
-	// Only the producer that moves the worker from parked to notified
-	// writes; one that finds it running relies on the worker's re-check
-	// of the inbox after it publishes parked. A write that lands after the
-	// worker woke for another reason costs one spurious wakeup, never a
-	// lost one.
+	w.wakers.Add(1) // close waits for us before it closes the eventfd
 	if w.parkState.CompareAndSwap(parkParked, parkNotified) {
 		var one = [8]byte{1}
 		if _, err := unix.Write(w.evfd, one[:]); err != nil && err != unix.EAGAIN {
 			w.s.logger.Error("sched: eventfd write failed", "worker", w.id, "err", err)
 		}
 	}
+	w.wakers.Add(-1)
+}
+
+// opDone ends an Await or Offload operation, after its continuation was
+// queued. The last one to end while Stop drains wakes the worker, which may
+// have parked before the count reached zero.
+func (w *Worker) opDone() {
+	if w.pending.Add(-1) == 0 && w.s.state.Load() == stateDraining {
+		w.wake()
+	}
 }
 
 func (w *Worker) drainInbox() {
-	w.inboxMu.Lock()
-	batch := w.inbox
-	w.inbox = w.spare[:0]
-	w.hasInbox.Store(false)
-	w.inboxMu.Unlock()
-	for i := range batch {
-		w.push(batch[i].lane, batch[i].task)
-		batch[i] = remoteTask{}
+	for nd := w.inbox.take(); nd != nil; {
+		next := nd.next
+		t, lane := nd.t, nd.lane
+		nd.next, nd.t = nil, task{} // a coroutine's node is reused
+		w.push(lane, t)
+		nd = next
 	}
-	w.spare = batch[:0]
 }
 
 func (w *Worker) fireTimers() {
@@ -401,7 +394,7 @@ func (w *Worker) park(st int32) {
 	w.parkState.Store(parkParked)
 	// Re-check after publishing parked: a producer that saw the worker
 	// running has already made its work or the state change visible.
-	if w.hasInbox.Load() || w.s.state.Load() != st {
+	if w.inbox.nonEmpty() || w.s.state.Load() != st || (st == stateDraining && w.drained()) {
 		w.parkState.Store(parkRunning)
 		w.busyStart()
 		return
@@ -457,12 +450,10 @@ func (w *Worker) dispatch(n int) {
 // cancels suspended coroutines, drops what is still queued, and closes the
 // kernel objects.
 func (w *Worker) shutdown() {
-	w.inboxMu.Lock()
-	w.closed = true
-	n := len(w.inbox)
-	w.inbox, w.spare = nil, nil
-	w.hasInbox.Store(false)
-	w.inboxMu.Unlock()
+	n := 0
+	for nd := w.inbox.seal(); nd != nil; nd = nd.next {
+		n++
+	}
 	for w.suspended.n > 0 {
 		c := w.suspended.head
 		w.suspended.remove(c)
