@@ -45,7 +45,8 @@ type coro struct {
 	op     func() // what Await runs off the worker
 	wakeAt int64  // Sleep's deadline
 	timer  *Timer
-	woke   bool // Sleep ended by its context rather than its timer
+	woke   bool   // Sleep ended by its context rather than its timer
+	sleeps uint64 // counts Sleep calls, to match a context's wake-up to its Sleep
 
 	prev, next *coro  // in the worker's list of suspended coroutines
 	node       inNode // to queue its resumption through the inbox
@@ -281,10 +282,12 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if ctx.Done() != nil {
 		// When ctx ends first, a task on the worker stops the timer and
 		// resumes the coroutine; whichever of the two runs first wins.
-		gen := c.gen
+		c.sleeps++
+		seq := c.sleeps
 		stopAfter = context.AfterFunc(ctx, func() {
 			w.pushRemote(&inNode{lane: lanes.Continuation, t: task{fn: func() {
-				if c.gen == gen && c.timer != nil && c.timer.Stop() {
+				// seq: a later Sleep of the same coroutine is not ours.
+				if c.sleeps == seq && c.timer != nil && c.timer.Stop() {
 					c.woke = true
 					w.suspended.remove(c)
 					w.resume(c)

@@ -514,9 +514,12 @@ func TestStopCancelsWhenContextEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	go func() { time.Sleep(100 * time.Millisecond); release() }()
-	err = s.Stop(ctx)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(ctx) }()
+	// Let the blocked worker go only once Stop has given up draining.
+	require.Eventually(t, func() bool { return s.state.Load() == stateCanceling }, waitFor, tick)
+	release()
+	assert.ErrorIs(t, <-stopped, context.DeadlineExceeded)
 	assert.ErrorIs(t, <-awaitErr, ErrStopped)
 	assert.ErrorIs(t, <-awaitErr, ErrStopped)
 	assert.Equal(t, int64(10), s.Snapshot().Dropped)

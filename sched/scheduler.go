@@ -264,8 +264,14 @@ func (s *Scheduler) Submit(lane lanes.ID, fn func()) error {
 // Go starts fn as a coroutine in lane on a worker chosen as by Submit; see
 // Worker.Go. It is safe from any goroutine.
 func (s *Scheduler) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) error {
+	if fn == nil {
+		return errors.New("sched: Go of a nil function")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	w := s.pickWorker()
-	return w.Submit(lane, func() { w.Go(ctx, lane, fn) })
+	return w.Submit(lane, func() { w.start(ctx, fn) })
 }
 
 func (s *Scheduler) pickWorker() *Worker {
