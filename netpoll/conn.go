@@ -1,0 +1,216 @@
+package netpoll
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// ErrClosed is returned by the methods of a closed Conn.
+var ErrClosed = errors.New("netpoll: connection closed")
+
+// Conn is a non-blocking TCP connection owned by one worker. Its methods are
+// local: call them only from code running on that worker (callbacks, tasks,
+// coroutines there).
+type Conn struct {
+	w      *sched.Worker
+	fd     int
+	remote netip.AddrPort
+	watch  *sched.Watch
+	events uint32
+
+	onReadable func()
+	readLane   lanes.ID
+	readQueued bool // a read callback is queued: don't queue another
+	flushQd    bool // a flush is queued
+
+	pending   []byte // bytes of a write that would have blocked
+	onWritten func(error)
+	closed    bool
+}
+
+func newConn(w *sched.Worker, fd int, sa unix.Sockaddr) (*Conn, error) {
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c := &Conn{w: w, fd: fd, remote: addrPort(sa), events: idleEvents}
+	wt, err := w.Watch(fd, idleEvents, c.ready)
+	if err != nil {
+		return nil, err
+	}
+	c.watch = wt
+	return c, nil
+}
+
+// Worker returns the worker that owns the connection.
+func (c *Conn) Worker() *sched.Worker { return c.w }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// FD returns the socket descriptor, for socket options.
+func (c *Conn) FD() int { return c.fd }
+
+// OnReadable asks for fn to be queued in lane each time the connection has
+// data to read (or the peer closed it); nil stops reading. The watch is
+// level-triggered: data left unread makes fn run again, so a handler may read
+// a bounded amount per call (a read budget) and let other connections run.
+func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
+	if c.closed {
+		return ErrClosed
+	}
+	c.onReadable, c.readLane = fn, lane
+	return c.setEvents(c.wantEvents())
+}
+
+// Read reads what is available without blocking. It returns unix.EAGAIN
+// when nothing is, and ErrEOF once the peer has closed its side.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.closed {
+		return 0, ErrClosed
+	}
+	for {
+		n, err := unix.Read(c.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, ErrEOF
+		}
+		return n, nil
+	}
+}
+
+// ErrEOF reports that the peer closed its side of the connection.
+var ErrEOF = errors.New("netpoll: end of stream")
+
+// Write writes all of p. What the socket takes at once is written now; the
+// rest waits for EPOLLOUT without blocking the worker. done, if not nil, runs
+// in the Continuation lane once everything is written or the write failed;
+// a second Write before then is an error. p must not be modified until done.
+func (c *Conn) Write(p []byte, done func(error)) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if c.pending != nil {
+		return errors.New("netpoll: write already in progress")
+	}
+	rest, err := c.writeSome(p)
+	if err != nil || len(rest) == 0 {
+		if done != nil {
+			c.w.Push(lanes.Continuation, func() { done(err) })
+		}
+		return nil
+	}
+	c.pending, c.onWritten = rest, done
+	return c.setEvents(c.wantEvents())
+}
+
+func (c *Conn) writeSome(p []byte) ([]byte, error) {
+	for len(p) > 0 {
+		n, err := unix.Write(c.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return p, nil
+		case err != nil:
+			return nil, fmt.Errorf("netpoll: write: %w", err)
+		}
+		p = p[n:]
+	}
+	return nil, nil
+}
+
+// idleEvents is the interest of a connection nobody reads or writes: none,
+// edge-triggered, so that a hang-up (which epoll always reports) wakes the
+// worker once instead of at every poll.
+const idleEvents = unix.EPOLLET
+
+func (c *Conn) wantEvents() uint32 {
+	ev := uint32(0)
+	if c.onReadable != nil {
+		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if c.pending != nil {
+		ev |= unix.EPOLLOUT
+	}
+	if ev == 0 {
+		return idleEvents
+	}
+	return ev
+}
+
+func (c *Conn) setEvents(ev uint32) error {
+	if ev == c.events {
+		return nil
+	}
+	c.events = ev
+	return c.watch.Modify(ev)
+}
+
+// ready is the watch handler, inline on the worker during a poll.
+func (c *Conn) ready(ev uint32) {
+	if c.closed {
+		return
+	}
+	// Level-triggered events repeat at every poll until served: queue at
+	// most one callback of each kind.
+	if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.pending != nil && !c.flushQd {
+		c.flushQd = true
+		c.w.Push(lanes.Continuation, c.flush)
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.onReadable != nil && !c.readQueued {
+		c.readQueued = true
+		c.w.Push(c.readLane, c.readReady)
+	}
+}
+
+func (c *Conn) readReady() {
+	c.readQueued = false
+	if !c.closed && c.onReadable != nil {
+		c.onReadable()
+	}
+}
+
+// flush continues a blocked write, as Continuation work.
+func (c *Conn) flush() {
+	c.flushQd = false
+	if c.closed || c.pending == nil {
+		return
+	}
+	rest, err := c.writeSome(c.pending)
+	if err == nil && len(rest) > 0 {
+		c.pending = rest
+		return
+	}
+	done := c.onWritten
+	c.pending, c.onWritten = nil, nil
+	_ = c.setEvents(c.wantEvents())
+	if done != nil {
+		done(err)
+	}
+}
+
+// Close unwatches and closes the socket. A write still pending is abandoned
+// and its done callback runs with ErrClosed.
+func (c *Conn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	err := c.watch.Close()
+	if cerr := unix.Close(c.fd); err == nil {
+		err = cerr
+	}
+	if done := c.onWritten; done != nil {
+		c.pending, c.onWritten = nil, nil
+		c.w.Push(lanes.Continuation, func() { done(ErrClosed) })
+	}
+	return err
+}

@@ -1,0 +1,166 @@
+package netpoll
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/sched"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func startSched(t *testing.T, workers int) *sched.Scheduler {
+	t.Helper()
+	s, err := sched.New(sched.Config{Workers: workers})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+	return s
+}
+
+// echo serves each connection by writing back what it reads, reading at most
+// budget bytes per readiness callback.
+func echo(budget int, conns *sync.WaitGroup, lanesSeen *sync.Map) AcceptFunc {
+	return func(c *Conn) {
+		conns.Add(1)
+		buf := make([]byte, budget)
+		var onRead func()
+		onRead = func() {
+			n, err := c.Read(buf)
+			if errors.Is(err, unix.EAGAIN) {
+				return
+			}
+			if err != nil {
+				_ = c.Close()
+				conns.Done()
+				return
+			}
+			out := bytes.Clone(buf[:n])
+			_ = c.OnReadable(lanes.Continuation, nil) // one write at a time
+			_ = c.Write(out, func(err error) {
+				if lanesSeen != nil {
+					lanesSeen.Store("written", true)
+				}
+				if err != nil {
+					_ = c.Close()
+					conns.Done()
+					return
+				}
+				_ = c.OnReadable(lanes.Continuation, onRead)
+			})
+		}
+		_ = c.OnReadable(lanes.Upstream, onRead)
+	}
+}
+
+func TestEchoManyConnections(t *testing.T) {
+	s := startSched(t, 2)
+	var conns sync.WaitGroup
+	l, err := Listen(s, "127.0.0.1:0", Options{}, echo(512, &conns, nil))
+	require.NoError(t, err)
+	defer l.Close()
+
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.Dial("tcp", l.Addr().String())
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer nc.Close()
+			msg := bytes.Repeat([]byte{byte('a' + i)}, 3000) // several read budgets
+			for r := 0; r < 5; r++ {
+				_, err := nc.Write(msg)
+				if !assert.NoError(t, err) {
+					return
+				}
+				got := make([]byte, len(msg))
+				_, err = io.ReadFull(nc, got)
+				if !assert.NoError(t, err) || !assert.Equal(t, msg, got) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	conns.Wait() // every server side saw the close and closed
+}
+
+func TestWriteWaitsForEPOLLOUT(t *testing.T) {
+	s := startSched(t, 1)
+	const size = 16 << 20 // far beyond the socket buffers
+	payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	written := make(chan error, 1)
+	var served atomic.Int64
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+		assert.NoError(t, c.Write(payload, func(err error) {
+			written <- err
+			_ = c.Close()
+		}))
+		// The worker is not blocked meanwhile: other work runs.
+		c.Worker().Push(lanes.Upstream, func() { served.Add(1) })
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Eventually(t, func() bool { return served.Load() == 1 }, 10*time.Second, time.Millisecond)
+	select {
+	case <-written:
+		t.Fatal("a 16 MiB write completed before the client read anything")
+	default:
+	}
+	got, err := io.ReadAll(nc)
+	require.NoError(t, err)
+	assert.Equal(t, len(payload), len(got))
+	assert.True(t, bytes.Equal(payload, got))
+	assert.NoError(t, <-written)
+}
+
+func TestListenErrors(t *testing.T) {
+	s := startSched(t, 1)
+	_, err := Listen(s, "nonsense", Options{}, func(*Conn) {})
+	assert.Error(t, err)
+	_, err = Listen(s, "127.0.0.1:0", Options{}, nil)
+	assert.Error(t, err)
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) { _ = c.Close() })
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "Close is idempotent")
+	_, err = net.DialTimeout("tcp", l.Addr().String(), time.Second)
+	assert.Error(t, err, "closed listener refuses")
+}
+
+func TestIPv6Loopback(t *testing.T) {
+	s := startSched(t, 1)
+	l, err := Listen(s, "[::1]:0", Options{}, func(c *Conn) { _ = c.Close() })
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Read(make([]byte, 1))
+	assert.Equal(t, io.EOF, err)
+}
