@@ -164,3 +164,38 @@ func TestIPv6Loopback(t *testing.T) {
 	_, err = nc.Read(make([]byte, 1))
 	assert.Equal(t, io.EOF, err)
 }
+
+func TestCloseAbandonsPendingWriteAndReadSeesEOF(t *testing.T) {
+	s := startSched(t, 1)
+	results := make(chan error, 4)
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+		big := make([]byte, 16<<20)
+		assert.NoError(t, c.Write(big, func(err error) { results <- err }))
+		assert.Error(t, c.Write([]byte("x"), nil), "one write at a time")
+		var onRead func()
+		onRead = func() {
+			_, err := c.Read(make([]byte, 64))
+			if errors.Is(err, unix.EAGAIN) {
+				return
+			}
+			results <- err // the client closed: ErrEOF (or a reset)
+			assert.NoError(t, c.Close())
+			assert.NoError(t, c.Close(), "Close is idempotent")
+			_, err = c.Read(make([]byte, 1))
+			results <- err
+		}
+		assert.NoError(t, c.OnReadable(lanes.Upstream, onRead))
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	_, err = nc.Read(make([]byte, 1024)) // some bytes arrive; most wait
+	require.NoError(t, err)
+	require.NoError(t, nc.(*net.TCPConn).CloseWrite())
+	first := <-results
+	assert.True(t, errors.Is(first, ErrEOF), "got %v", first)
+	assert.ErrorIs(t, <-results, ErrClosed)
+	assert.ErrorIs(t, <-results, ErrClosed, "the abandoned write reports ErrClosed")
+	nc.Close()
+}
