@@ -316,19 +316,10 @@ func Sleep(ctx context.Context, d time.Duration) error {
 func (w *Worker) Offload(op func(), then func()) {
 	w.pending.Add(1)
 	go func() {
-		w.protect(op)
+		w.call(op)
 		w.pushRemote(&inNode{lane: lanes.Continuation, t: task{fn: then, enq: w.s.clock()}})
 		w.opDone()
 	}()
-}
-
-func (w *Worker) protect(fn func()) {
-	defer func() {
-		if v := recover(); v != nil {
-			w.s.handlePanic(v)
-		}
-	}()
-	fn()
 }
 
 // coroList is an intrusive list of suspended coroutines, so that Stop can

@@ -238,6 +238,7 @@ func (w *Worker) runOne(id lanes.ID) {
 	bump(&c.ran, end-start)
 }
 
+// call runs fn, reporting a panic instead of letting it end the goroutine.
 func (w *Worker) call(fn func()) {
 	defer func() {
 		if v := recover(); v != nil {
