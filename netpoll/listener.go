@@ -41,7 +41,6 @@ type Options struct {
 // its own SO_REUSEPORT socket, so the kernel spreads new connections over
 // the workers and no worker steals another's.
 type Listener struct {
-	s      *sched.Scheduler
 	opts   Options
 	addr   netip.AddrPort
 	accept AcceptFunc
@@ -73,7 +72,7 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 	if opts.AcceptBatch <= 0 {
 		opts.AcceptBatch = 64
 	}
-	l := &Listener{s: s, opts: opts, addr: ap, accept: accept}
+	l := &Listener{opts: opts, addr: ap, accept: accept}
 	for i := 0; i < s.NumWorkers(); i++ {
 		fd, bound, err := listenFD(l.addr, opts.Backlog)
 		if err != nil {

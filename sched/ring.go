@@ -15,8 +15,6 @@ type ring struct {
 	n    int
 }
 
-func (r *ring) len() int { return r.n }
-
 func (r *ring) push(t task) {
 	if r.n == len(r.buf) {
 		r.grow()

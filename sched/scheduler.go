@@ -90,7 +90,6 @@ type Scheduler struct {
 	wg      sync.WaitGroup
 	stopMu  sync.Mutex
 	logger  *slog.Logger
-	dropped atomic.Int64
 }
 
 // New returns a Scheduler for cfg. It validates the configuration and

@@ -58,7 +58,7 @@ type Snapshot struct {
 // stop the workers.
 func (s *Scheduler) Snapshot() Snapshot {
 	n := s.set.Len()
-	snap := Snapshot{Busy: s.Busy(), Dropped: s.dropped.Load(), Lanes: make([]LaneStats, n)}
+	snap := Snapshot{Busy: s.Busy(), Lanes: make([]LaneStats, n)}
 	for i := 0; i < n; i++ {
 		snap.Lanes[i].Name = s.set.Name(lanes.ID(i))
 	}
@@ -96,6 +96,7 @@ func (s *Scheduler) Snapshot() Snapshot {
 			t.WaitedNs += ls.WaitedNs
 			t.RanNs += ls.RanNs
 		}
+		snap.Dropped += ws.Dropped
 		snap.Workers = append(snap.Workers, ws)
 	}
 	return snap

@@ -178,7 +178,7 @@ func (w *Worker) run() {
 		if w.inbox.nonEmpty() {
 			w.drainInbox()
 		}
-		if len(w.timers.h) > 0 && w.timers.h[0].when <= w.now {
+		if w.timers.len() > 0 && w.timers.min().when <= w.now {
 			w.fireTimers()
 		}
 		if w.nwatch > 0 {
@@ -354,8 +354,8 @@ func (w *Worker) drainInbox() {
 }
 
 func (w *Worker) fireTimers() {
-	for len(w.timers.h) > 0 {
-		t := w.timers.h[0]
+	for w.timers.len() > 0 {
+		t := w.timers.min()
 		if t.when > w.now {
 			return
 		}
@@ -401,8 +401,8 @@ func (w *Worker) park(st int32) {
 		return
 	}
 	timeout := -1
-	if len(w.timers.h) > 0 {
-		d := w.timers.h[0].when - w.s.clock()
+	if w.timers.len() > 0 {
+		d := w.timers.min().when - w.s.clock()
 		if d <= 0 {
 			timeout = 0
 		} else {
@@ -471,7 +471,6 @@ func (w *Worker) shutdown() {
 	w.ready = 0
 	w.timers.clear()
 	bump(&w.dropped, int64(n))
-	w.s.dropped.Add(int64(n))
 	if w.isBusy.Load() {
 		w.busyEnd()
 	}
