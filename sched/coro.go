@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"time"
 
@@ -13,6 +14,7 @@ const (
 	yDone  uint8 = iota // the job returned; the coroutine is free
 	yAwait              // run c.op off the worker, then resume
 	ySleep              // resume at c.wakeAt
+	yPause              // wait for the resume function Pause handed out
 )
 
 // Coroutine states, as seen by the worker.
@@ -47,6 +49,8 @@ type coro struct {
 	timer  *Timer
 	woke   bool   // Sleep ended by its context rather than its timer
 	sleeps uint64 // counts Sleep calls, to match a context's wake-up to its Sleep
+	pauses uint64 // counts Pause calls, to match a resume to its Pause
+	paused bool   // in Pause, not yet resumed
 
 	prev, next *coro  // in the worker's list of suspended coroutines
 	node       inNode // to queue its resumption through the inbox
@@ -157,6 +161,22 @@ func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Cont
 	w.push(lane, task{fn: func() { w.start(ctx, fn) }, enq: w.now})
 }
 
+// GoNow starts fn as a coroutine at once, inside the current task, and
+// returns when fn first suspends (Await, Sleep, Pause) or ends; what follows
+// a suspension runs in the Continuation lane as with Go. It saves the queue
+// hop of Go when the caller has already decided that fn runs now, for
+// example a server starting a request's handler. Local: call it only on w,
+// from a task or callback (not from a coroutine, which would nest).
+func (w *Worker) GoNow(ctx context.Context, fn func(ctx context.Context)) {
+	if fn == nil {
+		panic("sched: GoNow of a nil function")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	w.start(ctx, fn)
+}
+
 func (w *Worker) start(ctx context.Context, fn func(context.Context)) {
 	var c *coro
 	if n := len(w.idle); n > 0 {
@@ -203,6 +223,9 @@ func (w *Worker) resume(c *coro) {
 		w.suspended.add(c)
 		c.timer = &Timer{w: w, when: c.wakeAt, lane: lanes.Continuation, co: c}
 		w.timers.add(c.timer)
+	case yPause:
+		c.state = coSuspended
+		w.suspended.add(c)
 	}
 }
 
@@ -305,6 +328,58 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 	if c.woke {
 		return ctx.Err()
+	}
+	return nil
+}
+
+// ErrNotCoroutine is returned by Pause outside a coroutine's own code.
+var ErrNotCoroutine = errors.New("sched: not called from the coroutine of this context")
+
+// InCoroutine reports whether the caller is the running coroutine that ctx
+// belongs to (see Worker.Go), that is, whether Await, Sleep and Pause with
+// ctx would release the worker rather than block in place.
+func InCoroutine(ctx context.Context) bool { return current(ctx) != nil }
+
+// Pause suspends the calling coroutine until the resume function it hands to
+// arm is called, releasing the worker meanwhile: the building block for
+// waiting on events of the worker itself, such as a socket becoming readable
+// or a write completing. arm runs at once, on the worker; resume is local
+// (call it on the same worker, typically from a readiness or completion
+// callback), queues the coroutine in the Continuation lane, and does nothing
+// when called again or after the pause ended. A resume called inside arm
+// makes Pause return without suspending.
+//
+// Pause returns ErrNotCoroutine outside the coroutine that ctx belongs to
+// (the caller must then wait some other way) and ErrStopped when the
+// scheduler cancels the coroutine. It does not watch ctx: arm what should end
+// the wait.
+func Pause(ctx context.Context, arm func(resume func())) error {
+	c := current(ctx)
+	if c == nil {
+		return ErrNotCoroutine
+	}
+	if c.canceled {
+		return ErrStopped
+	}
+	w := c.w
+	c.pauses++
+	seq := c.pauses
+	c.paused = true
+	arm(func() {
+		if c.pauses != seq || !c.paused {
+			return
+		}
+		c.paused = false
+		if c.state == coSuspended {
+			w.push(lanes.Continuation, task{co: c, enq: w.now})
+		}
+	})
+	if !c.paused {
+		return nil
+	}
+	if !c.suspend(yPause) {
+		c.paused = false
+		return ErrStopped
 	}
 	return nil
 }

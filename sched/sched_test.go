@@ -601,3 +601,71 @@ func TestNoLostWakeups(t *testing.T) {
 		}
 	}
 }
+
+func TestPauseResumesOnWorker(t *testing.T) {
+	s := start(t, Config{})
+	w := s.Worker(0)
+	var resume func()
+	var order []string
+	done := make(chan error, 1)
+	onWorker(t, w, func() {
+		w.GoNow(context.Background(), func(ctx context.Context) {
+			order = append(order, "before")
+			err := Pause(ctx, func(r func()) { resume = r })
+			order = append(order, "after")
+			done <- err
+		})
+		// GoNow returned at the first suspension, inside this task.
+		order = append(order, "suspended")
+		assert.Equal(t, 1, w.suspended.n)
+	})
+	onWorker(t, w, func() {
+		assert.Equal(t, []string{"before", "suspended"}, order)
+		resume()
+		resume() // a second call is a no-op
+	})
+	require.NoError(t, <-done)
+	onWorker(t, w, func() {
+		assert.Equal(t, []string{"before", "suspended", "after"}, order)
+		assert.Equal(t, 0, w.suspended.n)
+		resume() // after the pause ended: no-op
+	})
+}
+
+func TestPauseResumedInsideArm(t *testing.T) {
+	s := start(t, Config{})
+	w := s.Worker(0)
+	done := make(chan error, 1)
+	onWorker(t, w, func() {
+		w.GoNow(context.Background(), func(ctx context.Context) {
+			done <- Pause(ctx, func(r func()) { r() })
+		})
+	})
+	require.NoError(t, <-done)
+}
+
+func TestPauseOutsideCoroutine(t *testing.T) {
+	assert.False(t, InCoroutine(context.Background()))
+	err := Pause(context.Background(), func(func()) { t.Error("arm must not run") })
+	assert.ErrorIs(t, err, ErrNotCoroutine)
+}
+
+func TestPauseCanceledByStop(t *testing.T) {
+	s, err := New(Config{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	w := s.Worker(0)
+	done := make(chan error, 1)
+	in := make(chan bool, 1)
+	onWorker(t, w, func() {
+		w.GoNow(context.Background(), func(ctx context.Context) {
+			in <- InCoroutine(ctx)
+			done <- Pause(ctx, func(func()) {})
+		})
+	})
+	assert.True(t, <-in)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, s.Stop(ctx), context.DeadlineExceeded)
+	assert.ErrorIs(t, <-done, ErrStopped)
+}
