@@ -111,6 +111,21 @@ func (c *Conn) Write(p []byte, done func(error)) error {
 	return c.setEvents(c.wantEvents())
 }
 
+// WriteNow writes what the socket takes of p without waiting and returns how
+// much that was: less than len(p), with a nil error, when the socket's
+// buffer is full. It fails while a Write is in progress. Follow it with
+// Write for the rest to wait for room.
+func (c *Conn) WriteNow(p []byte) (int, error) {
+	if c.closed {
+		return 0, ErrClosed
+	}
+	if c.pending != nil {
+		return 0, errors.New("netpoll: write already in progress")
+	}
+	rest, err := c.writeSome(p)
+	return len(p) - len(rest), err
+}
+
 func (c *Conn) writeSome(p []byte) ([]byte, error) {
 	for len(p) > 0 {
 		n, err := unix.Write(c.fd, p)

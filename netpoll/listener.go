@@ -32,6 +32,14 @@ type Options struct {
 	// AcceptBatch is how many connections one accept task takes before it
 	// yields to other work; zero means 64.
 	AcceptBatch int
+	// Shared makes one listening socket that every worker watches with
+	// EPOLLEXCLUSIVE, instead of one SO_REUSEPORT socket per worker. The
+	// kernel then wakes one idle worker per new connection, so a busy
+	// worker's share of connections goes to the others; with SO_REUSEPORT
+	// the kernel hashes connections to sockets whatever their worker is
+	// doing. SO_REUSEPORT spreads long-lived connections evenly and is the
+	// default.
+	Shared bool
 	// OnError is told of accept failures other than "try again" (for
 	// example EMFILE); nil ignores them. It runs on a worker.
 	OnError func(error)
@@ -45,9 +53,10 @@ type Listener struct {
 	addr   netip.AddrPort
 	accept AcceptFunc
 
-	mu     sync.Mutex
-	socks  []*listenSock
-	closed bool
+	mu       sync.Mutex
+	socks    []*listenSock
+	sharedFD int // the one socket of a Shared listener, or -1
+	closed   bool
 }
 
 type listenSock struct {
@@ -72,18 +81,33 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 	if opts.AcceptBatch <= 0 {
 		opts.AcceptBatch = 64
 	}
-	l := &Listener{opts: opts, addr: ap, accept: accept}
-	for i := 0; i < s.NumWorkers(); i++ {
-		fd, bound, err := listenFD(l.addr, opts.Backlog)
+	l := &Listener{opts: opts, addr: ap, accept: accept, sharedFD: -1}
+	events := uint32(unix.EPOLLIN)
+	shared := -1
+	if opts.Shared {
+		events |= unix.EPOLLEXCLUSIVE
+		fd, bound, err := listenFD(l.addr, opts.Backlog, false)
 		if err != nil {
-			l.Close()
 			return nil, err
 		}
-		l.addr = bound // a port chosen by the kernel is reused by the others
+		shared, l.addr = fd, bound
+		l.sharedFD = fd
+	}
+	for i := 0; i < s.NumWorkers(); i++ {
+		fd := shared
+		if fd < 0 {
+			var bound netip.AddrPort
+			fd, bound, err = listenFD(l.addr, opts.Backlog, true)
+			if err != nil {
+				l.Close()
+				return nil, err
+			}
+			l.addr = bound // a port chosen by the kernel is reused by the others
+		}
 		ls := &listenSock{fd: fd, w: s.Worker(i)}
 		l.socks = append(l.socks, ls)
 		if err := onWorker(ls.w, func() error {
-			wt, err := ls.w.Watch(fd, unix.EPOLLIN, func(uint32) {
+			wt, err := ls.w.Watch(fd, events, func(uint32) {
 				ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
 			})
 			ls.watch = wt
@@ -141,16 +165,24 @@ func (l *Listener) Close() error {
 	for _, ls := range socks {
 		err := onWorker(ls.w, func() error {
 			if ls.watch != nil {
-				if err := ls.watch.Close(); err != nil {
-					return err
-				}
+				return ls.watch.Close()
 			}
-			return unix.Close(ls.fd)
+			return nil
 		})
 		if errors.Is(err, sched.ErrStopped) {
-			err = unix.Close(ls.fd) // the worker is gone, and its epoll with it
+			err = nil // the worker is gone, and its epoll with it
 		}
 		if err != nil {
+			errs = append(errs, err)
+		}
+		if l.sharedFD < 0 {
+			if err := unix.Close(ls.fd); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if l.sharedFD >= 0 {
+		if err := unix.Close(l.sharedFD); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -166,9 +198,9 @@ func onWorker(w *sched.Worker, fn func() error) error {
 	return <-done
 }
 
-// listenFD opens a non-blocking SO_REUSEPORT listening socket on ap and
-// returns it with the address it is bound to.
-func listenFD(ap netip.AddrPort, backlog int) (int, netip.AddrPort, error) {
+// listenFD opens a non-blocking listening socket on ap, with SO_REUSEPORT
+// when reuse is set, and returns it with the address it is bound to.
+func listenFD(ap netip.AddrPort, backlog int, reuse bool) (int, netip.AddrPort, error) {
 	family := unix.AF_INET
 	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
 		family = unix.AF_INET6
@@ -184,8 +216,10 @@ func listenFD(ap netip.AddrPort, backlog int) (int, netip.AddrPort, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fail("SO_REUSEADDR", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		return fail("SO_REUSEPORT", err)
+	if reuse {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("SO_REUSEPORT", err)
+		}
 	}
 	if err := unix.Bind(fd, sockaddr(ap)); err != nil {
 		return fail("bind", err)

@@ -71,9 +71,17 @@ func echo(budget int, conns *sync.WaitGroup, lanesSeen *sync.Map) AcceptFunc {
 }
 
 func TestEchoManyConnections(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reuseport", true: "exclusive"}[shared], func(t *testing.T) {
+			testEcho(t, Options{Shared: shared})
+		})
+	}
+}
+
+func testEcho(t *testing.T, opts Options) {
 	s := startSched(t, 2)
 	var conns sync.WaitGroup
-	l, err := Listen(s, "127.0.0.1:0", Options{}, echo(512, &conns, nil))
+	l, err := Listen(s, "127.0.0.1:0", opts, echo(512, &conns, nil))
 	require.NoError(t, err)
 	defer l.Close()
 
@@ -198,4 +206,32 @@ func TestCloseAbandonsPendingWriteAndReadSeesEOF(t *testing.T) {
 	assert.ErrorIs(t, <-results, ErrClosed)
 	assert.ErrorIs(t, <-results, ErrClosed, "the abandoned write reports ErrClosed")
 	nc.Close()
+}
+
+func TestWriteNowReportsShortWrite(t *testing.T) {
+	s := startSched(t, 1)
+	type result struct {
+		n1, n2 int
+		err2   error
+	}
+	res := make(chan result, 1)
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+		big := make([]byte, 64<<20) // more than any socket buffer holds
+		n1, err := c.WriteNow(big)
+		assert.NoError(t, err)
+		// the rest waits for room; a WriteNow meanwhile is refused
+		assert.NoError(t, c.Write(big[n1:], nil))
+		_, err2 := c.WriteNow([]byte("x"))
+		res <- result{n1: n1, n2: len(big), err2: err2}
+		c.Close()
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	r := <-res
+	assert.Greater(t, r.n1, 0)
+	assert.Less(t, r.n1, r.n2)
+	assert.Error(t, r.err2)
 }
