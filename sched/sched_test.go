@@ -669,3 +669,33 @@ func TestPauseCanceledByStop(t *testing.T) {
 	assert.ErrorIs(t, s.Stop(ctx), context.DeadlineExceeded)
 	assert.ErrorIs(t, <-done, ErrStopped)
 }
+
+func TestTimerReset(t *testing.T) {
+	clk := &fakeClock{}
+	s := start(t, Config{Clock: clk.now})
+	w := s.Worker(0)
+	var fired atomic.Int32
+	var tm *Timer
+	onWorker(t, w, func() {
+		tm = w.AfterFunc(10*time.Millisecond, lanes.Upstream, func() { fired.Add(1) })
+		tm.Reset(30 * time.Millisecond) // pending: moved, not duplicated
+		assert.Equal(t, int64(30*time.Millisecond), tm.Deadline()-w.Now())
+	})
+	clk.advance(20 * time.Millisecond)
+	onWorker(t, w, func() {}) // a pass of the loop: nothing due yet
+	assert.Equal(t, int32(0), fired.Load())
+	clk.advance(20 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		_ = w.Submit(lanes.Upstream, func() {}) // wake the worker to see the clock
+		return fired.Load() == 1
+	}, waitFor, tick)
+	onWorker(t, w, func() {
+		assert.False(t, tm.Stop()) // it fired
+		tm.Reset(5 * time.Millisecond)
+	})
+	clk.advance(10 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		_ = w.Submit(lanes.Upstream, func() {})
+		return fired.Load() == 2
+	}, waitFor, tick)
+}

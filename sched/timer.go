@@ -31,6 +31,20 @@ func (t *Timer) Stop() bool {
 	return true
 }
 
+// Reset schedules the timer again, to fire d after the worker's current
+// time, whether it was pending, stopped or had fired; it saves allocating a
+// timer per deadline for something re-armed often, such as a connection's
+// idle timeout. A firing already queued before Reset still runs, so fn
+// should check that its deadline has really passed. Call it only on the
+// timer's worker.
+func (t *Timer) Reset(d time.Duration) {
+	if t.idx >= 0 {
+		t.w.timers.remove(t)
+	}
+	t.when = t.w.now + int64(d)
+	t.w.timers.add(t)
+}
+
 // Deadline returns the timer's deadline on its worker's clock.
 func (t *Timer) Deadline() int64 { return t.when }
 
