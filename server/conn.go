@@ -1,0 +1,651 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/netpoll"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// Connection states.
+const (
+	connIdle   uint8 = iota // between requests: nothing of the next one read
+	connHead                // part of a request head has arrived
+	connActive              // a request's handler runs
+	connLinger              // closing: our side shut, discarding input
+	connClosed
+)
+
+// How long a closing connection keeps discarding the client's input, so
+// that unread bytes do not turn our close into a reset that destroys the
+// response in flight (net/http waits 500 ms for the same reason).
+const lingerTimeout = 500 * time.Millisecond
+
+// maxDrainBody is how much of a body the handler left unread the server
+// reads and discards to keep the connection; beyond it, the connection
+// closes after the response, as net/http does.
+const maxDrainBody = 256 << 10
+
+// conn is one client connection, owned by its worker: every field is used
+// only on that worker, except by a handler's own goroutines through the
+// body reader and the response writer (see their comments).
+type conn struct {
+	srv *Server
+	ws  *workerState
+	nc  *netpoll.Conn
+	w   *sched.Worker
+	fd  int
+
+	buf  []byte // read buffer; nil while idle with nothing buffered
+	r, n int    // buf[r:n] is read but not consumed
+	scan int    // how much of buf[r:n] findHeadEnd has searched
+
+	state       uint8
+	fresh       bool // no request yet: the header timeout runs from accept
+	lastPost    bool // the previous request was a POST (tolerate a stray CRLF)
+	closeAfter  bool // close once the current response is written
+	respStarted bool // the current response's header has been sent
+	peerGone    bool // the client closed or reset the connection
+
+	timer    *sched.Timer
+	deadline int64 // when timer's firing counts; 0: disarmed
+
+	onData    func() // c.readable, bound once
+	onTimeout func() // c.timeout, bound once
+	serveFn   func(context.Context)
+
+	cur        *Request
+	body       *body
+	cancel     context.CancelFunc
+	readWaiter func() // resumes a handler waiting for request bytes
+
+	prev, next *conn // in the worker's list
+}
+
+// accept runs on the connection's worker for each new connection.
+func (srv *Server) accept(nc *netpoll.Conn) {
+	if srv.stopping.Load() {
+		nc.Close()
+		return
+	}
+	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
+	c.onData, c.onTimeout, c.serveFn = c.readable, c.timeout, c.serve
+	srv.open.Add(1)
+	c.ws.conns.add(c)
+	c.idle()
+}
+
+// idle waits for the next request: Upstream work, under the idle timeout
+// (the header timeout on a fresh connection).
+func (c *conn) idle() {
+	c.state = connIdle
+	c.scan = 0
+	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
+		c.close()
+		return
+	}
+	if c.fresh {
+		c.arm(c.srv.cfg.ReadHeaderTimeout)
+	} else {
+		c.arm(c.srv.cfg.IdleTimeout)
+	}
+	if c.r < c.n {
+		// A pipelined request is already here: start it as new work.
+		c.w.Push(lanes.Upstream, c.parseBuffered)
+		return
+	}
+	c.releaseBuf()
+}
+
+func (c *conn) releaseBuf() {
+	if c.buf != nil && c.r == c.n {
+		c.ws.putBuf(c.buf)
+		c.buf, c.r, c.n, c.scan = nil, 0, 0, 0
+	}
+}
+
+func (c *conn) arm(d time.Duration) {
+	if d <= 0 {
+		c.deadline = 0
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		return
+	}
+	if c.timer == nil {
+		c.timer = c.w.AfterFunc(d, lanes.Continuation, c.onTimeout)
+	} else {
+		c.timer.Reset(d)
+	}
+	c.deadline = c.timer.Deadline()
+}
+
+func (c *conn) disarm() {
+	c.deadline = 0
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+func (c *conn) timeout() {
+	if c.deadline == 0 || c.w.Now() < c.deadline {
+		return // re-armed or disarmed since this firing was queued
+	}
+	switch c.state {
+	case connIdle, connHead, connLinger:
+		c.close()
+	}
+}
+
+// readable is the connection's read callback, in whatever lane its state
+// asked for.
+func (c *conn) readable() {
+	switch c.state {
+	case connIdle, connHead:
+		c.readHead()
+	case connActive:
+		if w := c.readWaiter; w != nil {
+			c.readWaiter = nil
+			_ = c.nc.OnReadable(lanes.Continuation, nil)
+			w()
+			return
+		}
+		c.readBehind()
+	case connLinger:
+		c.discard()
+	}
+}
+
+// readHead reads once and starts the request if its head is complete.
+func (c *conn) readHead() {
+	if c.buf == nil {
+		c.buf = c.ws.getBuf()
+	}
+	if !c.makeRoom(c.srv.maxHead) {
+		c.fail(errHeaderTooLarge)
+		return
+	}
+	n, err := c.nc.Read(c.buf[c.n:])
+	switch {
+	case err == unix.EAGAIN:
+		if c.state == connIdle {
+			c.releaseBuf()
+		}
+		return
+	case err != nil:
+		// The client closed or reset: nothing to answer, as net/http.
+		c.close()
+		return
+	}
+	c.n += n
+	c.parseBuffered()
+}
+
+// makeRoom makes space at the end of the read buffer, moving unread bytes
+// to the front or growing the buffer up to limit; false when it is full.
+func (c *conn) makeRoom(limit int) bool {
+	if c.n < len(c.buf) {
+		return true
+	}
+	if c.r > 0 {
+		c.n = copy(c.buf, c.buf[c.r:c.n])
+		c.r = 0
+		return true
+	}
+	if len(c.buf) >= limit {
+		return false
+	}
+	nb := make([]byte, min(2*len(c.buf), limit))
+	copy(nb, c.buf[:c.n])
+	c.ws.putBuf(c.buf)
+	c.buf = nb
+	return true
+}
+
+// parseBuffered starts the request whose head is in the buffer, if all of
+// it is there.
+func (c *conn) parseBuffered() {
+	if c.state != connIdle && c.state != connHead {
+		return
+	}
+	if c.lastPost && c.state == connIdle {
+		// RFC 9112 section 2.2: tolerate the CRLF old clients add after
+		// a POST body.
+		for i := 0; i < 4 && c.r < c.n && (c.buf[c.r] == '\r' || c.buf[c.r] == '\n'); i++ {
+			c.r++
+		}
+	}
+	data := c.buf[c.r:c.n]
+	end := findHeadEnd(data, c.scan)
+	if end < 0 {
+		c.scan = len(data)
+		if len(data) >= c.srv.maxHead {
+			c.fail(errHeaderTooLarge)
+			return
+		}
+		if len(data) > 0 && c.state == connIdle {
+			// The request has begun: the rest of it is Continuation work,
+			// under the header timeout.
+			c.state = connHead
+			if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
+				c.close()
+				return
+			}
+			if !c.fresh {
+				c.arm(c.srv.cfg.ReadHeaderTimeout)
+			}
+		}
+		if len(data) == 0 && c.state == connIdle {
+			c.releaseBuf()
+		}
+		return
+	}
+	if end > c.srv.maxHead {
+		c.fail(errHeaderTooLarge)
+		return
+	}
+	var h head
+	if err := parseHead(data[:end], &h); err != nil {
+		c.fail(err)
+		return
+	}
+	c.r += end
+	c.scan = 0
+	c.start(&h)
+}
+
+// start runs the request's handler, as a coroutine started in the current
+// task: Upstream when the whole head came at once, Continuation when it
+// came in pieces.
+func (c *conn) start(h *head) {
+	c.disarm()
+	c.fresh = false
+	c.lastPost = h.method == "POST"
+	u, err := parseTarget(h.method, h.target)
+	if err != nil {
+		c.fail(errMalformed)
+		return
+	}
+	if h.expect != "" && !asciiEqualFold(h.expect, "100-continue") {
+		c.fail(&reqError{status: http.StatusExpectationFailed})
+		return
+	}
+	if max := c.srv.cfg.MaxBodyBytes; max > 0 && h.contentLength > max {
+		c.fail(&reqError{status: http.StatusRequestEntityTooLarge})
+		return
+	}
+	c.state = connActive
+	c.closeAfter = h.wantsClose || c.srv.stopping.Load()
+	host := u.Host
+	if host == "" {
+		host = h.host
+	}
+	r := &Request{
+		Method: h.method, RequestURI: h.target, URL: u,
+		Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
+		Header: h.header, Host: host,
+		ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
+		Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), c: c,
+	}
+	if h.chunked {
+		r.ContentLength = -1
+	}
+	b := &body{c: c, r: r, remaining: r.ContentLength, chunked: h.chunked, limit: c.srv.cfg.MaxBodyBytes}
+	b.continueWanted = h.expect != "" && h.minor >= 1 && (h.chunked || h.contentLength > 0)
+	if !h.chunked && r.ContentLength == 0 {
+		b.done = true
+	}
+	r.Body = b
+	c.body, c.cur = b, r
+	if b.done {
+		// Nothing more to read for this request: keep reading, to learn
+		// if the client goes away (and to take pipelined requests).
+		_ = c.nc.OnReadable(lanes.Continuation, c.onData)
+	} else {
+		// The body is read by the handler, on demand.
+		_ = c.nc.OnReadable(lanes.Continuation, nil)
+	}
+	c.w.GoNow(context.Background(), c.serveFn)
+}
+
+// serve is the request's coroutine.
+func (c *conn) serve(ctx context.Context) {
+	r, b := c.cur, c.body
+	ctx, c.cancel = context.WithCancel(ctx)
+	r.ctx, b.ctx = ctx, ctx
+	if c.peerGone {
+		c.cancel()
+	}
+	rw := &ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), status: 0}
+	rw.out = c.ws.getOut()
+	c.callHandler(rw, r)
+	rw.finish()
+	c.cancel()
+	c.cur, c.body, c.cancel = nil, nil, nil
+
+	if rw.err != nil || c.peerGone || c.state != connActive {
+		c.close()
+		return
+	}
+	if !b.done && !c.closeAfter && !b.failed() {
+		c.drainBody(ctx, b, rw)
+	}
+	if c.closeAfter || !b.done || b.failed() {
+		c.linger()
+		return
+	}
+	c.idle()
+}
+
+// callHandler runs the handler, turning a panic into a 500 (or, once the
+// response has begun, a closed connection) and a log entry, as net/http
+// does; http.ErrAbortHandler aborts quietly.
+func (c *conn) callHandler(rw *ResponseWriter, r *Request) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v != http.ErrAbortHandler {
+			c.srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
+				"remote", r.RemoteAddr.String(), "panic", fmt.Sprint(v))
+		}
+		if rw.headerSent || v == http.ErrAbortHandler {
+			rw.err = fmt.Errorf("server: handler panic: %v", v)
+			return
+		}
+		c.closeAfter = true
+		rw.reset()
+		rw.header.Set("Content-Type", "text/plain; charset=utf-8")
+		rw.header.Set("X-Content-Type-Options", "nosniff")
+		rw.WriteHeader(http.StatusInternalServerError)
+		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
+	}()
+	c.srv.h.ServeSluice(rw, r)
+}
+
+// drainBody reads and discards what the handler left of the body, up to
+// maxDrainBody, so the connection can carry the next request.
+func (c *conn) drainBody(ctx context.Context, b *body, rw *ResponseWriter) {
+	if b.continueWanted && !b.continueSent {
+		// The client waits for 100 Continue that will not come: it may or
+		// may not send the body, so the connection cannot be reused.
+		c.closeAfter = true
+		return
+	}
+	if !b.chunked && b.remaining > maxDrainBody {
+		c.closeAfter = true
+		return
+	}
+	b.ctx = ctx
+	n, _ := io.CopyN(io.Discard, b, maxDrainBody+1)
+	if n > maxDrainBody {
+		c.closeAfter = true
+	}
+}
+
+// readBehind reads what comes after the current request while its handler
+// runs: pipelined requests are kept for later, and the end of the stream
+// cancels the request's context.
+func (c *conn) readBehind() {
+	if c.buf == nil {
+		c.buf = c.ws.getBuf()
+	}
+	if !c.makeRoom(c.srv.maxHead) {
+		// Full of pipelined requests: read more after this response.
+		_ = c.nc.OnReadable(lanes.Continuation, nil)
+		return
+	}
+	n, err := c.nc.Read(c.buf[c.n:])
+	switch {
+	case err == unix.EAGAIN:
+	case err != nil:
+		c.clientGone()
+	default:
+		c.n += n
+	}
+}
+
+// clientGone records that the client closed or reset the connection and
+// cancels the request in progress.
+func (c *conn) clientGone() {
+	c.peerGone = true
+	_ = c.nc.OnReadable(lanes.Continuation, nil)
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// waitReadable waits until the connection has bytes to read (or an end):
+// in the handler's coroutine by releasing the worker, on any other
+// goroutine by blocking it in poll(2).
+func (c *conn) waitReadable(ctx context.Context) error {
+	err := sched.Pause(ctx, func(resume func()) {
+		c.readWaiter = resume
+		if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
+			c.readWaiter = nil
+			resume()
+		}
+	})
+	if !errors.Is(err, sched.ErrNotCoroutine) {
+		return err
+	}
+	fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// readSome reads at least one byte into p for the body reader, waiting as
+// waitReadable does. The end of the stream is io.ErrUnexpectedEOF: a body
+// reader asks only for bytes the request still owes.
+func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
+	coro := sched.InCoroutine(ctx)
+	for {
+		var n int
+		var err error
+		if coro {
+			n, err = c.nc.Read(p)
+		} else {
+			n, err = rawRead(c.fd, p)
+		}
+		switch {
+		case err == nil:
+			return n, nil
+		case err == unix.EAGAIN:
+			if err := c.waitReadable(ctx); err != nil {
+				return 0, err
+			}
+		case err == netpoll.ErrEOF:
+			return 0, io.ErrUnexpectedEOF
+		default:
+			return 0, err
+		}
+	}
+}
+
+func rawRead(fd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, netpoll.ErrEOF
+		}
+		return n, nil
+	}
+}
+
+// send writes all of p to the client. In the handler's coroutine a write
+// the socket cannot take at once waits for room with the worker released;
+// on any other goroutine it blocks in poll(2). p must stay unchanged until
+// send returns.
+func (c *conn) send(ctx context.Context, p []byte) error {
+	if sched.InCoroutine(ctx) {
+		n, err := c.nc.WriteNow(p)
+		if err != nil || n == len(p) {
+			return err
+		}
+		var werr error
+		perr := sched.Pause(ctx, func(resume func()) {
+			if err := c.nc.Write(p[n:], func(err error) { werr = err; resume() }); err != nil {
+				werr = err
+				resume()
+			}
+		})
+		if perr != nil {
+			return perr
+		}
+		return werr
+	}
+	for len(p) > 0 {
+		n, err := unix.Write(c.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+				return fmt.Errorf("server: poll: %w", err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("server: write: %w", err)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// fail answers a request the server refuses before any handler, then closes
+// the connection.
+func (c *conn) fail(e *reqError) {
+	c.disarm()
+	c.state = connActive // nothing else reads meanwhile
+	msg := fmt.Sprintf("%d %s", e.status, e.Error())
+	resp := "HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg
+	if _, err := c.nc.WriteNow([]byte(resp)); err != nil {
+		c.close()
+		return
+	}
+	c.linger()
+}
+
+// linger closes our side of the connection and discards what the client
+// still sends, for a while, before closing it.
+func (c *conn) linger() {
+	if c.state == connLinger || c.state == connClosed {
+		return
+	}
+	c.state = connLinger
+	c.r, c.n = 0, 0
+	c.releaseBuf()
+	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+		c.close()
+		return
+	}
+	if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
+		c.close()
+		return
+	}
+	c.arm(lingerTimeout)
+}
+
+// discard reads and drops input of a lingering connection, closing it at
+// the end of the stream.
+func (c *conn) discard() {
+	var scratch [512]byte
+	for range 8 {
+		_, err := c.nc.Read(scratch[:])
+		if err == unix.EAGAIN {
+			return
+		}
+		if err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+// shutdown is called on the worker by Server.Shutdown (force false) and
+// Server.Close (force true).
+func (c *conn) shutdown(force bool) {
+	switch c.state {
+	case connIdle:
+		c.close()
+	case connHead:
+		if force {
+			c.close()
+		} else {
+			c.closeAfter = true
+		}
+	case connActive:
+		c.closeAfter = true
+		if force {
+			// Wake whoever waits on the socket: reads see the end.
+			_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
+			c.clientGone()
+			if w := c.readWaiter; w != nil {
+				c.readWaiter = nil
+				w()
+			}
+		}
+	case connLinger:
+		if force {
+			c.close()
+		}
+	}
+}
+
+// close closes the connection now.
+func (c *conn) close() {
+	if c.state == connClosed {
+		return
+	}
+	c.state = connClosed
+	c.disarm()
+	c.timer = nil
+	if c.cancel != nil {
+		c.cancel()
+	}
+	_ = c.nc.Close()
+	if c.buf != nil {
+		c.ws.putBuf(c.buf)
+		c.buf = nil
+	}
+	c.ws.conns.remove(c)
+	c.srv.connClosed()
+}
+
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/sched"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startSched starts a scheduler with n workers, stopped when the test ends.
+func startSched(t testing.TB, n int) *sched.Scheduler {
+	t.Helper()
+	s, err := sched.New(sched.Config{Workers: n})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+	return s
+}
+
+// serveHTTP serves h on a fresh two-worker scheduler and returns the server
+// and its address; the server is closed when the test ends.
+func serveHTTP(t testing.TB, h http.Handler, cfg Config) (*Server, string) {
+	t.Helper()
+	return serveNative(t, HTTPHandler(h), cfg)
+}
+
+func serveNative(t testing.TB, h Handler, cfg Config) (*Server, string) {
+	t.Helper()
+	s := startSched(t, 2)
+	srv, err := Listen(s, "127.0.0.1:0", h, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Close(ctx))
+	})
+	return srv, srv.Addr().String()
+}
+
+// rawExchange sends raw bytes on a new connection and returns the responses
+// read with net/http's parser, and whether the server closed the
+// connection after them.
+func rawExchange(t testing.TB, addr, raw string, method string) ([]*http.Response, []string, bool) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = io.WriteString(nc, raw)
+	require.NoError(t, err)
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(nc)
+	var resps []*http.Response
+	var bodies []string
+	for {
+		req := &http.Request{Method: method}
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			break
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			break
+		}
+		resps = append(resps, resp)
+		bodies = append(bodies, string(b))
+		if resp.Close {
+			break
+		}
+	}
+	// Is the connection closed? A closed one reads EOF (or a reset) at once.
+	_ = nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var one [1]byte
+	_, err = br.Read(one[:])
+	closed := err != nil && !isTimeout(err)
+	return resps, bodies, closed
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func crlf(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }

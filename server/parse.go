@@ -1,0 +1,397 @@
+package server
+
+import (
+	"bytes"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// head is a parsed request head: the request line, the header fields and
+// what they say about framing and the connection.
+type head struct {
+	method string
+	target string
+	proto  string
+	major  int
+	minor  int
+	header http.Header
+	host   string
+
+	contentLength int64 // -1: none given (chunked, or no body)
+	chunked       bool
+	wantsClose    bool // Connection: close, or HTTP/1.0 without keep-alive
+	keepAlive10   bool // HTTP/1.0 with Connection: keep-alive
+	expect        string
+}
+
+// reqError is a request the server refuses before any handler runs: a
+// status, a short public reason, and always a closed connection.
+type reqError struct {
+	status int
+	reason string // appended to the status text; empty for none
+}
+
+func (e *reqError) Error() string {
+	if e.reason == "" {
+		return http.StatusText(e.status)
+	}
+	return http.StatusText(e.status) + ": " + e.reason
+}
+
+func badRequest(reason string) *reqError {
+	return &reqError{status: http.StatusBadRequest, reason: reason}
+}
+
+var (
+	errHeaderTooLarge = &reqError{status: http.StatusRequestHeaderFieldsTooLarge}
+	errUnsupportedTE  = &reqError{status: http.StatusNotImplemented}
+	errMalformed      = badRequest("")
+)
+
+// findHeadEnd returns the length of the request head at the start of buf
+// (through the empty line that ends it), or -1 if buf does not hold all of
+// it yet. from is where the previous search stopped, so a head arriving in
+// many pieces is scanned once. Lines end in CRLF or, as net/http accepts, a
+// bare LF.
+func findHeadEnd(buf []byte, from int) int {
+	i := max(from-3, 0)
+	for {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		// An empty line: LF, or CR LF, right after a LF.
+		if i < len(buf) && buf[i] == '\n' {
+			return i + 1
+		}
+		if i+1 < len(buf) && buf[i] == '\r' && buf[i+1] == '\n' {
+			return i + 2
+		}
+	}
+}
+
+// parseHead parses the request head in buf, which findHeadEnd delimited.
+// The strings of the result share one allocation, a copy of buf.
+func parseHead(buf []byte, h *head) *reqError {
+	s := string(buf)
+	line, rest := nextLine(s)
+	var ok1, ok2 bool
+	h.method, line, ok1 = strings.Cut(line, " ")
+	h.target, h.proto, ok2 = strings.Cut(line, " ")
+	if !ok1 || !ok2 {
+		return badRequest("malformed request line")
+	}
+	var ok bool
+	if h.major, h.minor, ok = parseVersion(h.proto); !ok {
+		return badRequest("malformed HTTP version " + strconv.Quote(h.proto))
+	}
+	if !validToken(h.method) {
+		return badRequest("invalid method")
+	}
+	if h.target == "" {
+		return badRequest("malformed request URI")
+	}
+	if err := parseFields(rest, h); err != nil {
+		return err
+	}
+	if h.major != 1 {
+		return &reqError{status: http.StatusHTTPVersionNotSupported, reason: "unsupported protocol version"}
+	}
+	return h.check()
+}
+
+// nextLine splits s after its first line, dropping the line's CRLF or LF.
+func nextLine(s string) (line, rest string) {
+	i := strings.IndexByte(s, '\n')
+	if i < 0 {
+		return s, ""
+	}
+	line, rest = s[:i], s[i+1:]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, rest
+}
+
+func parseVersion(p string) (major, minor int, ok bool) {
+	switch p {
+	case "HTTP/1.1":
+		return 1, 1, true
+	case "HTTP/1.0":
+		return 1, 0, true
+	}
+	if len(p) != 8 || !strings.HasPrefix(p, "HTTP/") || p[6] != '.' {
+		return 0, 0, false
+	}
+	if p[5] < '0' || p[5] > '9' || p[7] < '0' || p[7] > '9' {
+		return 0, 0, false
+	}
+	return int(p[5] - '0'), int(p[7] - '0'), true
+}
+
+// parseFields parses the header lines in s (which ends with the empty
+// line) into h.header, with canonical keys, as net/textproto does:
+// continuation lines are folded into the value before them with one space,
+// values lose surrounding blanks, and a field name must be a token.
+func parseFields(s string, h *head) *reqError {
+	n := strings.Count(s, "\n")
+	if n > 0 {
+		n-- // the empty line
+	}
+	h.header = make(http.Header, n)
+	if n == 0 {
+		return nil
+	}
+	vals := make([]string, n)
+	if s[0] == ' ' || s[0] == '\t' {
+		return errMalformed // the first line cannot continue anything
+	}
+	var lastKey string
+	for {
+		var line string
+		line, s = nextLine(s)
+		if line == "" {
+			return nil
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			// obs-fold: continues the previous field's value.
+			vv := h.header[lastKey]
+			v := trimBlanks(line)
+			if !validValue(v) {
+				return errMalformed
+			}
+			if vv[len(vv)-1] == "" {
+				vv[len(vv)-1] = v
+			} else if v != "" {
+				vv[len(vv)-1] += " " + v
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return errMalformed
+		}
+		key, ok := canonicalKey(k)
+		if !ok {
+			if strings.IndexByte(k, ' ') >= 0 && k != "" {
+				return badRequest("invalid header name")
+			}
+			return errMalformed
+		}
+		v = trimBlanks(v)
+		if !validValue(v) {
+			return errMalformed
+		}
+		lastKey = key
+		if vv := h.header[key]; vv != nil {
+			h.header[key] = append(vv, v)
+		} else {
+			vals[0] = v
+			h.header[key] = vals[:1:1]
+			vals = vals[1:]
+		}
+	}
+}
+
+func trimBlanks(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// canonicalKey returns k in canonical form without allocating when it is
+// already canonical (the usual case), and false when k is not a token.
+func canonicalKey(k string) (string, bool) {
+	if !validToken(k) {
+		return "", false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if (upper && 'a' <= c && c <= 'z') || (!upper && 'A' <= c && c <= 'Z') {
+			return textproto.CanonicalMIMEHeaderKey(k), true
+		}
+		upper = c == '-'
+	}
+	return k, true
+}
+
+// tokenChars marks the bytes allowed in a token (RFC 9110 tchar).
+var tokenChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !tokenChars[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue reports whether s holds only field-value bytes: visible
+// characters, blanks and obs-text, no controls.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// check applies the rules that span fields: Host, framing (the request
+// smuggling defences) and the connection's fate.
+func (h *head) check() *reqError {
+	hdr := h.header
+	hosts, haveHost := hdr["Host"]
+	if len(hosts) > 1 {
+		return badRequest("too many Host headers")
+	}
+	if h.minor >= 1 && !haveHost && h.method != "CONNECT" {
+		return badRequest("missing required Host header")
+	}
+	if haveHost {
+		if !validHost(hosts[0]) {
+			return badRequest("malformed Host header")
+		}
+		h.host = hosts[0]
+		delete(hdr, "Host")
+	}
+
+	h.contentLength = -1
+	cls := hdr["Content-Length"]
+	if len(cls) > 0 {
+		first := cls[0]
+		for _, cl := range cls[1:] {
+			if cl != first {
+				return badRequest("conflicting Content-Length headers")
+			}
+		}
+		n, ok := parseContentLength(first)
+		if !ok {
+			return badRequest("bad Content-Length")
+		}
+		h.contentLength = n
+		if len(cls) > 1 {
+			hdr["Content-Length"] = cls[:1]
+		}
+	}
+	if te, ok := hdr["Transfer-Encoding"]; ok {
+		// Stricter than net/http, which ignores Transfer-Encoding on
+		// HTTP/1.0 and lets chunked override a Content-Length: both are
+		// the framing disagreements request smuggling is made of, and
+		// RFC 9112 section 6.1 allows (for 1.0, requires) treating them
+		// as faulty framing.
+		if h.minor == 0 {
+			return badRequest("Transfer-Encoding in an HTTP/1.0 request")
+		}
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return errUnsupportedTE
+		}
+		if len(cls) > 0 {
+			return badRequest("both Transfer-Encoding and Content-Length")
+		}
+		h.chunked = true
+		delete(hdr, "Transfer-Encoding")
+	}
+
+	conn := hdr["Connection"]
+	if h.minor == 0 {
+		h.keepAlive10 = hasToken(conn, "keep-alive")
+		h.wantsClose = !h.keepAlive10
+	} else {
+		h.wantsClose = hasToken(conn, "close")
+	}
+	if e := hdr["Expect"]; len(e) > 0 {
+		h.expect = e[0]
+	}
+	return nil
+}
+
+// parseContentLength accepts only digits, as net/http does (no sign, no
+// blanks inside), up to the largest int64.
+func parseContentLength(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<63-1-int64(c-'0'))/10 {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// hasToken reports whether the comma-separated values vv contain tok,
+// compared without regard to case.
+func hasToken(vv []string, tok string) bool {
+	for _, v := range vv {
+		for v != "" {
+			var t string
+			t, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(trimBlanks(t), tok) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validHost is net/http's lenient Host check: bytes that may appear in a
+// host, a port, brackets, or a percent-encoded or user-info part.
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if !hostChars[h[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var hostChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!$%&'()*+,-.:;=[]_~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// bytesToString views b as a string without copying; b must not change
+// while the string is in use.
+func bytesToString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/sluice-go/sluice/sched"
+)
+
+// Handler serves one request: the native handler type. It runs as a
+// coroutine on the worker that owns the connection, so sched.Await (and the
+// await package) with r.Context() releases the worker while it waits, and
+// the handler resumes on the same worker ahead of new requests.
+type Handler interface {
+	ServeSluice(w *ResponseWriter, r *Request)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(w *ResponseWriter, r *Request)
+
+// ServeSluice calls f(w, r).
+func (f HandlerFunc) ServeSluice(w *ResponseWriter, r *Request) { f(w, r) }
+
+// Request is a parsed HTTP/1.x request, valid until its handler returns.
+type Request struct {
+	// Method, RequestURI (the request-target as sent) and Proto come
+	// from the request line; URL is RequestURI parsed.
+	Method     string
+	RequestURI string
+	URL        *url.URL
+	Proto      string
+	ProtoMajor int
+	ProtoMinor int
+	// Header holds the header fields with canonical keys, without Host.
+	Header http.Header
+	// Host is the URL's host if the target named one, else the Host field.
+	Host string
+	// ContentLength is the body's length: -1 for a chunked body of
+	// unknown length, 0 for none.
+	ContentLength int64
+	// Chunked reports a chunked request body.
+	Chunked bool
+	// Close reports that the connection closes after this request
+	// (Connection: close, or HTTP/1.0 without keep-alive).
+	Close bool
+	// RemoteAddr is the client's address.
+	RemoteAddr netip.AddrPort
+	// Body is the request body; it is never nil, and reads at its end
+	// return io.EOF. The server closes it.
+	Body io.ReadCloser
+
+	ctx context.Context
+	c   *conn
+}
+
+// Context returns the request's context: cancelled when the client goes
+// away and when the handler returns. Await with it releases the worker.
+func (r *Request) Context() context.Context { return r.ctx }
+
+// Worker returns the worker serving the request.
+func (r *Request) Worker() *sched.Worker { return r.c.w }
+
+// HTTPRequest returns the request as a *http.Request, as net/http would
+// have built it, sharing Header, URL and Body.
+func (r *Request) HTTPRequest() *http.Request {
+	hr := &http.Request{
+		Method:     r.Method,
+		URL:        r.URL,
+		Proto:      r.Proto,
+		ProtoMajor: r.ProtoMajor,
+		ProtoMinor: r.ProtoMinor,
+		Header:     r.Header,
+		Body:       r.Body,
+		Close:      r.Close,
+		Host:       r.Host,
+		RequestURI: r.RequestURI,
+		RemoteAddr: r.RemoteAddr.String(),
+	}
+	switch {
+	case r.Chunked:
+		hr.ContentLength = -1
+		hr.TransferEncoding = []string{"chunked"}
+	case r.ContentLength > 0:
+		hr.ContentLength = r.ContentLength
+	default:
+		hr.Body = http.NoBody
+	}
+	return hr.WithContext(r.ctx)
+}
+
+// HTTPHandler adapts a net/http Handler to the server: it gets the request
+// from Request.HTTPRequest and the ResponseWriter, which implements
+// http.ResponseWriter and http.Flusher (and FlushError, for
+// http.ResponseController). Hijacking is not supported.
+func HTTPHandler(h http.Handler) Handler {
+	return HandlerFunc(func(w *ResponseWriter, r *Request) {
+		h.ServeHTTP(w, r.HTTPRequest())
+	})
+}
+
+// parseTarget parses a request-target as net/http does: origin-form and
+// absolute-form through url.ParseRequestURI, and the authority-form of
+// CONNECT.
+func parseTarget(method, target string) (*url.URL, error) {
+	if method == "CONNECT" && !strings.HasPrefix(target, "/") {
+		u, err := url.ParseRequestURI("http://" + target)
+		if err != nil {
+			return nil, err
+		}
+		u.Scheme = ""
+		return u, nil
+	}
+	return url.ParseRequestURI(target)
+}

@@ -1,0 +1,365 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+)
+
+// ResponseWriter writes a response. It implements http.ResponseWriter,
+// http.Flusher, io.StringWriter and FlushError (for http.ResponseController).
+//
+// A response that fits its 4 KB buffer and is complete when the handler
+// returns is sent in one write with a Content-Length. A longer one, or one
+// flushed early, is sent with chunked encoding (HTTP/1.1) or delimited by
+// closing the connection (HTTP/1.0). Like net/http's, it is the handler's:
+// use it from the handler's coroutine or from one goroutine at a time the
+// handler waits for; writes that must wait for the client release the
+// worker in the first case and block in the second.
+type ResponseWriter struct {
+	c   *conn
+	req *Request
+	ctx context.Context
+
+	header      http.Header
+	status      int
+	wroteHeader bool // the handler chose the status
+	headerSent  bool // the status line and header are on their way
+	chunking    bool
+	bodyless    bool  // HEAD, 1xx, 204, 304: no body on the wire
+	declared    int64 // Content-Length the handler set, or -1
+	written     int64 // body bytes the handler wrote
+	out         []byte
+	err         error // a write failed: the connection closes
+}
+
+var (
+	// ErrBodyNotAllowed is returned by Write for a status that has no body
+	// (1xx, 204, 304).
+	ErrBodyNotAllowed = http.ErrBodyNotAllowed
+	// ErrContentLength is returned by Write beyond the Content-Length the
+	// handler declared.
+	ErrContentLength = http.ErrContentLength
+)
+
+// Header returns the header map to fill before the first Write or
+// WriteHeader.
+func (w *ResponseWriter) Header() http.Header { return w.header }
+
+// WriteHeader sends the status code with the header. Informational codes
+// (1xx except 101) are sent at once and may be followed by another; the
+// rest are sent with the first flush of the body. Later calls are ignored.
+func (w *ResponseWriter) WriteHeader(code int) {
+	if w.wroteHeader || w.err != nil {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("server: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.sendInformational(code)
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	w.declared = -1
+	if cl := w.header.Get("Content-Length"); cl != "" {
+		if n, ok := parseContentLength(cl); ok {
+			w.declared = n
+		} else {
+			delete(w.header, "Content-Length")
+		}
+	}
+	w.bodyless = w.req.Method == "HEAD" || code == http.StatusNoContent || code == http.StatusNotModified
+}
+
+func (w *ResponseWriter) sendInformational(code int) {
+	if w.req.ProtoMajor == 1 && w.req.ProtoMinor == 0 {
+		return // an HTTP/1.0 client does not expect them
+	}
+	b := w.c.ws.getOut()
+	b = appendStatusLine(b, 1, code)
+	b = w.appendFields(b, nil)
+	b = append(b, "\r\n"...)
+	w.fail(w.c.send(w.ctx, b))
+	w.c.ws.putOut(b)
+}
+
+// Write buffers p as body, sending what the buffer cannot hold.
+func (w *ResponseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if w.status == http.StatusNoContent || w.status == http.StatusNotModified {
+		return 0, ErrBodyNotAllowed
+	}
+	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
+		return 0, ErrContentLength
+	}
+	w.written += int64(len(p))
+	if w.bodyless {
+		return len(p), nil // HEAD: counted, not sent
+	}
+	if len(w.out)+len(p) <= cap(w.out) {
+		w.out = append(w.out, p...)
+		return len(p), nil
+	}
+	if err := w.flush(false); err != nil {
+		return 0, err
+	}
+	if len(p) < cap(w.out)/2 {
+		w.out = append(w.out, p...)
+		return len(p), nil
+	}
+	if err := w.sendBody(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteString is Write for a string.
+func (w *ResponseWriter) WriteString(s string) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err == nil && !w.bodyless && len(w.out)+len(s) <= cap(w.out) &&
+		(w.declared < 0 || w.written+int64(len(s)) <= w.declared) &&
+		w.status != http.StatusNoContent && w.status != http.StatusNotModified {
+		w.out = append(w.out, s...)
+		w.written += int64(len(s))
+		return len(s), nil
+	}
+	return w.Write([]byte(s))
+}
+
+// Flush sends the header and what the body buffer holds.
+func (w *ResponseWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush, returning the error of the write.
+func (w *ResponseWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	return w.flush(false)
+}
+
+// flush sends the header if it is not yet sent, then the buffered body.
+// final is set when the handler has returned: the body is complete, so a
+// response that was never flushed gets a Content-Length.
+func (w *ResponseWriter) flush(final bool) error {
+	c := w.c
+	if !w.headerSent {
+		w.headerSent = true
+		c.respStarted = true
+		b := c.ws.getOut()
+		b = w.appendHead(b, final)
+		if w.chunking && len(w.out) > 0 {
+			b = appendChunkHead(b, len(w.out))
+		}
+		if !w.bodyless {
+			b = append(b, w.out...)
+		}
+		if w.chunking && len(w.out) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		if final && w.chunking {
+			b = append(b, "0\r\n\r\n"...)
+		}
+		w.out = w.out[:0]
+		err := c.send(w.ctx, b)
+		c.ws.putOut(b)
+		return w.fail(err)
+	}
+	if len(w.out) > 0 {
+		err := w.sendBody(w.out)
+		w.out = w.out[:0]
+		if err != nil {
+			return err
+		}
+	}
+	if final && w.chunking {
+		return w.fail(c.send(w.ctx, []byte("0\r\n\r\n")))
+	}
+	return nil
+}
+
+// sendBody sends p as body after the header, framed as the response is.
+func (w *ResponseWriter) sendBody(p []byte) error {
+	if w.bodyless || len(p) == 0 {
+		return nil
+	}
+	if !w.chunking {
+		return w.fail(w.c.send(w.ctx, p))
+	}
+	var hdr [20]byte
+	if err := w.c.send(w.ctx, appendChunkHead(hdr[:0], len(p))); err != nil {
+		return w.fail(err)
+	}
+	if err := w.c.send(w.ctx, p); err != nil {
+		return w.fail(err)
+	}
+	return w.fail(w.c.send(w.ctx, []byte("\r\n")))
+}
+
+func (w *ResponseWriter) fail(err error) error {
+	if err != nil && w.err == nil {
+		w.err = err
+		w.c.closeAfter = true
+	}
+	return err
+}
+
+// finish completes the response after the handler returned.
+func (w *ResponseWriter) finish() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err == nil {
+		_ = w.flush(true)
+	}
+	if w.declared >= 0 && w.written < w.declared && !w.bodyless {
+		// The handler promised more than it wrote: the framing is broken.
+		w.c.closeAfter = true
+	}
+	w.c.ws.putOut(w.out)
+	w.out = nil
+	w.c.respStarted = false
+}
+
+// reset drops what the handler set and wrote, if nothing was sent yet.
+func (w *ResponseWriter) reset() {
+	clear(w.header)
+	w.wroteHeader, w.status, w.written, w.declared, w.bodyless = false, 0, 0, -1, false
+	w.out = w.out[:0]
+}
+
+// appendHead appends the status line and header fields, deciding the
+// framing of the body.
+func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
+	c, r, h := w.c, w.req, w.header
+	code := w.status
+	noBody := code == http.StatusNoContent || code == http.StatusNotModified
+	if _, ok := h["Connection"]; ok && hasToken(h["Connection"], "close") {
+		c.closeAfter = true
+	}
+	var extra [4][2]string
+	ne := 0
+	add := func(k, v string) { extra[ne] = [2]string{k, v}; ne++ }
+
+	length := int64(-1)
+	switch {
+	case noBody:
+		delete(h, "Transfer-Encoding")
+		if code == http.StatusNoContent {
+			delete(h, "Content-Length")
+		}
+	case w.declared >= 0:
+		length = w.declared
+	case final && !(w.bodyless && w.written == 0):
+		length = w.written
+		add("Content-Length", strconv.FormatInt(length, 10))
+	}
+	if !noBody && length < 0 && !w.bodyless {
+		if r.ProtoMinor >= 1 {
+			w.chunking = true
+			delete(h, "Transfer-Encoding")
+			add("Transfer-Encoding", "chunked")
+		} else {
+			c.closeAfter = true // HTTP/1.0: the close delimits the body
+		}
+	}
+	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && h.Get("X-Content-Type-Options") != "nosniff" {
+		add("Content-Type", http.DetectContentType(w.out))
+	}
+	if c.srv.stopping.Load() {
+		c.closeAfter = true
+	}
+	switch {
+	case c.closeAfter:
+		if !hasToken(h["Connection"], "close") {
+			add("Connection", "close")
+		}
+	case r.ProtoMinor == 0:
+		add("Connection", "keep-alive") // it asked for it, or closeAfter would be set
+	}
+
+	b = appendStatusLine(b, r.ProtoMinor, code)
+	b = w.appendFields(b, extra[:ne])
+	return append(b, "\r\n"...)
+}
+
+// appendFields appends the handler's header fields in sorted order, a Date
+// unless the handler set one, and the server's extra fields.
+func (w *ResponseWriter) appendFields(b []byte, extra [][2]string) []byte {
+	ws := w.c.ws
+	keys := ws.keys[:0]
+	for k := range w.header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range w.header[k] {
+			b = appendField(b, k, v)
+		}
+	}
+	ws.keys = keys[:0]
+	if _, ok := w.header["Date"]; !ok {
+		b = append(b, "Date: "...)
+		b = append(b, ws.dateHeader()...)
+		b = append(b, "\r\n"...)
+	}
+	for _, kv := range extra {
+		b = appendField(b, kv[0], kv[1])
+	}
+	return b
+}
+
+// appendField appends "k: v", replacing CR and LF in the value with spaces
+// (as net/http does) so that a handler cannot split the response.
+func appendField(b []byte, k, v string) []byte {
+	if !validToken(k) {
+		return b // net/http drops invalid field names too
+	}
+	b = append(b, k...)
+	b = append(b, ": "...)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, "\r\n"...)
+}
+
+func appendStatusLine(b []byte, minor, code int) []byte {
+	if minor >= 1 {
+		b = append(b, "HTTP/1.1 "...)
+	} else {
+		b = append(b, "HTTP/1.0 "...)
+	}
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
+	}
+	return append(b, "\r\n"...)
+}
+
+func appendChunkHead(b []byte, n int) []byte {
+	b = strconv.AppendInt(b, int64(n), 16)
+	return append(b, "\r\n"...)
+}

@@ -1,0 +1,282 @@
+// Package server is an HTTP/1.1 server that runs on the sluice executor:
+// connections are accepted, read, parsed and answered by the worker that owns
+// them, in the lanes of the design (a new request is Upstream work; the rest
+// of a request already started, its handler's resumptions and its response
+// are Continuation work), and handlers run as coroutines on that worker, so
+// that Await releases the worker while a handler waits.
+//
+// Handlers come in two forms: the native Handler, which gets the server's
+// own Request, and any net/http Handler through HTTPHandler, which gets an
+// ordinary *http.Request whose context ends when the client goes away, and a
+// ResponseWriter that is also an http.Flusher. Routers and middleware written
+// for net/http run unchanged.
+//
+// A handler that blocks without Await (time.Sleep, a raw socket, a blocking
+// driver) holds its worker for the duration: that is the "isolated" model,
+// which works but caps throughput at workers / blocking time. The await
+// package has an http.RoundTripper, a database/sql connector and a Sleep that
+// release the worker instead.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/netpoll"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 1 << 20
+	DefaultMaxBodyBytes      = 64 << 20
+)
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// ReadHeaderTimeout bounds the time from the first byte of a request
+	// (or from accepting the connection) to the end of its head; the
+	// connection is closed when it passes. Zero means
+	// DefaultReadHeaderTimeout; negative means none.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive
+	// connection. Zero means DefaultIdleTimeout; negative means none.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and header fields; a larger
+	// head is answered 431. As in net/http, 4 KB of slack are added. Zero
+	// means DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request body: a larger Content-Length is
+	// answered 413 before the handler runs, and reading a larger chunked
+	// body fails with *http.MaxBytesError. Zero means DefaultMaxBodyBytes;
+	// negative means no limit.
+	MaxBodyBytes int64
+	// Listen configures the listening sockets (per-worker SO_REUSEPORT
+	// sockets by default, or one shared EPOLLEXCLUSIVE socket).
+	Listen netpoll.Options
+	// Logger receives handler panics and accept errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves HTTP/1.1 on the workers of a scheduler.
+type Server struct {
+	cfg     Config
+	s       *sched.Scheduler
+	h       Handler
+	l       *netpoll.Listener
+	log     *slog.Logger
+	maxHead int
+	ws      []*workerState
+
+	open     atomic.Int64 // connections not yet closed
+	stopping atomic.Bool  // Shutdown or Close began
+	closed   chan struct{}
+	once     sync.Once
+}
+
+// Listen starts serving h on addr ("127.0.0.1:8080", "[::]:80") on every
+// worker of s, which must be started. The server runs until Shutdown or
+// Close.
+func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("server: Listen with a nil Handler")
+	}
+	if cfg.ReadHeaderTimeout == 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	srv := &Server{
+		cfg: cfg, s: s, h: h, log: cfg.Logger,
+		maxHead: cfg.MaxHeaderBytes + 4096,
+		closed:  make(chan struct{}),
+	}
+	if srv.log == nil {
+		srv.log = slog.Default()
+	}
+	for range s.NumWorkers() {
+		srv.ws = append(srv.ws, &workerState{})
+	}
+	lopts := cfg.Listen
+	if lopts.OnError == nil {
+		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }
+	}
+	l, err := netpoll.Listen(s, addr, lopts, srv.accept)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	srv.l = l
+	return srv, nil
+}
+
+// Addr returns the address the server listens on.
+func (srv *Server) Addr() net.Addr { return srv.l.Addr() }
+
+// OpenConns returns the number of connections not yet closed.
+func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
+
+// Shutdown stops the server gracefully: it stops accepting, closes idle
+// connections, lets requests in progress (and requests whose head has begun
+// to arrive) finish, answering them with Connection: close, and returns
+// when every connection is closed, or with ctx's error when ctx ends first;
+// the connections left are then still served until they finish or Close is
+// called.
+func (srv *Server) Shutdown(ctx context.Context) error {
+	err := srv.stop(false)
+	for srv.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-srv.closed:
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// Close stops the server at once: it stops accepting and closes every
+// connection. Handlers still running see their request context cancelled
+// and their reads and writes fail; Close waits for them to return, or for
+// ctx to end.
+func (srv *Server) Close(ctx context.Context) error {
+	err := srv.stop(true)
+	for srv.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-srv.closed:
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (srv *Server) stop(force bool) error {
+	srv.stopping.Store(true)
+	err := srv.l.Close()
+	for i := range srv.ws {
+		w := srv.s.Worker(i)
+		ws := srv.ws[i]
+		serr := w.Submit(lanes.Continuation, func() {
+			for c := ws.conns.head; c != nil; {
+				next := c.next
+				c.shutdown(force)
+				c = next
+			}
+		})
+		if serr != nil && !errors.Is(serr, sched.ErrStopped) {
+			err = errors.Join(err, serr)
+		}
+	}
+	if srv.open.Load() == 0 {
+		srv.once.Do(func() { close(srv.closed) })
+	}
+	return err
+}
+
+// connClosed is called by each connection as it closes.
+func (srv *Server) connClosed() {
+	if srv.open.Add(-1) == 0 && srv.stopping.Load() {
+		srv.once.Do(func() { close(srv.closed) })
+	}
+}
+
+// workerState is the server's state on one worker, touched only there:
+// buffer pools, the list of connections, the cached Date header.
+type workerState struct {
+	bufs  [][]byte // free read buffers of readBufSize
+	outs  [][]byte // free output buffers of outBufSize
+	conns connList
+
+	dateSec int64
+	date    []byte
+	keys    []string // scratch for sorting header keys
+}
+
+const (
+	readBufSize = 4 << 10
+	outBufSize  = 4 << 10
+	maxFreeBufs = 1024 // per worker and kind: bounds what the pools keep
+)
+
+func (ws *workerState) getBuf() []byte {
+	if n := len(ws.bufs); n > 0 {
+		b := ws.bufs[n-1]
+		ws.bufs = ws.bufs[:n-1]
+		return b
+	}
+	return make([]byte, readBufSize)
+}
+
+func (ws *workerState) putBuf(b []byte) {
+	if cap(b) == readBufSize && len(ws.bufs) < maxFreeBufs {
+		ws.bufs = append(ws.bufs, b[:readBufSize])
+	}
+}
+
+func (ws *workerState) getOut() []byte {
+	if n := len(ws.outs); n > 0 {
+		b := ws.outs[n-1]
+		ws.outs = ws.outs[:n-1]
+		return b[:0]
+	}
+	return make([]byte, 0, outBufSize)
+}
+
+func (ws *workerState) putOut(b []byte) {
+	if cap(b) == outBufSize && len(ws.outs) < maxFreeBufs {
+		ws.outs = append(ws.outs, b[:0])
+	}
+}
+
+// dateHeader returns the Date header value for now, formatted once a second.
+func (ws *workerState) dateHeader() []byte {
+	now := time.Now()
+	if sec := now.Unix(); sec != ws.dateSec || ws.date == nil {
+		ws.dateSec = sec
+		ws.date = now.UTC().AppendFormat(ws.date[:0], "Mon, 02 Jan 2006 15:04:05 GMT")
+	}
+	return ws.date
+}
+
+// connList is an intrusive list of a worker's connections.
+type connList struct {
+	head *conn
+}
+
+func (l *connList) add(c *conn) {
+	c.prev, c.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = c
+	}
+	l.head = c
+}
+
+func (l *connList) remove(c *conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if l.head == c {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+}
