@@ -67,27 +67,26 @@ func rawExchange(t testing.TB, addr, raw string, method string) ([]*http.Respons
 	var resps []*http.Response
 	var bodies []string
 	for {
-		req := &http.Request{Method: method}
-		resp, err := http.ReadResponse(br, req)
+		if len(resps) > 0 {
+			// More responses only if more bytes come soon; a quiet open
+			// connection means the exchange is over and it is kept.
+			_ = nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, err := br.Peek(1); err != nil {
+				return resps, bodies, !isTimeout(err)
+			}
+			_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		}
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
 		if err != nil {
-			break
+			return resps, bodies, !isTimeout(err)
 		}
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
-			break
+			return resps, bodies, !isTimeout(err)
 		}
 		resps = append(resps, resp)
 		bodies = append(bodies, string(b))
-		if resp.Close {
-			break
-		}
 	}
-	// Is the connection closed? A closed one reads EOF (or a reset) at once.
-	_ = nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	var one [1]byte
-	_, err = br.Read(one[:])
-	closed := err != nil && !isTimeout(err)
-	return resps, bodies, closed
 }
 
 func isTimeout(err error) bool {

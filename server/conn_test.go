@@ -1,0 +1,471 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/sched"
+)
+
+func echoPath(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
+}
+
+func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	var raw strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&raw, "GET /r%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+	}
+	raw.WriteString("POST /last HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")
+	resps, bodies, closed := rawExchange(t, addr, raw.String(), "GET")
+	require.Len(t, resps, 11)
+	for i := range 10 {
+		assert.Equal(t, fmt.Sprintf("GET /r%d", i), bodies[i])
+	}
+	assert.Equal(t, "POST /last", bodies[10])
+	assert.True(t, closed)
+}
+
+func TestKeepAliveAndHTTP10(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	// HTTP/1.0 without keep-alive: answered as 1.0, then closed.
+	resps, bodies, closed := rawExchange(t, addr, "GET /a HTTP/1.0\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, "HTTP/1.0", resps[0].Proto)
+	assert.Equal(t, "GET /a", bodies[0])
+	assert.True(t, closed)
+	// HTTP/1.0 with keep-alive: kept.
+	resps, _, closed = rawExchange(t, addr, "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET")
+	require.Len(t, resps, 2)
+	assert.Equal(t, "keep-alive", resps[0].Header.Get("Connection"))
+	assert.False(t, closed)
+	// HTTP/1.1 keeps the connection by default.
+	resps, _, closed = rawExchange(t, addr, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.False(t, closed)
+}
+
+func TestChunkedRequestAndStreamedResponse(t *testing.T) {
+	flushed := make(chan struct{})
+	finish := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if !assert.NoError(t, err) {
+			return
+		}
+		assert.Equal(t, int64(-1), r.ContentLength)
+		assert.Equal(t, []string{"chunked"}, r.TransferEncoding)
+		fmt.Fprintf(w, "got %d bytes;", len(b))
+		w.(http.Flusher).Flush()
+		close(flushed)
+		<-finish // the client has seen the first part before the handler ends
+		w.Write(bytes.Repeat([]byte("z"), 100_000))
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	pr, pw := io.Pipe()
+	go func() {
+		for range 5 {
+			pw.Write(bytes.Repeat([]byte("a"), 10_000))
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequest("POST", "http://"+addr+"/up", pr)
+	require.NoError(t, err)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+	<-flushed
+	first := make([]byte, len("got 50000 bytes;"))
+	_, err = io.ReadFull(resp.Body, first)
+	require.NoError(t, err)
+	assert.Equal(t, "got 50000 bytes;", string(first))
+	close(finish)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, 100_000, len(rest))
+}
+
+func TestExpectContinue(t *testing.T) {
+	var reads atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reject" {
+			http.Error(w, "no", http.StatusForbidden) // never reads the body
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		reads.Add(1)
+		fmt.Fprintf(w, "%d", len(b))
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for _, path := range []string{"/accept", "/reject"} {
+		req, _ := http.NewRequest("PUT", "http://"+addr+path, strings.NewReader("payload"))
+		req.Header.Set("Expect", "100-continue")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if path == "/accept" {
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "7", string(b))
+		} else {
+			assert.Equal(t, 403, resp.StatusCode)
+		}
+	}
+	assert.Equal(t, int32(1), reads.Load())
+	// On the wire: 100 Continue comes before the final response, only
+	// once the handler reads.
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	io.WriteString(nc, "PUT /accept HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+	br := bufio.NewReader(nc)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
+	line, _ = br.ReadString('\n')
+	assert.Equal(t, "\r\n", line)
+	io.WriteString(nc, "abc")
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, "3", string(b))
+}
+
+func TestHeadResponseHasNoBody(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("twelve bytes"))
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	resps, bodies, closed := rawExchange(t, addr, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD")
+	require.NotEmpty(t, resps)
+	assert.Equal(t, int64(12), resps[0].ContentLength)
+	assert.Equal(t, "", bodies[0])
+	assert.False(t, closed)
+	// The GET after the HEAD is framed correctly: read it raw.
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	io.WriteString(nc, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(nc)
+	r1, err := http.ReadResponse(br, &http.Request{Method: "HEAD"})
+	require.NoError(t, err)
+	r1.Body.Close()
+	r2, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(r2.Body)
+	assert.Equal(t, "twelve bytes", string(b))
+}
+
+func TestLimits(t *testing.T) {
+	var ran atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		_, err := io.ReadAll(r.Body)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, "too big", http.StatusRequestEntityTooLarge)
+		}
+	})
+	_, addr := serveHTTP(t, h, Config{MaxHeaderBytes: 1024, MaxBodyBytes: 100})
+	big := "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8000) + "\r\n\r\n"
+	resps, _, closed := rawExchange(t, addr, big, "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 431, resps[0].StatusCode)
+	assert.True(t, closed)
+
+	resps, _, closed = rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n", "POST")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 413, resps[0].StatusCode)
+	assert.True(t, closed)
+	assert.Equal(t, int32(0), ran.Load(), "refused before the handler")
+
+	chunk := "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n" + strings.Repeat("c", 100) + "\r\n1\r\nc\r\n0\r\n\r\n"
+	resps, _, closed = rawExchange(t, addr, chunk, "POST")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 413, resps[0].StatusCode)
+	assert.True(t, closed)
+}
+
+func TestSmugglingDefences(t *testing.T) {
+	var ran atomic.Int32
+	_, addr := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran.Add(1) }), Config{})
+	for _, raw := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+		"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nX-Bad: a\x00b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nBad Name: a\r\n\r\n",
+	} {
+		resps, _, closed := rawExchange(t, addr, raw, "GET")
+		if assert.Len(t, resps, 1, "%q", raw) {
+			assert.Equal(t, 400, resps[0].StatusCode, "%q", raw)
+		}
+		assert.True(t, closed, "%q", raw)
+	}
+	resps, _, closed := rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 501, resps[0].StatusCode)
+	assert.True(t, closed)
+	assert.Equal(t, int32(0), ran.Load())
+}
+
+func TestHandlerPanicIs500AndWorkerLivesOn(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/panic":
+			panic("boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		case "/late":
+			w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			panic("late boom")
+		}
+		w.Write([]byte("fine"))
+	})
+	_, addr := serveHTTP(t, h, Config{Logger: log})
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for range 5 { // more panics than workers: they live on
+		resp, err := client.Get("http://" + addr + "/panic")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 500, resp.StatusCode)
+	}
+	_, err := client.Get("http://" + addr + "/abort")
+	assert.Error(t, err) // closed without a response
+	resp, err := client.Get("http://" + addr + "/late")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	assert.Error(t, err, "a response cut short must not look complete")
+	resp, err = client.Get("http://" + addr + "/ok")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "fine", string(b))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 6, strings.Count(logged.String(), "handler panic"))
+	assert.NotContains(t, logged.String(), "ErrAbortHandler")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestContextCancelledWhenClientLeaves(t *testing.T) {
+	entered := make(chan struct{})
+	cancelled := make(chan error, 1)
+	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		close(entered)
+		// Wait for the client to go, releasing the worker meanwhile.
+		err := sched.Pause(r.Context(), func(resume func()) {
+			context.AfterFunc(r.Context(), func() {
+				_ = r.Worker().Submit(0, resume)
+			})
+		})
+		assert.NoError(t, err)
+		cancelled <- r.Context().Err()
+	})
+	_, addr := serveNative(t, h, Config{})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered
+	nc.Close()
+	select {
+	case err := <-cancelled:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request context was not cancelled when the client left")
+	}
+}
+
+func TestAwaitReleasesWorkerInHandler(t *testing.T) {
+	// One worker; every handler awaits a gate. All requests must be inside
+	// their handlers at once, which a blocked worker would not allow.
+	s := startSched(t, 1)
+	const n = 20
+	var inside atomic.Int32
+	all := make(chan struct{})
+	release := make(chan struct{})
+	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := sched.Await(r.Context(), func(context.Context) (struct{}, error) {
+			if inside.Add(1) == n {
+				close(all)
+			}
+			<-release
+			return struct{}{}, nil
+		})
+		assert.NoError(t, err)
+		w.Write([]byte("ok"))
+	}))
+	srv, err := Listen(s, "127.0.0.1:0", h, Config{})
+	require.NoError(t, err)
+	defer srv.Close(context.Background())
+	tr := &http.Transport{MaxConnsPerHost: n}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get("http://" + srv.Addr().String())
+			if assert.NoError(t, err) {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, "ok", string(b))
+			}
+		}()
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("only %d of %d requests got into their handlers", inside.Load(), n)
+	}
+	assert.Equal(t, 0, s.Busy(), "the worker is idle while every handler waits")
+	close(release)
+	wg.Wait()
+}
+
+func TestHeaderAndIdleTimeouts(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 150 * time.Millisecond})
+	// A head that never ends is cut off.
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n")
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = nc.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF)
+	// A kept-alive connection with nothing more is closed after IdleTimeout.
+	nc2, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc2.Close()
+	io.WriteString(nc2, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(nc2)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	io.ReadAll(resp.Body)
+	start := time.Now()
+	_ = nc2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = br.ReadByte()
+	assert.ErrorIs(t, err, io.EOF)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "not before the idle timeout")
+}
+
+func TestShutdownLosesNoRequestInFlight(t *testing.T) {
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		sched.Await(r.Context(), func(context.Context) (int, error) { <-release; return 0, nil })
+		w.Write([]byte("done"))
+	}))
+	s := startSched(t, 2)
+	srv, err := Listen(s, "127.0.0.1:0", h, Config{})
+	require.NoError(t, err)
+	addr := srv.Addr().String()
+	// An idle connection, which Shutdown closes.
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	const n = 5
+	results := make(chan string, n)
+	for range n {
+		go func() {
+			resp, err := client.Get("http://" + addr)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- fmt.Sprintf("%s/%v", b, resp.Close)
+		}()
+	}
+	for range n {
+		<-entered
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	// The idle connection is closed and no new ones are accepted.
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = idle.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF)
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned with requests in flight: %v", err)
+	default:
+	}
+	close(release)
+	for range n {
+		assert.Equal(t, "done/true", <-results)
+	}
+	require.NoError(t, <-shut)
+	assert.Equal(t, 0, srv.OpenConns())
+}
+
+func TestNativeHandler(t *testing.T) {
+	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		assert.True(t, sched.InCoroutine(r.Context()))
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteString(r.Method + " " + r.URL.Path + " " + r.Host + " " + r.Header.Get("X-A"))
+	})
+	_, addr := serveNative(t, h, Config{})
+	resps, bodies, _ := rawExchange(t, addr, "GET /p?q=1 HTTP/1.1\r\nHost: example.com\r\nX-A: b\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, "GET /p example.com b", bodies[0])
+	assert.Equal(t, int64(len(bodies[0])), resps[0].ContentLength)
+}
