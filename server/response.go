@@ -105,7 +105,12 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 	}
 	w.written += int64(len(p))
 	if w.bodyless {
-		return len(p), nil // HEAD: counted, not sent
+		// HEAD: counted, not sent; the start is kept to sniff the
+		// Content-Type a GET would get.
+		if k := min(len(p), 512-len(w.out)); k > 0 {
+			w.out = append(w.out, p[:k]...)
+		}
+		return len(p), nil
 	}
 	if len(w.out)+len(p) <= cap(w.out) {
 		w.out = append(w.out, p...)

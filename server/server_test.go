@@ -1,14 +1,19 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 func TestHelloThroughNetHTTPClient(t *testing.T) {
@@ -49,4 +54,37 @@ func TestHelloThroughNetHTTPClient(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 404, resp.StatusCode)
+}
+
+func TestListenAndServeStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	// Port 0 cannot be learned from ListenAndServe: pick a free one.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	go func() {
+		done <- ListenAndServe(ctx, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("up"))
+		}), Config{}, srt.WithWorkers(1), srt.WithPinning(false))
+	}()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	require.Eventually(t, func() bool {
+		resp, err := client.Get("http://" + addr)
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b) == "up"
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("ListenAndServe did not return after its context ended")
+	}
 }
