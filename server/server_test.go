@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/netpoll"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -86,5 +87,18 @@ func TestListenAndServeStopsWithContext(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("ListenAndServe did not return after its context ended")
+	}
+}
+
+func TestSharedListener(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Listen: netpoll.Options{Shared: true}})
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for i := range 10 {
+		resp, err := client.Get(fmt.Sprintf("http://%s/s%d", addr, i))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, fmt.Sprintf("GET /s%d", i), string(b))
 	}
 }
