@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
@@ -26,10 +27,17 @@ const maxChunkLine = 4096
 // maxTrailer bounds the whole trailer section, which is read and dropped.
 const maxTrailer = 64 << 10
 
+// maxChunkOverhead bounds the framing bytes of a chunked body (size lines,
+// extensions, CRLFs) beyond an allowance of 16 bytes and twice the data per
+// chunk, as net/http does: tiny chunks with long extensions must not make
+// the server read without end for little data.
+const maxChunkOverhead = 16 << 10
+
 var (
 	errChunkLine     = errors.New("server: malformed chunked encoding")
 	errChunkTooLarge = errors.New("server: chunk length too large")
 	errTrailer       = errors.New("server: trailer section too large")
+	errChunkOverhead = errors.New("server: chunked encoding contains too much non-data")
 )
 
 // body reads a request body from its connection's buffer and socket. It is
@@ -46,6 +54,7 @@ type body struct {
 	chunked   bool
 	state     uint8
 	trailer   int
+	excess    int64 // framing overhead beyond its allowance, see maxChunkOverhead
 	limit     int64 // most bytes of a chunked body; <= 0: none
 	total     int64
 
@@ -118,6 +127,15 @@ func (b *body) readFraming(p []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
+			b.excess += int64(len(line)) + 2 // and the CRLF after the data
+			if size >= maxChunkOverhead {
+				b.excess = 0 // without computing 2*size, which may overflow
+			} else {
+				b.excess = max(b.excess-16-2*size, 0)
+			}
+			if b.excess > maxChunkOverhead {
+				return 0, errChunkOverhead
+			}
 			if b.limit > 0 && b.total+size > b.limit {
 				return 0, &http.MaxBytesError{Limit: b.limit}
 			}
@@ -151,6 +169,9 @@ func (b *body) readFraming(p []byte) (int, error) {
 				b.done = true
 				return 0, io.EOF
 			}
+			if !validTrailerLine(line, b.trailer == 0) {
+				return 0, errChunkLine
+			}
 			if b.trailer += len(line); b.trailer > maxTrailer {
 				return 0, errTrailer
 			}
@@ -183,9 +204,9 @@ func (b *body) readData(p []byte) (int, error) {
 }
 
 // line returns the next line of the chunked framing, without its line end,
-// reading more as needed. Chunk lines must end in CRLF (strict, as net/http
-// since Go 1.24.2: a bare LF there is a smuggling vector); trailer lines may
-// end in a bare LF.
+// reading more as needed. Chunk lines must end in CRLF and hold no other CR
+// (strict, as net/http since Go 1.24.2: a bare LF or CR there is a
+// smuggling vector); trailer lines may end in a bare LF.
 func (b *body) line(strict bool) ([]byte, error) {
 	c := b.c
 	for {
@@ -195,6 +216,9 @@ func (b *body) line(strict bool) ([]byte, error) {
 			if len(line) > 0 && line[len(line)-1] == '\r' {
 				line = line[:len(line)-1]
 			} else if strict {
+				return nil, errChunkLine
+			}
+			if strict && bytes.IndexByte(line, '\r') >= 0 {
 				return nil, errChunkLine
 			}
 			c.r += i + 1
@@ -243,6 +267,20 @@ func (b *body) ended() {
 	if sched.InCoroutine(b.ctx) && b.c.state == connActive && !b.c.peerGone {
 		_ = b.c.nc.OnReadable(lanes.Continuation, b.c.onData)
 	}
+}
+
+// validTrailerLine reports whether line is a field line of a trailer
+// section, or after the first line an obs-fold continuation, with a token
+// for name and no control bytes: trailers are dropped, but a malformed one
+// means the framing is not what the client thinks (net/http refuses them
+// too).
+func validTrailerLine(line []byte, first bool) bool {
+	s := bytesToString(line)
+	if s[0] == ' ' || s[0] == '\t' {
+		return !first && validValue(s)
+	}
+	name, value, ok := strings.Cut(s, ":")
+	return ok && validToken(name) && validValue(value)
 }
 
 // parseChunkSize parses a chunk-size line: hexadecimal digits (at most 16),

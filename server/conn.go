@@ -274,8 +274,8 @@ func (c *conn) start(h *head) {
 		c.fail(errMalformed)
 		return
 	}
-	if h.expect != "" && !asciiEqualFold(h.expect, "100-continue") {
-		c.fail(&reqError{status: http.StatusExpectationFailed})
+	if h.expect != "" && h.expect != "100-continue" {
+		c.fail(&reqError{status: http.StatusExpectationFailed, empty: true})
 		return
 	}
 	if max := c.srv.cfg.MaxBodyBytes; max > 0 && h.contentLength > max {
@@ -538,6 +538,9 @@ func (c *conn) fail(e *reqError) {
 	c.state = connActive // nothing else reads meanwhile
 	msg := fmt.Sprintf("%d %s", e.status, e.Error())
 	resp := "HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg
+	if e.empty {
+		resp = "HTTP/1.1 " + msg + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	}
 	if _, err := c.nc.WriteNow([]byte(resp)); err != nil {
 		c.close()
 		return

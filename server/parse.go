@@ -32,6 +32,7 @@ type head struct {
 type reqError struct {
 	status int
 	reason string // appended to the status text; empty for none
+	empty  bool   // answer with no body (Content-Length: 0)
 }
 
 func (e *reqError) Error() string {
@@ -158,7 +159,14 @@ func parseFields(s string, h *head) *reqError {
 			return nil
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			// obs-fold: continues the previous field's value.
+			// obs-fold: continues the previous field's value. The fields
+			// that frame the message or name its host have no reason to
+			// be folded, and unfolding them is where parsers disagree
+			// (net/http keeps the blank of an empty continuation, making
+			// "chunked" "chunked "): refuse those.
+			if foldRefused(lastKey) {
+				return errMalformed
+			}
 			vv := h.header[lastKey]
 			v := trimBlanks(line)
 			if !validValue(v) {
@@ -195,6 +203,12 @@ func parseFields(s string, h *head) *reqError {
 			vals = vals[1:]
 		}
 	}
+}
+
+// foldRefused reports whether a continuation line of the field key makes
+// the request malformed.
+func foldRefused(key string) bool {
+	return key == "Host" || key == "Content-Length" || key == "Transfer-Encoding"
 }
 
 func trimBlanks(s string) string {
@@ -309,7 +323,9 @@ func (h *head) check() *reqError {
 		if h.minor == 0 {
 			return badRequest("Transfer-Encoding in an HTTP/1.0 request")
 		}
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+		// ASCII case only: with Unicode folding "chun\u212aed" (Kelvin
+		// sign) would be chunked here and unknown to net/http and proxies.
+		if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
 			return errUnsupportedTE
 		}
 		if len(cls) > 0 {
@@ -320,14 +336,21 @@ func (h *head) check() *reqError {
 	}
 
 	conn := hdr["Connection"]
+	// A close option always wins (RFC 9112 section 9.6), even beside
+	// keep-alive on HTTP/1.0, where net/http keeps the connection.
+	h.wantsClose = hasToken(conn, "close")
 	if h.minor == 0 {
-		h.keepAlive10 = hasToken(conn, "keep-alive")
+		h.keepAlive10 = !h.wantsClose && hasToken(conn, "keep-alive")
 		h.wantsClose = !h.keepAlive10
-	} else {
-		h.wantsClose = hasToken(conn, "close")
 	}
 	if e := hdr["Expect"]; len(e) > 0 {
-		h.expect = e[0]
+		// As net/http: a 100-continue token anywhere is honoured; any
+		// other expectation alone is refused (417).
+		if hasToken(e, "100-continue") {
+			h.expect = "100-continue"
+		} else {
+			h.expect = e[0]
+		}
 	}
 	return nil
 }
@@ -353,13 +376,15 @@ func parseContentLength(s string) (int64, bool) {
 }
 
 // hasToken reports whether the comma-separated values vv contain tok,
-// compared without regard to case.
+// compared without regard to ASCII case only: strings.EqualFold would take
+// "\u212aeep-alive", with a Kelvin sign, for keep-alive, which net/http
+// does not.
 func hasToken(vv []string, tok string) bool {
 	for _, v := range vv {
 		for v != "" {
 			var t string
 			t, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(trimBlanks(t), tok) {
+			if asciiEqualFold(trimBlanks(t), tok) {
 				return true
 			}
 		}

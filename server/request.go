@@ -95,9 +95,20 @@ func (r *Request) HTTPRequest() *http.Request {
 // HTTPHandler adapts a net/http Handler to the server: it gets the request
 // from Request.HTTPRequest and the ResponseWriter, which implements
 // http.ResponseWriter and http.Flusher (and FlushError, for
-// http.ResponseController). Hijacking is not supported.
+// http.ResponseController). As net/http's server does, it answers
+// "OPTIONS *" itself (200, empty). Hijacking is not supported.
 func HTTPHandler(h http.Handler) Handler {
 	return HandlerFunc(func(w *ResponseWriter, r *Request) {
+		if r.RequestURI == "*" && r.Method == "OPTIONS" {
+			// As net/http's server: "OPTIONS *" asks about the server,
+			// not a resource, and is answered without the handler.
+			if r.ContentLength != 0 {
+				_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
+			}
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		h.ServeHTTP(w, r.HTTPRequest())
 	})
 }

@@ -290,10 +290,12 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		c.closeAfter = true
 	}
 	switch {
-	case c.closeAfter:
+	case c.closeAfter && r.ProtoMinor >= 1:
 		if !hasToken(h["Connection"], "close") {
 			add("Connection", "close")
 		}
+	case c.closeAfter:
+		// HTTP/1.0 closes by default: nothing to say, as net/http.
 	case r.ProtoMinor == 0:
 		add("Connection", "keep-alive") // it asked for it, or closeAfter would be set
 	}
