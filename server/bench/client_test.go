@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+// helloBody is what every server under test answers.
+var helloBody = []byte("Hello, World!")
+
+// request is the request every client sends: a keep-alive GET, as raw
+// HTTP/1.1 bytes.
+var request = []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: sluice-bench\r\n\r\n")
+
+var (
+	hdrContentLength    = []byte("Content-Length")
+	hdrTransferEncoding = []byte("Transfer-Encoding")
+	hdrConnection       = []byte("Connection")
+	valClose            = []byte("close")
+)
+
+// client is one keep-alive connection of the load generator. It allocates
+// nothing per request, so that allocations counted by the benchmark are the
+// server's.
+type client struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	body []byte // scratch for the response body
+}
+
+func dialClient(addr string) (*client, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &client{nc: nc, br: bufio.NewReaderSize(nc, 4096), body: make([]byte, 256)}, nil
+}
+
+// roundTrip sends one request and reads its response.
+func (c *client) roundTrip() error {
+	if _, err := c.nc.Write(request); err != nil {
+		return err
+	}
+	return readResponse(c.br, c.body)
+}
+
+// readResponse reads one response to a GET from br and checks it: status
+// 200, a Content-Length (no chunked encoding, no Connection: close) and the
+// hello body. scratch holds the body while it is compared. It allocates
+// only when it fails.
+func readResponse(br *bufio.Reader, scratch []byte) error {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return fmt.Errorf("read status line: %w", err)
+	}
+	// "HTTP/1.1 200 OK\r\n": the reason phrase may be empty.
+	if len(line) < 13 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
+		string(line[9:12]) != "200" || line[12] != ' ' && line[12] != '\r' {
+		return fmt.Errorf("unexpected status line %q", line)
+	}
+	length := -1
+	for {
+		line, err = br.ReadSlice('\n')
+		if err != nil {
+			return fmt.Errorf("read header: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return fmt.Errorf("malformed header line %q", line)
+		}
+		name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
+		switch {
+		case bytes.EqualFold(name, hdrContentLength):
+			n, ok := parseLength(value)
+			if !ok || length >= 0 && n != length {
+				return fmt.Errorf("bad Content-Length %q", value)
+			}
+			length = n
+		case bytes.EqualFold(name, hdrTransferEncoding):
+			return fmt.Errorf("unexpected Transfer-Encoding %q", value)
+		case bytes.EqualFold(name, hdrConnection) && bytes.EqualFold(value, valClose):
+			return errors.New("the server closes the connection")
+		}
+	}
+	if length < 0 {
+		return errors.New("response without Content-Length")
+	}
+	if length > len(scratch) {
+		return fmt.Errorf("response body of %d bytes, want %d", length, len(helloBody))
+	}
+	if _, err := io.ReadFull(br, scratch[:length]); err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if !bytes.Equal(scratch[:length], helloBody) {
+		return fmt.Errorf("unexpected body %q", scratch[:length])
+	}
+	return nil
+}
+
+// parseLength parses a Content-Length value: decimal digits only.
+func parseLength(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, d := range b {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		n = n*10 + int(d-'0')
+	}
+	return n, true
+}
+
+// envInt returns the positive integer in the environment variable name,
+// or def when it is unset.
+func envInt(name string, def int) (int, error) {
+	s := os.Getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", name, s)
+	}
+	return n, nil
+}
+
+// closeAbortive closes a client connection with a reset instead of a FIN,
+// so that it leaves no TIME_WAIT entry to hold a local port.
+func closeAbortive(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = nc.Close()
+}
+
+// loadDeadline bounds one benchmark run's connections: a server that stops
+// answering fails the run instead of hanging it.
+const loadDeadline = 3 * time.Minute
