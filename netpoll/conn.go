@@ -25,6 +25,8 @@ type Conn struct {
 	events uint32
 
 	onReadable func()
+	readyFn    func() // c.readReady and c.flush, bound once: a method value
+	flushFn    func() // made per Push would allocate per event
 	readLane   lanes.ID
 	readQueued bool // a read callback is queued: don't queue another
 	flushQd    bool // a flush is queued
@@ -37,6 +39,7 @@ type Conn struct {
 func newConn(w *sched.Worker, fd int, sa unix.Sockaddr) (*Conn, error) {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c := &Conn{w: w, fd: fd, remote: addrPort(sa), events: idleEvents}
+	c.readyFn, c.flushFn = c.readReady, c.flush
 	wt, err := w.Watch(fd, idleEvents, c.ready)
 	if err != nil {
 		return nil, err
@@ -178,11 +181,11 @@ func (c *Conn) ready(ev uint32) {
 	// most one callback of each kind.
 	if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.pending != nil && !c.flushQd {
 		c.flushQd = true
-		c.w.Push(lanes.Continuation, c.flush)
+		c.w.Push(lanes.Continuation, c.flushFn)
 	}
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.onReadable != nil && !c.readQueued {
 		c.readQueued = true
-		c.w.Push(c.readLane, c.readReady)
+		c.w.Push(c.readLane, c.readyFn)
 	}
 }
 

@@ -64,10 +64,18 @@ type conn struct {
 
 	cur        *Request
 	body       *body
+	rw         *ResponseWriter
 	cancel     context.CancelFunc
 	readWaiter func() // resumes a handler waiting for request bytes
 
 	prev, next *conn // in the worker's list
+}
+
+// reqState is what one request needs, allocated together.
+type reqState struct {
+	req  Request
+	body body
+	rw   ResponseWriter
 }
 
 // accept runs on the connection's worker for each new connection.
@@ -288,17 +296,23 @@ func (c *conn) start(h *head) {
 	if host == "" {
 		host = h.host
 	}
-	r := &Request{
-		Method: h.method, RequestURI: h.target, URL: u,
-		Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
-		Header: h.header, Host: host,
-		ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
-		Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), c: c,
+	// The request, its body and its response in one allocation.
+	x := &reqState{
+		req: Request{
+			Method: h.method, RequestURI: h.target, URL: u,
+			Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
+			Header: h.header, Host: host,
+			ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
+			Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), c: c,
+		},
 	}
+	r := &x.req
 	if h.chunked {
 		r.ContentLength = -1
 	}
-	b := &body{c: c, r: r, remaining: r.ContentLength, chunked: h.chunked, limit: c.srv.cfg.MaxBodyBytes}
+	b := &x.body
+	*b = body{c: c, r: r, remaining: r.ContentLength, chunked: h.chunked, limit: c.srv.cfg.MaxBodyBytes}
+	c.rw = &x.rw
 	b.continueWanted = h.expect != "" && h.minor >= 1 && (h.chunked || h.contentLength > 0)
 	if !h.chunked && r.ContentLength == 0 {
 		b.done = true
@@ -324,12 +338,12 @@ func (c *conn) serve(ctx context.Context) {
 	if c.peerGone {
 		c.cancel()
 	}
-	rw := &ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), status: 0}
-	rw.out = c.ws.getOut()
+	rw := c.rw
+	*rw = ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), out: c.ws.getOut()}
 	c.callHandler(rw, r)
 	rw.finish()
 	c.cancel()
-	c.cur, c.body, c.cancel = nil, nil, nil
+	c.cur, c.body, c.rw, c.cancel = nil, nil, nil, nil
 
 	if rw.err != nil || c.peerGone || c.state != connActive {
 		c.close()
