@@ -38,8 +38,13 @@ type config struct {
 	onPanic   func(any, []byte)
 	logger    *slog.Logger
 	pollEvery int
+	spin      time.Duration
 	detect    func() (CPUInfo, error)
 }
+
+// WithSpin sets how long an idle worker keeps polling for work before it
+// sleeps (sched.Config.Spin); the default is no spinning.
+func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 
 // WithWorkers sets the number of workers. The default is the number of CPUs
 // the process may use (CPUInfo.Usable).
@@ -150,6 +155,7 @@ func New(opts ...Option) (*Runtime, error) {
 		Lanes:     set,
 		Clock:     cfg.clock,
 		PollEvery: cfg.pollEvery,
+		Spin:      cfg.spin,
 		OnPanic:   cfg.onPanic,
 		Logger:    cfg.logger,
 	})

@@ -699,3 +699,17 @@ func TestTimerReset(t *testing.T) {
 		return fired.Load() == 2
 	}, waitFor, tick)
 }
+
+func TestSpinningWorkerTakesWorkAndCountsIdle(t *testing.T) {
+	s := start(t, Config{Spin: 50 * time.Millisecond})
+	w := s.Worker(0)
+	onWorker(t, w, func() {})
+	// Spinning after its last task, the worker counts as idle...
+	require.Eventually(t, func() bool { return s.Busy() == 0 }, waitFor, tick)
+	// ...and takes submitted work, whether it spins or sleeps by then.
+	for range 100 {
+		onWorker(t, w, func() {})
+	}
+	snap := s.Snapshot()
+	assert.Less(t, snap.Workers[0].Parks, int64(100), "most hand-offs found the worker spinning")
+}

@@ -59,6 +59,13 @@ type Config struct {
 	// IdleCoroutines is how many finished coroutines each worker keeps for
 	// reuse; zero means 128.
 	IdleCoroutines int
+	// Spin is how long a worker that runs out of work keeps polling its
+	// inbox and descriptors (non-blocking epoll_wait) before it sleeps in
+	// epoll_wait: work arriving meanwhile is taken without the cost of a
+	// sleep and a wake-up (and of Go handing the thread's P to another
+	// thread). A spinning worker counts as idle. Zero means no spinning;
+	// it pays off when the CPUs are the workers' own.
+	Spin time.Duration
 	// OnPanic is called, on the worker, with the value and stack of a task
 	// or coroutine that panicked; the worker then goes on. Nil logs the
 	// panic with Logger.

@@ -392,6 +392,9 @@ func (w *Worker) park(st int32) {
 			return
 		}
 	}
+	if w.s.cfg.Spin > 0 && w.spin(st) {
+		return
+	}
 	w.parkState.Store(parkParked)
 	// Re-check after publishing parked: a producer that saw the worker
 	// running has already made its work or the state change visible.
@@ -418,6 +421,38 @@ func (w *Worker) park(st int32) {
 		return
 	}
 	w.dispatch(n)
+}
+
+// spin polls for work for up to Config.Spin before the worker sleeps, and
+// reports whether work came (the worker is then busy again). Producers see
+// the worker running and only push to the inbox, which spin watches.
+func (w *Worker) spin(st int32) bool {
+	end := w.now + int64(w.s.cfg.Spin)
+	// The iteration bound keeps a clock that does not move (a test's)
+	// from spinning forever.
+	for i := 0; i < 100_000; i++ {
+		if w.inbox.nonEmpty() || w.s.state.Load() != st {
+			w.busyStart()
+			return true
+		}
+		if w.nwatch > 0 {
+			n, err := unix.EpollWait(w.epfd, w.events, 0)
+			if err == nil && n > 0 {
+				w.busyStart()
+				w.dispatch(n)
+				return true
+			}
+		}
+		now := w.s.clock()
+		if w.timers.len() > 0 && w.timers.min().when <= now {
+			w.busyStart()
+			return true
+		}
+		if now >= end {
+			return false
+		}
+	}
+	return false
 }
 
 // poll collects ready events without blocking, so that a busy worker still
