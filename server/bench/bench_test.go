@@ -3,18 +3,15 @@ package bench
 import (
 	"context"
 	"errors"
-	"math"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/valyala/fasthttp"
 
 	srt "github.com/sluice-go/sluice/runtime"
@@ -22,11 +19,13 @@ import (
 	"github.com/sluice-go/sluice/server"
 )
 
-// Environment variables of the benchmarks (see also idle_test.go).
+// Environment variables of the benchmarks (see also idle_test.go and
+// load_test.go).
 const (
 	envConns = "SLUICE_BENCH_CONNS"      // client connections of BenchmarkHello
 	envPin   = "SLUICE_BENCH_PIN"        // "0": sluice workers unpinned
 	envProcs = "SLUICE_BENCH_GOMAXPROCS" // GOMAXPROCS while sluice runs
+	envSpin  = "SLUICE_BENCH_SPIN"       // sluice workers' spin before park (runtime.WithSpin), e.g. 20us
 )
 
 // running is a server under test, started on 127.0.0.1.
@@ -82,11 +81,19 @@ func startSluiceAdapter() (*running, error) {
 // per usable CPU, pinned, GOMAXPROCS raised as the runtime does. Two
 // environment variables change them, for diagnosis: SLUICE_BENCH_PIN=0
 // leaves the workers unpinned, SLUICE_BENCH_GOMAXPROCS=n sets GOMAXPROCS
-// while the runtime runs (runtime.WithGOMAXPROCS).
+// while the runtime runs (runtime.WithGOMAXPROCS), SLUICE_BENCH_SPIN=20us
+// makes idle workers poll that long before they sleep (runtime.WithSpin).
 func startSluice(h server.Handler) (*running, error) {
 	var opts []srt.Option
 	if os.Getenv(envPin) == "0" {
 		opts = append(opts, srt.WithPinning(false))
+	}
+	if v := os.Getenv(envSpin); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", envSpin, err)
+		}
+		opts = append(opts, srt.WithSpin(d))
 	}
 	if os.Getenv(envProcs) != "" {
 		n, err := envInt(envProcs, 0)
@@ -167,18 +174,34 @@ func startFastHTTP() (*running, error) {
 // BenchmarkHello serves "Hello, World!" from each target and runs b.N
 // requests through the closed-loop client: SLUICE_BENCH_CONNS keep-alive
 // connections (64 by default), each sending its next request when the
-// previous response has arrived. The client runs in this process, on the
-// same CPUs as the server, alike for every target.
+// previous response has arrived. The client runs in a child process by
+// default (SLUICE_BENCH_CLIENT=process: this test binary run again, see
+// loadClientMain), as a server's clients run elsewhere, or in this process
+// with SLUICE_BENCH_CLIENT=inproc, where it competes with the server for
+// the Go scheduler's Ps. Either way it runs on the same CPUs as the server,
+// alike for every target.
 //
 // It reports req/s, the median and 99th percentile latency of a request
-// (write to end of response) in microseconds, the CPU time of the process
-// per request (client and server, user and system), and allocations per
-// request, which are the server's: the client allocates nothing per
-// request.
+// (write to end of response) in microseconds, and allocations per request,
+// which are the server's: the client allocates nothing per request, and in
+// a child process none of its allocations are counted. With the client in
+// a child process it reports the CPU time per request (user and system) of
+// the server's process and of the client's apart, server-cpu-µs/op and
+// client-cpu-µs/op; in this process, the process's, both together, as
+// cpu-µs/op. For sluice it also reports the workers' parks (sleeps in
+// epoll_wait), polls and tasks run per request.
 func BenchmarkHello(b *testing.B) {
 	conns, err := envInt(envConns, 64)
 	if err != nil {
 		b.Fatal(err)
+	}
+	runLoad := runLoadProcess
+	switch mode := os.Getenv(envClient); mode {
+	case "", clientProcess:
+	case clientInProc:
+		runLoad = runLoadInProc
+	default:
+		b.Fatalf("%s=%q: want %q or %q", envClient, mode, clientProcess, clientInProc)
 	}
 	for _, t := range helloTargets {
 		b.Run(t.name, func(b *testing.B) {
@@ -197,90 +220,22 @@ func BenchmarkHello(b *testing.B) {
 	}
 }
 
-// warmUpRequests is how many requests each connection sends before the
-// timer starts.
-const warmUpRequests = 16
-
-// Latency histograms, in nanoseconds: 0.5 µs resolution at the low end,
-// three significant digits, 10 s at most.
-const (
-	histMin = 1000
-	histMax = 10_000_000_000
-)
-
-// hists holds the latency histograms of the client connections, reused
-// from one run to the next (benchmarks run one at a time).
-var hists []*hdrhistogram.Histogram
-
-// runLoad dials conns connections to srv, warms them up, then sends b.N
-// requests spread over them, timed, and reports req/s, latencies and CPU
-// time; for sluice, also the workers' parks (sleeps in epoll_wait), polls
-// and tasks per request.
-func runLoad(b *testing.B, srv *running, conns int) {
-	addr := srv.addr
-	deadline := time.Now().Add(loadDeadline)
-	clients := make([]*client, 0, conns)
+// runLoadProcess starts the load client in a child process, with conns
+// connections to srv, lets it warm up, then has it send b.N requests,
+// timed, and reports req/s and latencies from its result, the CPU time of
+// this process (the server) and of the child apart, and for sluice the
+// workers' parks, polls and tasks per request. The child is gone when it
+// returns.
+func runLoadProcess(b *testing.B, srv *running, conns int) {
+	p, err := startLoadProcess(srv.addr, conns, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer func() {
-		for _, c := range clients {
-			_ = c.nc.Close()
+		if err := p.close(); err != nil && !b.Failed() {
+			b.Error(err)
 		}
 	}()
-	for range conns {
-		c, err := dialClient(addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = c.nc.SetDeadline(deadline)
-		clients = append(clients, c)
-	}
-	for len(hists) < conns {
-		hists = append(hists, hdrhistogram.New(histMin, histMax, 3))
-	}
-
-	var (
-		next      atomic.Int64 // requests handed out
-		errOnce   sync.Once
-		firstErr  error
-		ready     sync.WaitGroup
-		done      sync.WaitGroup
-		start     = make(chan struct{})
-		total     = int64(b.N)
-		stopAfter = int64(math.MaxInt64 / 2)
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		next.Store(stopAfter) // the others stop at their next request
-	}
-	for i, c := range clients {
-		h := hists[i]
-		h.Reset()
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			var err error
-			for range warmUpRequests {
-				if err = c.roundTrip(); err != nil {
-					break
-				}
-			}
-			ready.Done()
-			if err != nil {
-				fail(err)
-				return
-			}
-			<-start
-			for next.Add(1) <= total {
-				t0 := time.Now()
-				if err := c.roundTrip(); err != nil {
-					fail(err)
-					return
-				}
-				_ = h.RecordValue(min(int64(time.Since(t0)), histMax))
-			}
-		}()
-	}
-	ready.Wait()
 	var snap0 sched.Snapshot
 	if srv.sched != nil {
 		snap0 = srv.sched.Snapshot()
@@ -288,30 +243,70 @@ func runLoad(b *testing.B, srv *running, conns int) {
 	runtime.GC()
 	b.ResetTimer()
 	cpu0 := processCPU()
-	t0 := time.Now()
-	close(start)
-	done.Wait()
-	elapsed := time.Since(t0)
+	res, err := p.goRun()
 	cpu := processCPU() - cpu0
 	b.StopTimer()
-	if firstErr != nil {
-		b.Fatal(firstErr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Requests != int64(b.N) || res.ElapsedNs <= 0 {
+		b.Fatalf("load client: %d requests in %d ns, want %d", res.Requests, res.ElapsedNs, b.N)
 	}
 	if srv.sched != nil {
-		parks, polls, tasks := schedCounts(srv.sched.Snapshot(), snap0)
-		b.ReportMetric(float64(parks)/float64(b.N), "parks/op")
-		b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
-		b.ReportMetric(float64(tasks)/float64(b.N), "tasks/op")
+		reportSched(b, srv.sched.Snapshot(), snap0)
 	}
+	b.ReportMetric(float64(b.N)/time.Duration(res.ElapsedNs).Seconds(), "req/s")
+	b.ReportMetric(float64(res.P50Ns)/1e3, "p50-µs")
+	b.ReportMetric(float64(res.P99Ns)/1e3, "p99-µs")
+	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "server-cpu-µs/op")
+	b.ReportMetric(float64(res.CPUNs)/1e3/float64(b.N), "client-cpu-µs/op")
+}
 
-	all := hists[0]
-	for _, h := range hists[1:conns] {
-		all.Merge(h)
+// runLoadInProc dials conns connections to srv from this process, warms
+// them up, then sends b.N requests spread over them, timed, and reports
+// req/s, latencies and the process's CPU time (client and server); for
+// sluice, also the workers' parks, polls and tasks per request.
+func runLoadInProc(b *testing.B, srv *running, conns int) {
+	l, err := dialLoad(srv.addr, conns)
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer l.close()
+	var (
+		snap0 sched.Snapshot
+		cpu0  int64
+	)
+	elapsed, err := l.run(int64(b.N), warmUpRequests, func() error {
+		if srv.sched != nil {
+			snap0 = srv.sched.Snapshot()
+		}
+		runtime.GC()
+		b.ResetTimer()
+		cpu0 = processCPU()
+		return nil
+	})
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if srv.sched != nil {
+		reportSched(b, srv.sched.Snapshot(), snap0)
+	}
+	p50, p99 := l.quantiles()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(all.ValueAtQuantile(50))/1e3, "p50-µs")
-	b.ReportMetric(float64(all.ValueAtQuantile(99))/1e3, "p99-µs")
+	b.ReportMetric(float64(p50)/1e3, "p50-µs")
+	b.ReportMetric(float64(p99)/1e3, "p99-µs")
 	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/op")
+}
+
+// reportSched reports sluice's parks, polls and tasks per request between
+// two snapshots of its scheduler.
+func reportSched(b *testing.B, now, then sched.Snapshot) {
+	parks, polls, tasks := schedCounts(now, then)
+	b.ReportMetric(float64(parks)/float64(b.N), "parks/op")
+	b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
+	b.ReportMetric(float64(tasks)/float64(b.N), "tasks/op")
 }
 
 // schedCounts returns the parks, polls and tasks run of all workers between

@@ -5,14 +5,19 @@
 // it with the same closed-loop client: C keep-alive connections (64 by
 // default, SLUICE_BENCH_CONNS to change), each sending GET requests as raw
 // HTTP/1.1 bytes and parsing the response (status line, Content-Length,
-// body). It reports requests per second, the median and 99th percentile
-// latency in microseconds, the process's CPU time per request (client and
-// server), allocations per request (client and server together; the client
-// allocates nothing per request) and, for sluice, the workers' parks in
-// epoll_wait, polls and tasks per request. The sluice targets run on a
-// runtime with the default options; SLUICE_BENCH_PIN=0 and
-// SLUICE_BENCH_GOMAXPROCS=n change its pinning and GOMAXPROCS, for
-// diagnosis.
+// body). The client runs in a child process by default
+// (SLUICE_BENCH_CLIENT=process: this test binary run again with
+// SLUICE_BENCH_LOAD_CLIENT set, which warms up, runs the timed requests when
+// told to on its standard input and writes its result as a JSON line), or
+// in the benchmark's process with SLUICE_BENCH_CLIENT=inproc. It reports
+// requests per second, the median and 99th percentile latency in
+// microseconds, the CPU time per request of the server's process and of the
+// client's apart (of the one process with the in-process client),
+// allocations per request (the server's: the client allocates nothing per
+// request) and, for sluice, the workers' parks in epoll_wait, polls and
+// tasks per request. The sluice targets run on a runtime with the default
+// options; SLUICE_BENCH_PIN=0 and SLUICE_BENCH_GOMAXPROCS=n change its
+// pinning and GOMAXPROCS, for diagnosis.
 //
 // BenchmarkIdleConnMemory measures the server's Go heap and stacks per idle
 // kept-alive connection: a child process (this test binary, run again with
