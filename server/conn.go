@@ -65,6 +65,9 @@ type conn struct {
 	cur        *Request
 	body       *body
 	rw         *ResponseWriter
+	admitted   bool   // the gate admitted the current request: release it
+	refused    string // the gate refused it: the reason
+	startedAt  int64  // worker clock when the handler started
 	cancel     context.CancelFunc
 	readWaiter func() // resumes a handler waiting for request bytes
 
@@ -327,6 +330,18 @@ func (c *conn) start(h *head) {
 		// The body is read by the handler, on demand.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
+	if g := c.srv.cfg.Gate; g != nil {
+		if g.Acquire() {
+			c.admitted = true
+		} else {
+			c.refused = g.Name()
+		}
+	}
+	if c.refused == "" {
+		c.srv.adm.admitted.Add(1)
+		c.srv.adm.inFlight.Add(1)
+		c.startedAt = c.w.Now()
+	}
 	c.w.GoNow(context.Background(), c.serveFn)
 }
 
@@ -340,7 +355,17 @@ func (c *conn) serve(ctx context.Context) {
 	}
 	rw := c.rw
 	*rw = ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), out: c.ws.getOut()}
-	c.callHandler(rw, r)
+	if reason := c.refused; reason != "" {
+		c.refused = ""
+		c.reject(rw, r, reason)
+	} else {
+		c.callHandler(rw, r)
+		c.srv.adm.inFlight.Add(-1)
+		if c.admitted {
+			c.admitted = false
+			c.srv.cfg.Gate.Release(time.Duration(c.w.Now() - c.startedAt))
+		}
+	}
 	rw.finish()
 	c.cancel()
 	c.cur, c.body, c.rw, c.cancel = nil, nil, nil, nil

@@ -66,6 +66,12 @@ type Config struct {
 	// Logger receives handler panics and accept errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Gate, if set, decides before each handler whether the request may
+	// start; a refused request is answered with Reject at once, before any
+	// of its work (see package gate). Nil admits everything.
+	Gate Gate
+	// Reject configures the answer to a refused request.
+	Reject Rejection
 }
 
 // Server serves HTTP/1.1 on the workers of a scheduler.
@@ -78,6 +84,7 @@ type Server struct {
 	maxHead int
 	ws      []*workerState
 
+	adm      admission
 	open     atomic.Int64 // connections not yet closed
 	stopping atomic.Bool  // Shutdown or Close began
 	closed   chan struct{}

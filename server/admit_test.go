@@ -1,0 +1,92 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// switchGate admits while open is set, and counts its calls.
+type switchGate struct {
+	open              atomic.Bool
+	acquired, release atomic.Int32
+	lastLatency       atomic.Int64
+}
+
+func (g *switchGate) Acquire() bool {
+	if g.open.Load() {
+		g.acquired.Add(1)
+		return true
+	}
+	return false
+}
+func (g *switchGate) Release(d time.Duration) { g.release.Add(1); g.lastLatency.Store(int64(d)) }
+func (g *switchGate) Name() string            { return "switch" }
+
+func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
+	g := &switchGate{}
+	var ran atomic.Int32
+	var observed atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		fmt.Fprintf(w, "served %s", r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, Config{Gate: g, Reject: Rejection{
+		RetryAfter: 1500 * time.Millisecond,
+		Header:     http.Header{"X-Extra": {"yes"}},
+		OnReject:   func(r *Request, reason string) { observed.Store(r.URL.Path + " " + reason) },
+	}})
+	// Refused: a POST with a body, then a GET on the same connection,
+	// still refused, then (gate open) a third one that is served.
+	raw := "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
+		"GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+	resps, bodies, closed := rawExchange(t, addr, raw, "GET")
+	require.Len(t, resps, 2)
+	assert.False(t, closed, "a rejection keeps the connection")
+	for i, resp := range resps {
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+		assert.Equal(t, "1", resp.Header.Get(NotStartedHeader))
+		assert.Equal(t, "switch", resp.Header.Get(ReasonHeader))
+		assert.Equal(t, "yes", resp.Header.Get("X-Extra"))
+		assert.True(t, strings.HasPrefix(bodies[i], "request not started"))
+	}
+	assert.Equal(t, int32(0), ran.Load(), "no handler work for a rejected request")
+	assert.Equal(t, "/b switch", observed.Load())
+
+	g.open.Store(true)
+	resps, bodies, _ = rawExchange(t, addr, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 200, resps[0].StatusCode)
+	assert.Equal(t, "served /c", bodies[0])
+	assert.Equal(t, int32(1), g.acquired.Load())
+	assert.Equal(t, int32(1), g.release.Load())
+	assert.GreaterOrEqual(t, g.lastLatency.Load(), int64(0))
+
+	st := srv.Stats()
+	assert.Equal(t, int64(2), st.Rejected)
+	assert.Equal(t, int64(1), st.Admitted)
+	assert.Equal(t, int64(0), st.InFlight)
+	assert.Equal(t, map[string]int64{"switch": 2}, st.RejectedBy)
+}
+
+func TestRejectionThroughNetHTTPClient(t *testing.T) {
+	g := &switchGate{}
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Gate: g, Reject: Rejection{RetryAfter: -1}})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for range 3 {
+		resp, err := client.Post("http://"+addr+"/p", "text/plain", strings.NewReader(strings.Repeat("x", 10_000)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Empty(t, resp.Header.Get("Retry-After"))
+	}
+}
