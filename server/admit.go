@@ -64,16 +64,50 @@ type admission struct {
 	inFlight atomic.Int64
 	admitted atomic.Int64
 	rejected atomic.Int64
-	reasons  sync.Map // string → *atomic.Int64
+	reasons  sync.Map // string → *reasonEntry
+	fields   http.Header
+	status   int
 }
 
-func (a *admission) countReject(reason string) {
-	a.rejected.Add(1)
-	v, ok := a.reasons.Load(reason)
-	if !ok {
-		v, _ = a.reasons.LoadOrStore(reason, new(atomic.Int64))
+// reasonEntry counts the rejections for one reason and holds what their
+// answers share, built once.
+type reasonEntry struct {
+	n     atomic.Int64
+	field []string // the ReasonHeader value
+	body  string
+}
+
+// init builds the header fields every rejection carries. The rejection's
+// header map shares their value slices, so a rejection allocates little;
+// nothing writes to them.
+func (a *admission) init(rj *Rejection) {
+	a.fields = http.Header{}
+	for k, vv := range rj.Header {
+		a.fields[http.CanonicalHeaderKey(k)] = append([]string(nil), vv...)
 	}
-	v.(*atomic.Int64).Add(1)
+	a.fields[NotStartedHeader] = []string{"1"}
+	if d := rj.RetryAfter; d >= 0 {
+		if d == 0 {
+			d = time.Second
+		}
+		a.fields["Retry-After"] = []string{strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)}
+	}
+	a.fields["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	a.status = rj.Status
+	if a.status == 0 {
+		a.status = http.StatusServiceUnavailable
+	}
+}
+
+func (a *admission) reason(reason string) *reasonEntry {
+	if v, ok := a.reasons.Load(reason); ok {
+		return v.(*reasonEntry)
+	}
+	v, _ := a.reasons.LoadOrStore(reason, &reasonEntry{
+		field: []string{reason},
+		body:  "request not started: " + reason + "\n",
+	})
+	return v.(*reasonEntry)
 }
 
 // Stats returns the admission counters.
@@ -85,7 +119,7 @@ func (srv *Server) Stats() Stats {
 		RejectedBy: map[string]int64{},
 	}
 	srv.adm.reasons.Range(func(k, v any) bool {
-		st.RejectedBy[k.(string)] = v.(*atomic.Int64).Load()
+		st.RejectedBy[k.(string)] = v.(*reasonEntry).n.Load()
 		return true
 	})
 	return st
@@ -93,28 +127,18 @@ func (srv *Server) Stats() Stats {
 
 // reject answers r with the configured rejection.
 func (c *conn) reject(w *ResponseWriter, r *Request, reason string) {
-	rj := &c.srv.cfg.Reject
-	c.srv.adm.countReject(reason)
-	if rj.OnReject != nil {
-		rj.OnReject(r, reason)
+	a := &c.srv.adm
+	e := a.reason(reason)
+	a.rejected.Add(1)
+	e.n.Add(1)
+	if fn := c.srv.cfg.Reject.OnReject; fn != nil {
+		fn(r, reason)
 	}
 	h := w.Header()
-	for k, vv := range rj.Header {
-		h[k] = append([]string(nil), vv...)
+	for k, vv := range a.fields {
+		h[k] = vv
 	}
-	h.Set(NotStartedHeader, "1")
-	h.Set(ReasonHeader, reason)
-	if d := rj.RetryAfter; d >= 0 {
-		if d == 0 {
-			d = time.Second
-		}
-		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
-	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	status := rj.Status
-	if status == 0 {
-		status = http.StatusServiceUnavailable
-	}
-	w.WriteHeader(status)
-	_, _ = w.WriteString("request not started: " + reason + "\n")
+	h[ReasonHeader] = e.field
+	w.WriteHeader(a.status)
+	_, _ = w.WriteString(e.body)
 }

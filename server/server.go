@@ -121,6 +121,7 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	for range s.NumWorkers() {
 		srv.ws = append(srv.ws, &workerState{})
 	}
+	srv.adm.init(&cfg.Reject)
 	lopts := cfg.Listen
 	if lopts.OnError == nil {
 		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }

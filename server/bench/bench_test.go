@@ -35,6 +35,15 @@ type running struct {
 	stop func() error
 	// sched is sluice's scheduler, for its counters; nil for the others.
 	sched *sched.Scheduler
+	// want is the response to expect; the zero value means the hello one.
+	want expectation
+}
+
+func (r *running) expect() expectation {
+	if r.want.status == "" {
+		return helloExpect
+	}
+	return r.want
 }
 
 // target is a server to benchmark.
@@ -48,6 +57,25 @@ var helloTargets = []target{
 	{"sluice-adapter", startSluiceAdapter},
 	{"nethttp", startNetHTTP},
 	{"fasthttp", startFastHTTP},
+	{"sluice-reject", startSluiceReject},
+}
+
+// refuseAll is a gate that admits nothing: every request is rejected early,
+// which measures the cost of a rejection against a hello response.
+type refuseAll struct{}
+
+func (refuseAll) Acquire() bool         { return false }
+func (refuseAll) Release(time.Duration) {}
+func (refuseAll) Name() string          { return "refuse-all" }
+
+// startSluiceReject is the native hello server behind refuseAll.
+func startSluiceReject() (*running, error) {
+	r, err := startSluiceConfig(server.HandlerFunc(helloNative), server.Config{Gate: refuseAll{}})
+	if err != nil {
+		return nil, err
+	}
+	r.want = rejectExpect
+	return r, nil
 }
 
 // helloNative is the hello handler in the server's native form.
@@ -84,6 +112,11 @@ func startSluiceAdapter() (*running, error) {
 // while the runtime runs (runtime.WithGOMAXPROCS), SLUICE_BENCH_SPIN=20us
 // makes idle workers poll that long before they sleep (runtime.WithSpin).
 func startSluice(h server.Handler) (*running, error) {
+	return startSluiceConfig(h, server.Config{})
+}
+
+// startSluiceConfig is startSluice with a server configuration.
+func startSluiceConfig(h server.Handler, cfg server.Config) (*running, error) {
 	var opts []srt.Option
 	if os.Getenv(envPin) == "0" {
 		opts = append(opts, srt.WithPinning(false))
@@ -114,7 +147,7 @@ func startSluice(h server.Handler) (*running, error) {
 		defer cancel()
 		return rt.Stop(ctx)
 	}
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", h, server.Config{})
+	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", h, cfg)
 	if err != nil {
 		return nil, errors.Join(err, stopRT())
 	}
@@ -227,7 +260,7 @@ func BenchmarkHello(b *testing.B) {
 // workers' parks, polls and tasks per request. The child is gone when it
 // returns.
 func runLoadProcess(b *testing.B, srv *running, conns int) {
-	p, err := startLoadProcess(srv.addr, conns, b.N)
+	p, err := startLoadProcess(srv.addr, conns, b.N, srv.expect())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,7 +300,7 @@ func runLoadProcess(b *testing.B, srv *running, conns int) {
 // req/s, latencies and the process's CPU time (client and server); for
 // sluice, also the workers' parks, polls and tasks per request.
 func runLoadInProc(b *testing.B, srv *running, conns int) {
-	l, err := dialLoad(srv.addr, conns)
+	l, err := dialLoad(srv.addr, conns, srv.expect())
 	if err != nil {
 		b.Fatal(err)
 	}

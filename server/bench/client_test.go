@@ -33,14 +33,28 @@ type client struct {
 	nc   net.Conn
 	br   *bufio.Reader
 	body []byte // scratch for the response body
+	want expectation
 }
 
-func dialClient(addr string) (*client, error) {
+// expectation is the response a client checks for: a status and a body.
+type expectation struct {
+	status string
+	body   []byte
+}
+
+// helloExpect is the hello response; rejectExpect the answer of a sluice
+// server whose gate refuses everything (see refuseAll).
+var (
+	helloExpect  = expectation{status: "200", body: helloBody}
+	rejectExpect = expectation{status: "503", body: []byte("request not started: refuse-all\n")}
+)
+
+func dialClient(addr string, want expectation) (*client, error) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &client{nc: nc, br: bufio.NewReaderSize(nc, 4096), body: make([]byte, 256)}, nil
+	return &client{nc: nc, br: bufio.NewReaderSize(nc, 4096), body: make([]byte, 256), want: want}, nil
 }
 
 // roundTrip sends one request and reads its response.
@@ -48,21 +62,21 @@ func (c *client) roundTrip() error {
 	if _, err := c.nc.Write(request); err != nil {
 		return err
 	}
-	return readResponse(c.br, c.body)
+	return readResponse(c.br, c.body, c.want)
 }
 
 // readResponse reads one response to a GET from br and checks it: status
 // 200, a Content-Length (no chunked encoding, no Connection: close) and the
 // hello body. scratch holds the body while it is compared. It allocates
 // only when it fails.
-func readResponse(br *bufio.Reader, scratch []byte) error {
+func readResponse(br *bufio.Reader, scratch []byte, want expectation) error {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		return fmt.Errorf("read status line: %w", err)
 	}
 	// "HTTP/1.1 200 OK\r\n": the reason phrase may be empty.
 	if len(line) < 13 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
-		string(line[9:12]) != "200" || line[12] != ' ' && line[12] != '\r' {
+		string(line[9:12]) != want.status || line[12] != ' ' && line[12] != '\r' {
 		return fmt.Errorf("unexpected status line %q", line)
 	}
 	length := -1
@@ -97,12 +111,12 @@ func readResponse(br *bufio.Reader, scratch []byte) error {
 		return errors.New("response without Content-Length")
 	}
 	if length > len(scratch) {
-		return fmt.Errorf("response body of %d bytes, want %d", length, len(helloBody))
+		return fmt.Errorf("response body of %d bytes, want %d", length, len(want.body))
 	}
 	if _, err := io.ReadFull(br, scratch[:length]); err != nil {
 		return fmt.Errorf("read body: %w", err)
 	}
-	if !bytes.Equal(scratch[:length], helloBody) {
+	if !bytes.Equal(scratch[:length], want.body) {
 		return fmt.Errorf("unexpected body %q", scratch[:length])
 	}
 	return nil

@@ -221,7 +221,7 @@ func openIdle(addr string) (net.Conn, error) {
 	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReaderSize(nc, 1024)
 	if _, err = nc.Write(request); err == nil {
-		err = readResponse(br, make([]byte, 64))
+		err = readResponse(br, make([]byte, 64), helloExpect)
 	}
 	if err == nil && br.Buffered() > 0 {
 		err = errors.New("bytes after the response")

@@ -37,6 +37,7 @@ const (
 	envLoadConns    = "SLUICE_BENCH_LOAD_CONNS"    // connections of the child
 	envLoadRequests = "SLUICE_BENCH_LOAD_REQUESTS" // requests timed, over all connections
 	envLoadWarmUp   = "SLUICE_BENCH_LOAD_WARMUP"   // requests per connection before "ready"
+	envLoadExpect   = "SLUICE_BENCH_LOAD_EXPECT"   // "reject": expect sluice's 503, not hello
 )
 
 // The values of SLUICE_BENCH_CLIENT.
@@ -79,11 +80,11 @@ type load struct {
 
 // dialLoad opens conns connections to addr, each with a deadline of
 // loadDeadline from now.
-func dialLoad(addr string, conns int) (*load, error) {
+func dialLoad(addr string, conns int, want expectation) (*load, error) {
 	deadline := time.Now().Add(loadDeadline)
 	l := &load{clients: make([]*client, 0, conns)}
 	for range conns {
-		c, err := dialClient(addr)
+		c, err := dialClient(addr, want)
 		if err != nil {
 			l.close()
 			return nil, err
@@ -252,7 +253,11 @@ func loadClientMain(addr string) int {
 		os.Exit(4)
 	}()
 
-	l, err := dialLoad(addr, conns)
+	want := helloExpect
+	if os.Getenv(envLoadExpect) == "reject" {
+		want = rejectExpect
+	}
+	l, err := dialLoad(addr, conns, want)
 	if err != nil {
 		return report(err)
 	}
@@ -293,9 +298,14 @@ type loadProcess struct {
 // startLoadProcess starts the child client of conns connections to addr,
 // which will send total requests, and waits until it is ready. On an error
 // the child is gone.
-func startLoadProcess(addr string, conns, total int) (*loadProcess, error) {
+func startLoadProcess(addr string, conns, total int, want expectation) (*loadProcess, error) {
 	cmd := exec.Command(os.Args[0])
+	expect := ""
+	if want.status == rejectExpect.status {
+		expect = "reject"
+	}
 	cmd.Env = append(os.Environ(),
+		envLoadExpect+"="+expect,
 		envLoadClient+"="+addr,
 		envLoadConns+"="+strconv.Itoa(conns),
 		envLoadRequests+"="+strconv.Itoa(total),
@@ -441,7 +451,7 @@ func startHandler(t *testing.T, h http.HandlerFunc) string {
 // TestLoadProcess runs the child-process client against net/http.
 func TestLoadProcess(t *testing.T) {
 	addr := startHandler(t, helloHTTP)
-	p, err := startLoadProcess(addr, 4, 500)
+	p, err := startLoadProcess(addr, 4, 500, helloExpect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +483,7 @@ func TestLoadProcessErrors(t *testing.T) {
 	}
 
 	addr := startHandler(t, failing(0))
-	if p, err := startLoadProcess(addr, conns, 100); err == nil {
+	if p, err := startLoadProcess(addr, conns, 100, helloExpect); err == nil {
 		_ = p.close()
 		t.Error("warm-up against a failing server: no error")
 	} else if !strings.Contains(err.Error(), "warm-up") || !strings.Contains(err.Error(), "503") {
@@ -483,7 +493,7 @@ func TestLoadProcessErrors(t *testing.T) {
 	}
 
 	addr = startHandler(t, failing(conns*warmUpRequests+10))
-	p, err := startLoadProcess(addr, conns, 100)
+	p, err := startLoadProcess(addr, conns, 100, helloExpect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +510,7 @@ func TestLoadProcessErrors(t *testing.T) {
 // input closes before the "go".
 func TestLoadProcessStdinClosed(t *testing.T) {
 	addr := startHandler(t, helloHTTP)
-	p, err := startLoadProcess(addr, 2, 100)
+	p, err := startLoadProcess(addr, 2, 100, helloExpect)
 	if err != nil {
 		t.Fatal(err)
 	}
