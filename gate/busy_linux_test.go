@@ -1,0 +1,101 @@
+package gate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// The executor is a busy source (and so is runtime.Runtime, which embeds it;
+// not imported here, so that runtime may one day import gate).
+var _ BusySource = (*sched.Scheduler)(nil)
+
+func startScheduler(t *testing.T, workers int) *sched.Scheduler {
+	t.Helper()
+	s, err := sched.New(sched.Config{Workers: workers})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+	return s
+}
+
+// onWorker runs fn on worker i and waits for it.
+func onWorker(t *testing.T, s *sched.Scheduler, i int, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	require.NoError(t, s.Worker(i).Submit(lanes.Upstream, func() { fn(); close(done) }))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("task did not run within 10s")
+	}
+}
+
+// blockWorker holds worker i busy until the returned function is called.
+func blockWorker(t *testing.T, s *sched.Scheduler, i int) (release func()) {
+	t.Helper()
+	running, gate := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Worker(i).Submit(lanes.Upstream, func() { close(running); <-gate }))
+	<-running
+	return func() { close(gate) }
+}
+
+// On the real executor with 2 workers and the default 0.5, a decision taken
+// on a worker counts that worker: it admits while the other worker is idle
+// and refuses while the other is busy.
+func TestBusyOnScheduler(t *testing.T) {
+	s := startScheduler(t, 2)
+	g := NewBusy(s, BusyOptions{})
+	require.Equal(t, 1, g.Limit())
+	require.True(t, g.CanWake())
+	require.Eventually(t, func() bool { return s.Busy() == 0 }, 10*time.Second, time.Millisecond)
+
+	var busy int
+	var admitted bool
+	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), g.Acquire() })
+	assert.Equal(t, 1, busy, "the deciding worker counts itself")
+	assert.True(t, admitted)
+
+	woke := make(chan struct{}, 16)
+	g.OnOpen(func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	release := blockWorker(t, s, 1)
+	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), g.Acquire() })
+	assert.Equal(t, 2, busy)
+	assert.False(t, admitted, "the other worker is busy")
+
+	for len(woke) > 0 { // drain the idle notifications so far
+		<-woke
+	}
+	release()
+	select {
+	case <-woke:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnOpen call when the blocked worker went idle")
+	}
+	require.Eventually(t, func() bool { return s.Busy() == 0 }, 10*time.Second, time.Millisecond)
+	onWorker(t, s, 0, func() { admitted = g.Acquire() })
+	assert.True(t, admitted)
+}
+
+// newSchedSource returns an executor that is not started: its busy count is
+// 0, and reading it costs what it costs on a running one.
+func newSchedSource(tb testing.TB, workers int) BusySource {
+	s, err := sched.New(sched.Config{Workers: workers})
+	require.NoError(tb, err)
+	return s
+}

@@ -1,0 +1,255 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero values of MemoryOptions.
+const (
+	DefaultMemoryInterval        = 100 * time.Millisecond
+	DefaultMemoryMinFreeFraction = 0.10
+)
+
+// MemoryOptions configures a Memory gate.
+type MemoryOptions struct {
+	// MinFree is the free memory, in bytes, below which the gate refuses.
+	// Zero means MinFreeFraction of each limit instead.
+	MinFree int64
+	// MinFreeFraction is the free fraction of a limit below which the gate
+	// refuses, used when MinFree is zero; zero means 0.10.
+	MinFreeFraction float64
+	// Interval is how often a background goroutine refreshes the state;
+	// zero means 100 ms, Manual means never (call Refresh).
+	Interval time.Duration
+	// CountPageCache counts the cgroup's inactive file pages (page cache
+	// that the kernel reclaims before it runs out of memory) as used.
+	// By default they count as free, as the kubelet's working set does.
+	CountPageCache bool
+	// Root is the file system root under which /proc and /sys are read;
+	// empty means "/". Tests point it at a fake tree.
+	Root string
+}
+
+// MemoryStats is what a Memory gate saw at its last refresh, for the
+// constraint with the least free memory above its threshold.
+type MemoryStats struct {
+	// Source names that constraint: "cgroup2 DIR" or "cgroup1 DIR" for a
+	// cgroup with a limit, "meminfo" for the machine's MemAvailable.
+	Source string
+	// Limit is the constraint's limit (MemTotal for meminfo), Free what
+	// is left of it and Threshold the free amount below which the gate
+	// refuses, all in bytes.
+	Limit, Free, Threshold int64
+	// Open is the gate's state.
+	Open bool
+	// Err is the error of the last refresh, if no source could be read;
+	// the gate then stays open.
+	Err error
+	// At is when the refresh happened.
+	At time.Time
+}
+
+// Memory refuses new requests while free memory, as the process's cgroup
+// sees it, is below a threshold (seed 03: a server that accepts a request it
+// has no memory for will crash). The state is sampled off the hot path, by a
+// background goroutine every Interval (or by Refresh), and kept in an atomic
+// flag: Acquire is one atomic load, Release a no-op.
+//
+// A refresh reads, under Root:
+//   - cgroup v2: the process's cgroup from /proc/self/cgroup (the "0::" line)
+//     under the cgroup2 mount found in /proc/self/mountinfo (by default
+//     /sys/fs/cgroup), and in that cgroup and each ancestor up to the mount,
+//     memory.max and memory.current (and inactive_file from memory.stat);
+//   - cgroup v1, when the process has no v2 cgroup with a memory
+//     controller: the memory controller's cgroup and its ancestors,
+//     memory.limit_in_bytes and memory.usage_in_bytes (and
+//     total_inactive_file);
+//   - always: /proc/meminfo's MemAvailable against MemTotal.
+//
+// Each level with a limit ("max", v1's near-2^63 values and any limit at or
+// above MemTotal are no limit) is a constraint with
+// free = limit − (usage − inactive_file), and the machine is one with
+// free = MemAvailable. The gate is open iff every constraint's free memory
+// is at least its threshold: MinFree if set, else MinFreeFraction of that
+// constraint's limit. With no cgroup limit, only MemAvailable counts.
+type Memory struct {
+	open atomic.Bool
+	wake wakers
+
+	opts   MemoryOptions
+	kind   string   // "cgroup2", "cgroup1" or ""
+	levels []string // cgroup directories, leaf first
+
+	mu    sync.Mutex
+	buf   []byte
+	stats MemoryStats
+	ref   *refresher
+}
+
+// NewMemory returns a memory gate, refreshed once before it returns, and
+// starts its refresher unless opts.Interval is Manual; Close stops it. If no
+// source can be read the gate stays open and Stats reports the error. It
+// panics on a negative MinFree or a MinFreeFraction outside [0, 1].
+func NewMemory(opts MemoryOptions) *Memory {
+	if opts.MinFree < 0 || opts.MinFreeFraction < 0 || opts.MinFreeFraction > 1 || math.IsNaN(opts.MinFreeFraction) {
+		panic(fmt.Sprintf("gate: memory options out of range: %+v", opts))
+	}
+	if opts.MinFreeFraction == 0 {
+		opts.MinFreeFraction = DefaultMemoryMinFreeFraction
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultMemoryInterval
+	}
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	m := &Memory{opts: opts, buf: make([]byte, 8<<10)}
+	m.open.Store(true)
+	m.locate()
+	m.Refresh()
+	if opts.Interval > 0 {
+		m.ref = startRefresher(opts.Interval, func() { m.Refresh() })
+	}
+	return m
+}
+
+// locate finds the process's cgroup directories.
+func (m *Memory) locate() {
+	root := m.opts.Root
+	cg, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if err != nil {
+		return
+	}
+	p2, p1 := cgroupPaths(cg)
+	mi, _ := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
+	m2, m1 := cgroupMounts(mi)
+	if p2 != "" {
+		if m2.point == "" {
+			m2 = mount{root: "/", point: "/sys/fs/cgroup"}
+		}
+		levels := cgroupLevels(root, m2, p2)
+		if _, err := os.Stat(filepath.Join(levels[0], "memory.current")); err == nil {
+			m.kind, m.levels = "cgroup2", levels
+			return
+		}
+	}
+	if p1 != "" {
+		if m1.point == "" {
+			m1 = mount{root: "/", point: "/sys/fs/cgroup/memory"}
+		}
+		levels := cgroupLevels(root, m1, p1)
+		if _, err := os.Stat(filepath.Join(levels[0], "memory.usage_in_bytes")); err == nil {
+			m.kind, m.levels = "cgroup1", levels
+		}
+	}
+}
+
+// Refresh reads the memory state now, updates the gate and returns what it
+// saw. It runs on the refresher's goroutine every Interval; tests call it
+// directly. If it opens the gate it calls the OnOpen callbacks.
+func (m *Memory) Refresh() MemoryStats {
+	m.mu.Lock()
+	st := m.read()
+	st.At = time.Now()
+	m.stats = st
+	was := m.open.Swap(st.Open)
+	m.mu.Unlock()
+	if st.Open && !was {
+		m.wake.fire()
+	}
+	return st
+}
+
+// read computes the state; m.mu is held.
+func (m *Memory) read() MemoryStats {
+	best := MemoryStats{Open: true}
+	found := false
+	margin := int64(math.MaxInt64)
+	consider := func(src string, limit, free int64) {
+		free = max(free, 0)
+		th := m.opts.MinFree
+		if th == 0 {
+			th = int64(m.opts.MinFreeFraction * float64(limit))
+		}
+		open := free >= th
+		if !found || free-th < margin {
+			margin = free - th
+			best = MemoryStats{Source: src, Limit: limit, Free: free, Threshold: th, Open: best.Open && open}
+		} else {
+			best.Open = best.Open && open
+		}
+		found = true
+	}
+
+	total, avail := int64(-1), int64(-1)
+	if b, err := readHead(filepath.Join(m.opts.Root, "proc/meminfo"), m.buf); err == nil {
+		t, ok1 := field(b, "MemTotal")
+		a, ok2 := field(b, "MemAvailable")
+		if ok1 && ok2 {
+			total, avail = t, a
+		}
+	}
+
+	limitFile, usageFile, inactiveKey := "memory.max", "memory.current", "inactive_file"
+	if m.kind == "cgroup1" {
+		limitFile, usageFile, inactiveKey = "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"
+	}
+	for _, dir := range m.levels {
+		limit, err := readInt(filepath.Join(dir, limitFile), m.buf)
+		if err != nil || limit < 0 || limit >= 1<<62 || (total > 0 && limit >= total) {
+			continue
+		}
+		usage, err := readInt(filepath.Join(dir, usageFile), m.buf)
+		if err != nil {
+			continue
+		}
+		if !m.opts.CountPageCache {
+			if b, err := readHead(filepath.Join(dir, "memory.stat"), m.buf); err == nil {
+				if v, ok := field(b, inactiveKey); ok {
+					usage -= min(v, usage)
+				}
+			}
+		}
+		consider(m.kind+" "+dir, limit, limit-usage)
+	}
+	if total > 0 {
+		consider("meminfo", total, avail)
+	}
+	if !found {
+		return MemoryStats{Open: true, Err: errNoSource}
+	}
+	return best
+}
+
+// Acquire reports whether the last refresh found enough free memory.
+func (m *Memory) Acquire() bool { return m.open.Load() }
+
+// Release does nothing.
+func (m *Memory) Release(time.Duration) {}
+
+// Name returns "memory".
+func (m *Memory) Name() string { return "memory" }
+
+// OnOpen registers fn to be called, on the refresher's goroutine (or the
+// caller of Refresh), when a refresh opens the gate.
+func (m *Memory) OnOpen(fn func()) { m.wake.add(fn) }
+
+// Stats returns what the last refresh saw.
+func (m *Memory) Stats() MemoryStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// Close stops the refresher and waits for it. The gate keeps its last state.
+// Close may be called more than once.
+func (m *Memory) Close() error {
+	m.ref.close()
+	return nil
+}

@@ -1,0 +1,236 @@
+package gate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeTree writes files (path relative to root: content) under root.
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
+	}
+}
+
+const (
+	gib         = int64(1) << 30
+	bigMeminfo  = "MemTotal:       16777216 kB\nMemFree:         1000000 kB\nMemAvailable:   15000000 kB\n"
+	v2Mountinfo = "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n" +
+		"25 22 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+)
+
+func manualMemory(root string, opts MemoryOptions) *Memory {
+	opts.Root, opts.Interval = root, Manual
+	return NewMemory(opts)
+}
+
+func TestMemoryCgroup2(t *testing.T) {
+	root := t.TempDir()
+	dir := "sys/fs/cgroup/app.slice/app.service"
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup":                       "0::/app.slice/app.service\n",
+		"proc/self/mountinfo":                    v2Mountinfo,
+		"proc/meminfo":                           bigMeminfo,
+		dir + "/memory.max":                      "1000000\n",
+		dir + "/memory.current":                  "500000\n",
+		dir + "/memory.stat":                     "anon 400000\nfile 100000\ninactive_anon 0\nactive_file 0\ninactive_file 100000\n",
+		"sys/fs/cgroup/app.slice/memory.max":     "max\n",
+		"sys/fs/cgroup/app.slice/memory.current": "600000\n",
+	})
+	fn, woke := counter()
+	m := manualMemory(root, MemoryOptions{})
+	defer m.Close()
+	m.OnOpen(fn)
+	assert.Equal(t, "memory", m.Name())
+	st := m.Stats()
+	require.NoError(t, st.Err)
+	assert.Equal(t, "cgroup2 "+filepath.Join(root, dir), st.Source)
+	assert.Equal(t, int64(1000000), st.Limit)
+	assert.Equal(t, int64(600000), st.Free, "inactive file pages count as free")
+	assert.Equal(t, int64(100000), st.Threshold, "10% of the limit")
+	assert.True(t, st.Open)
+	assert.True(t, m.Acquire())
+	m.Release(time.Millisecond) // a no-op
+
+	writeTree(t, root, map[string]string{dir + "/memory.current": "950000\n"})
+	st = m.Refresh()
+	assert.Equal(t, int64(150000), st.Free)
+	assert.True(t, m.Acquire())
+
+	writeTree(t, root, map[string]string{dir + "/memory.stat": "inactive_file 0\n"})
+	st = m.Refresh()
+	assert.Equal(t, int64(50000), st.Free)
+	assert.False(t, st.Open)
+	assert.False(t, m.Acquire(), "free below 10% of the limit")
+	assert.Equal(t, int64(0), woke.Load())
+
+	writeTree(t, root, map[string]string{dir + "/memory.current": "100000\n"})
+	m.Refresh()
+	assert.True(t, m.Acquire())
+	assert.Equal(t, int64(1), woke.Load(), "reopening wakes")
+	m.Refresh()
+	assert.Equal(t, int64(1), woke.Load(), "staying open does not")
+}
+
+// A limit set on an ancestor binds a cgroup without one of its own.
+func TestMemoryCgroup2AncestorLimit(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
+		"proc/meminfo":     bigMeminfo,
+		"sys/fs/cgroup/kubepods/pod1/ctr/memory.max":     "max\n",
+		"sys/fs/cgroup/kubepods/pod1/ctr/memory.current": "10\n",
+		"sys/fs/cgroup/kubepods/pod1/memory.max":         "1000\n",
+		"sys/fs/cgroup/kubepods/pod1/memory.current":     "950\n",
+		"sys/fs/cgroup/kubepods/memory.max":              "100000\n",
+		"sys/fs/cgroup/kubepods/memory.current":          "950\n",
+	}) // no mountinfo: the default mount point
+	m := manualMemory(root, MemoryOptions{})
+	st := m.Stats()
+	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup/kubepods/pod1"), st.Source)
+	assert.Equal(t, int64(50), st.Free)
+	assert.False(t, m.Acquire())
+}
+
+// A container without a cgroup namespace sees the host's path in
+// /proc/self/cgroup and its own cgroup at the mount point.
+func TestMemoryCgroup2MountRoot(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup":             "0::/docker/abc\n",
+		"proc/self/mountinfo":          "30 22 0:27 /docker/abc /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw\n",
+		"proc/meminfo":                 bigMeminfo,
+		"sys/fs/cgroup/memory.max":     "2000\n",
+		"sys/fs/cgroup/memory.current": "1000\n",
+	})
+	st := manualMemory(root, MemoryOptions{}).Stats()
+	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup"), st.Source)
+	assert.Equal(t, int64(1000), st.Free)
+
+	// Same with a path that does not start with the mount's root.
+	writeTree(t, root, map[string]string{"proc/self/cgroup": "0::/elsewhere\n"})
+	st = manualMemory(root, MemoryOptions{}).Stats()
+	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup"), st.Source)
+}
+
+func TestMemoryCgroup1(t *testing.T) {
+	root := t.TempDir()
+	dir := "sys/fs/cgroup/memory/docker/abc"
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup": "12:pids:/docker/abc\n5:memory:/docker/abc\n1:name=systemd:/docker/abc\n0::/\n",
+		"proc/self/mountinfo": v2Mountinfo[:strings.Index(v2Mountinfo, "\n")+1] +
+			"31 25 0:26 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n",
+		"proc/meminfo":                                      bigMeminfo,
+		dir + "/memory.limit_in_bytes":                      "4000000\n",
+		dir + "/memory.usage_in_bytes":                      "3900000\n",
+		dir + "/memory.stat":                                "cache 1\ninactive_file 5\ntotal_inactive_file 1000000\n",
+		"sys/fs/cgroup/memory/docker/memory.limit_in_bytes": "9223372036854771712\n",
+		"sys/fs/cgroup/memory/docker/memory.usage_in_bytes": "3900000\n",
+		"sys/fs/cgroup/memory/memory.limit_in_bytes":        "9223372036854771712\n",
+		"sys/fs/cgroup/memory/memory.usage_in_bytes":        "9900000\n",
+	})
+	m := manualMemory(root, MemoryOptions{})
+	st := m.Stats()
+	assert.Equal(t, "cgroup1 "+filepath.Join(root, dir), st.Source)
+	assert.Equal(t, int64(1100000), st.Free, "total_inactive_file is free")
+	assert.True(t, m.Acquire())
+
+	pc := manualMemory(root, MemoryOptions{CountPageCache: true})
+	st = pc.Stats()
+	assert.Equal(t, int64(100000), st.Free)
+	assert.False(t, pc.Acquire(), "page cache counted as used")
+
+	fixed := manualMemory(root, MemoryOptions{MinFree: 2000000})
+	assert.Equal(t, int64(2000000), fixed.Stats().Threshold)
+	assert.False(t, fixed.Acquire())
+}
+
+// Without a cgroup limit, MemAvailable decides.
+func TestMemoryMeminfo(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup":                           "4:memory:/\n",
+		"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+		"sys/fs/cgroup/memory/memory.usage_in_bytes": "123\n",
+		"proc/meminfo":                               "MemTotal:       1000 kB\nMemFree:  10 kB\nMemAvailable:    50 kB\n",
+	})
+	m := manualMemory(root, MemoryOptions{})
+	st := m.Stats()
+	assert.Equal(t, "meminfo", st.Source)
+	assert.Equal(t, int64(1000*1024), st.Limit)
+	assert.Equal(t, int64(50*1024), st.Free)
+	assert.False(t, m.Acquire())
+
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 500 kB\n"})
+	m.Refresh()
+	assert.True(t, m.Acquire())
+}
+
+// The machine's MemAvailable binds when it is lower than what the cgroup
+// would allow, and a cgroup limit above the machine's memory is no limit.
+func TestMemoryMachineBindsUnderCgroup(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"proc/self/cgroup":               "0::/a\n",
+		"proc/meminfo":                   "MemTotal: 1000 kB\nMemAvailable: 20 kB\n",
+		"sys/fs/cgroup/a/memory.max":     "512000\n",
+		"sys/fs/cgroup/a/memory.current": "0\n",
+	})
+	m := manualMemory(root, MemoryOptions{})
+	st := m.Stats()
+	assert.Equal(t, "meminfo", st.Source)
+	assert.False(t, m.Acquire())
+
+	writeTree(t, root, map[string]string{
+		"proc/meminfo":               "MemTotal: 1000 kB\nMemAvailable: 900 kB\n",
+		"sys/fs/cgroup/a/memory.max": "2048000\n", // above MemTotal
+	})
+	st = m.Refresh()
+	assert.Equal(t, "meminfo", st.Source)
+	assert.True(t, m.Acquire())
+}
+
+func TestMemoryNoSource(t *testing.T) {
+	m := manualMemory(t.TempDir(), MemoryOptions{})
+	st := m.Stats()
+	assert.Error(t, st.Err)
+	assert.True(t, m.Acquire(), "fails open")
+	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFree: -1}) })
+	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFreeFraction: 2}) })
+}
+
+func TestMemoryRefresher(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 900 kB\n"})
+	m := NewMemory(MemoryOptions{Root: root, Interval: time.Millisecond})
+	defer m.Close()
+	require.True(t, m.Acquire())
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 9 kB\n"})
+	require.Eventually(t, func() bool { return !m.Acquire() }, 10*time.Second, time.Millisecond)
+	require.NoError(t, m.Close())
+	require.NoError(t, m.Close(), "twice")
+}
+
+// The machine the tests run on: some source is readable.
+func TestMemoryThisMachine(t *testing.T) {
+	m := NewMemory(MemoryOptions{Interval: Manual})
+	st := m.Stats()
+	require.NoError(t, st.Err)
+	assert.Positive(t, st.Limit)
+	t.Logf("%+v", st)
+}
+
+func TestMountinfoEscapes(t *testing.T) {
+	v2, _ := cgroupMounts([]byte(`40 30 0:37 / /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw` + "\n"))
+	assert.Equal(t, "/sys/fs/cgroup x", v2.point)
+	assert.Equal(t, `a\0`, unescapeMount(`a\0`))
+}
