@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/sluice-go/sluice/gate"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,12 @@ type Gate interface {
 	Acquire() bool
 	Release(latency time.Duration)
 	Name() string
+}
+
+// reasonGate is a gate made of others that names the one that refused, as
+// gate.Chain does.
+type reasonGate interface {
+	Admit() (refused gate.Gate, ok bool)
 }
 
 // Header fields of a rejection.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/gate"
 )
 
 // switchGate admits while open is set, and counts its calls.
@@ -89,4 +91,17 @@ func TestRejectionThroughNetHTTPClient(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Empty(t, resp.Header.Get("Retry-After"))
 	}
+}
+
+func TestRejectionNamesTheGateOfAChainThatRefused(t *testing.T) {
+	conc := gate.NewConcurrency(0) // admits nothing
+	open := &switchGate{}
+	open.open.Store(true)
+	g := gate.All(open, conc)
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Gate: g})
+	resps, _, _ := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 503, resps[0].StatusCode)
+	assert.Equal(t, "concurrency", resps[0].Header.Get(ReasonHeader))
+	assert.Equal(t, map[string]int64{"concurrency": 1}, srv.Stats().RejectedBy)
 }

@@ -331,7 +331,14 @@ func (c *conn) start(h *head) {
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
 	if g := c.srv.cfg.Gate; g != nil {
-		if g.Acquire() {
+		if ch, ok := g.(reasonGate); ok {
+			// A chain says which of its gates refused.
+			if refused, ok := ch.Admit(); ok {
+				c.admitted = true
+			} else {
+				c.refused = refused.Name()
+			}
+		} else if g.Acquire() {
 			c.admitted = true
 		} else {
 			c.refused = g.Name()
