@@ -10,8 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
+	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -20,6 +22,7 @@ const (
 	connIdle   uint8 = iota // between requests: nothing of the next one read
 	connHead                // part of a request head has arrived
 	connActive              // a request's handler runs
+	connQueued              // a request waits in the admission queue
 	connLinger              // closing: our side shut, discarding input
 	connClosed
 )
@@ -62,12 +65,17 @@ type conn struct {
 	onTimeout func() // c.timeout, bound once
 	serveFn   func(context.Context)
 
-	cur        *Request
-	body       *body
-	rw         *ResponseWriter
-	admitted   bool   // the gate admitted the current request: release it
-	refused    string // the gate refused it: the reason
-	startedAt  int64  // worker clock when the handler started
+	cur       *Request
+	body      *body
+	rw        *ResponseWriter
+	admitted  bool   // the gate admitted the current request: release it
+	refused   string // the gate refused it: the reason
+	startedAt int64  // worker clock when the handler started
+
+	qe         queue.Entry        // the current request's place in the admission queue
+	qStart     func()             // the queue's callbacks, bound once
+	qReject    func(queue.Reason) //
+	qRefused   queue.Reason       // why the queue rejected it
 	cancel     context.CancelFunc
 	readWaiter func() // resumes a handler waiting for request bytes
 
@@ -89,6 +97,9 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	}
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
 	c.onData, c.onTimeout, c.serveFn = c.readable, c.timeout, c.serve
+	if srv.q != nil {
+		c.qStart, c.qReject = c.queueStarted, c.queueRejected
+	}
 	srv.open.Add(1)
 	c.ws.conns.add(c)
 	c.idle()
@@ -322,15 +333,13 @@ func (c *conn) start(h *head) {
 	}
 	r.Body = b
 	c.body, c.cur = b, r
-	if b.done {
-		// Nothing more to read for this request: keep reading, to learn
-		// if the client goes away (and to take pipelined requests).
-		_ = c.nc.OnReadable(lanes.Continuation, c.onData)
-	} else {
-		// The body is read by the handler, on demand.
-		_ = c.nc.OnReadable(lanes.Continuation, nil)
-	}
 	if g := c.srv.cfg.Gate; g != nil {
+		q := c.srv.q
+		if q != nil && q.Len() > 0 {
+			// Others wait already: no overtaking them.
+			c.enqueue(r)
+			return
+		}
 		if ch, ok := g.(reasonGate); ok {
 			// A chain says which of its gates refused.
 			if refused, ok := ch.Admit(); ok {
@@ -343,6 +352,25 @@ func (c *conn) start(h *head) {
 		} else {
 			c.refused = g.Name()
 		}
+		if c.refused != "" && q != nil {
+			c.refused = ""
+			c.enqueue(r)
+			return
+		}
+	}
+	c.run()
+}
+
+// run starts the current request's coroutine: its handler, or its
+// rejection when c.refused is set.
+func (c *conn) run() {
+	if c.body.done {
+		// Nothing more to read for this request: keep reading, to learn
+		// if the client goes away (and to take pipelined requests).
+		_ = c.nc.OnReadable(lanes.Continuation, c.onData)
+	} else {
+		// The body is read by the handler, on demand.
+		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
 	if c.refused == "" {
 		c.srv.adm.admitted.Add(1)
@@ -371,6 +399,7 @@ func (c *conn) serve(ctx context.Context) {
 		if c.admitted {
 			c.admitted = false
 			c.srv.cfg.Gate.Release(time.Duration(c.w.Now() - c.startedAt))
+			c.srv.pump(false)
 		}
 	}
 	rw.finish()
@@ -653,6 +682,11 @@ func (c *conn) shutdown(force bool) {
 				w()
 			}
 		}
+	case connQueued:
+		c.closeAfter = true
+		if force && c.srv.q.Remove(&c.qe) {
+			c.close()
+		}
 	case connLinger:
 		if force {
 			c.close()
@@ -697,4 +731,54 @@ func asciiEqualFold(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// enqueue puts the current request in the admission queue: it starts when
+// the gate opens, or is rejected when its time is up. Nothing of it is read
+// meanwhile.
+func (c *conn) enqueue(r *Request) {
+	c.state = connQueued
+	_ = c.nc.OnReadable(lanes.Continuation, nil)
+	class := queue.Default
+	if f := c.srv.cfg.Classify; f != nil {
+		class = f(r)
+	}
+	c.srv.q.Push(&c.qe, class, c.qStart, c.qReject)
+	c.srv.pump(false)
+}
+
+// queueStarted is the queue's start callback, called by whoever pumped the
+// queue, with the gate acquired: the request moves to its own worker.
+func (c *conn) queueStarted() {
+	if err := c.w.Submit(lanes.Continuation, c.dequeued); err != nil {
+		c.srv.cfg.Gate.Release(gate.Undo)
+	}
+}
+
+func (c *conn) dequeued() {
+	if c.state != connQueued {
+		c.srv.cfg.Gate.Release(gate.Undo) // closed meanwhile
+		return
+	}
+	c.state = connActive
+	c.admitted = true
+	c.run()
+}
+
+// queueRejected is the queue's reject callback: the request is answered
+// with a rejection, on its worker.
+func (c *conn) queueRejected(reason queue.Reason) {
+	c.qRefused = reason
+	if err := c.w.Submit(lanes.Continuation, c.dequeueRejected); err != nil {
+		return
+	}
+}
+
+func (c *conn) dequeueRejected() {
+	if c.state != connQueued {
+		return
+	}
+	c.state = connActive
+	c.refused = "queue-" + c.qRefused.String()
+	c.run()
 }

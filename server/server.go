@@ -28,8 +28,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
+	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -72,6 +74,19 @@ type Config struct {
 	Gate Gate
 	// Reject configures the answer to a refused request.
 	Reject Rejection
+	// Queue, with a Gate, makes refused requests wait instead of being
+	// rejected at once: each waits up to the queue's timeout (100 ms by
+	// default), in its order and class, and starts as soon as the gate
+	// opens (a request ends, a worker goes idle: no polling); when its
+	// time is up it is rejected, with the reason "queue-timeout" (or
+	// "queue-full", "queue-evicted", "queue-closed"). The server creates
+	// the queue from these options, on its scheduler's clock; Server.Queue
+	// returns it. While a request waits, nothing more of its connection is
+	// read.
+	Queue *queue.Options
+	// Classify gives a request its priority class in the queue; nil
+	// means queue.Default for all (queue.ClassFromHeader reads a header).
+	Classify func(r *Request) queue.Class
 }
 
 // Server serves HTTP/1.1 on the workers of a scheduler.
@@ -85,6 +100,10 @@ type Server struct {
 	ws      []*workerState
 
 	adm      admission
+	q        *queue.Queue
+	expirer  chan struct{} // wakes the queue's expiry goroutine
+	done     chan struct{} // closed when the server stops: ends it
+	expired  sync.WaitGroup
 	open     atomic.Int64 // connections not yet closed
 	stopping atomic.Bool  // Shutdown or Close began
 	closed   chan struct{}
@@ -122,12 +141,16 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 		srv.ws = append(srv.ws, &workerState{})
 	}
 	srv.adm.init(&cfg.Reject)
+	if cfg.Queue != nil && cfg.Gate != nil {
+		srv.startQueue(*cfg.Queue)
+	}
 	lopts := cfg.Listen
 	if lopts.OnError == nil {
 		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }
 	}
 	l, err := netpoll.Listen(s, addr, lopts, srv.accept)
 	if err != nil {
+		srv.stopQueue()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	srv.l = l
@@ -179,6 +202,9 @@ func (srv *Server) Close(ctx context.Context) error {
 func (srv *Server) stop(force bool) error {
 	srv.stopping.Store(true)
 	err := srv.l.Close()
+	if force {
+		srv.stopQueue()
+	}
 	for i := range srv.ws {
 		w := srv.s.Worker(i)
 		ws := srv.ws[i]
@@ -194,7 +220,10 @@ func (srv *Server) stop(force bool) error {
 		}
 	}
 	if srv.open.Load() == 0 {
-		srv.once.Do(func() { close(srv.closed) })
+		srv.once.Do(func() {
+			close(srv.closed)
+			srv.stopQueue()
+		})
 	}
 	return err
 }
@@ -202,7 +231,10 @@ func (srv *Server) stop(force bool) error {
 // connClosed is called by each connection as it closes.
 func (srv *Server) connClosed() {
 	if srv.open.Add(-1) == 0 && srv.stopping.Load() {
-		srv.once.Do(func() { close(srv.closed) })
+		srv.once.Do(func() {
+			close(srv.closed)
+			srv.stopQueue()
+		})
 	}
 }
 
@@ -287,4 +319,80 @@ func (l *connList) remove(c *conn) {
 		c.next.prev = c.prev
 	}
 	c.prev, c.next = nil, nil
+}
+
+// Queue returns the admission queue, or nil when Config.Queue is not set;
+// for its Stats.
+func (srv *Server) Queue() *queue.Queue { return srv.q }
+
+// startQueue creates the admission queue and the goroutine that expires its
+// entries: the queue reports its earliest deadline through Arm, and the
+// goroutine sleeps until then (no polling).
+func (srv *Server) startQueue(opts queue.Options) {
+	srv.expirer = make(chan struct{}, 1)
+	srv.done = make(chan struct{})
+	var next atomic.Int64
+	opts.Clock = srv.s.Now
+	opts.Admit = srv.cfg.Gate.Acquire
+	opts.Arm = func(deadline int64) {
+		next.Store(deadline)
+		select {
+		case srv.expirer <- struct{}{}:
+		default:
+		}
+	}
+	srv.q = queue.New(opts)
+	if w, ok := srv.cfg.Gate.(gate.Waker); ok {
+		w.OnOpen(func() { srv.pump(true) })
+	}
+	srv.expired.Add(1)
+	go func() {
+		defer srv.expired.Done()
+		t := time.NewTimer(time.Hour)
+		defer t.Stop()
+		for {
+			select {
+			case <-srv.done:
+				return
+			case <-srv.expirer:
+			case <-t.C:
+				srv.q.Expire()
+			}
+			// Each deadline is taken once: the queue reports the next
+			// one through Arm when entries remain.
+			if d := next.Swap(0); d > 0 {
+				t.Reset(max(time.Duration(d-srv.s.Now()), 0))
+			}
+		}
+	}()
+}
+
+// stopQueue rejects what still waits and ends the expiry goroutine.
+func (srv *Server) stopQueue() {
+	if srv.q == nil {
+		return
+	}
+	srv.q.Close()
+	select {
+	case <-srv.done:
+	default:
+		close(srv.done)
+	}
+	srv.expired.Wait()
+}
+
+// pump starts waiting requests while the gate admits them. idle is set when
+// called from a worker's idle hook, where the worker that calls is not
+// busy: the gate then counts the worker the request will run on.
+func (srv *Server) pump(idle bool) {
+	q := srv.q
+	if q == nil || q.Len() == 0 {
+		return
+	}
+	g := srv.cfg.Gate
+	if ia, ok := g.(gate.IdleAcquirer); ok && idle {
+		q.Pump(ia.AcquireIdle)
+		return
+	}
+	q.Pump(g.Acquire)
 }

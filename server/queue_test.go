@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/queue"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// qget sends one GET on its own connection and returns status, reason and
+// body.
+func qget(t *testing.T, addr, path string, hdr ...string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
+	if !assert.NoError(t, err) {
+		return 0, "", ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(ReasonHeader), string(b)
+}
+
+func TestQueuedRequestStartsWhenTheGateOpens(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	entered := make(chan string, 4)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- r.URL.Path
+		if r.URL.Path == "/first" {
+			wait(r.Context(), release)
+		}
+		io.WriteString(w, "ok "+r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, Config{Gate: conc, Queue: &queue.Options{Timeout: time.Minute}})
+	results := make(chan string, 2)
+	go func() { _, _, b := qget(t, addr, "/first"); results <- b }()
+	assert.Equal(t, "/first", <-entered)
+	go func() { _, _, b := qget(t, addr, "/second"); results <- b }()
+	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	select {
+	case p := <-entered:
+		t.Fatalf("%s started while the gate was closed", p)
+	default:
+	}
+	close(release) // the first ends, its slot goes to the waiting one at once
+	assert.Equal(t, "/second", <-entered)
+	got := []string{<-results, <-results}
+	assert.ElementsMatch(t, []string{"ok /first", "ok /second"}, got)
+	st := srv.Stats()
+	assert.Equal(t, int64(2), st.Admitted)
+	assert.Equal(t, int64(0), st.Rejected)
+	assert.Equal(t, 0, conc.InFlight())
+}
+
+func TestQueueTimeoutRejects(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		wait(r.Context(), release)
+	})
+	srv, addr := serveHTTP(t, h, Config{Gate: conc, Queue: &queue.Options{Timeout: 30 * time.Millisecond}})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); qget(t, addr, "/hold") }()
+	<-entered
+	code, reason, body := qget(t, addr, "/waits")
+	assert.Equal(t, 503, code)
+	assert.Equal(t, "queue-timeout", reason)
+	assert.True(t, strings.HasPrefix(body, "request not started"))
+	close(release)
+	wg.Wait()
+	assert.Equal(t, map[string]int64{"queue-timeout": 1}, srv.Stats().RejectedBy)
+	assert.Equal(t, uint64(1), srv.Queue().Stats().Rejected[queue.Timeout])
+}
+
+func TestQueueServesCriticalFirst(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	order := make(chan string, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		order <- r.URL.Path
+		if r.URL.Path == "/hold" {
+			wait(r.Context(), release)
+		}
+	})
+	srv, addr := serveHTTP(t, h, Config{
+		Gate:     conc,
+		Queue:    &queue.Options{Timeout: time.Minute},
+		Classify: func(r *Request) queue.Class { return queue.ClassFromHeader(r.Header, "X-Class") },
+	})
+	var wg sync.WaitGroup
+	send := func(path, class string) {
+		wg.Add(1)
+		go func() { defer wg.Done(); qget(t, addr, path, "X-Class", class) }()
+	}
+	send("/hold", "default")
+	assert.Equal(t, "/hold", <-order)
+	send("/sheddable", "sheddable")
+	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	send("/critical", "critical")
+	require.Eventually(t, func() bool { return srv.Queue().Len() == 2 }, 10*time.Second, time.Millisecond)
+	close(release)
+	assert.Equal(t, "/critical", <-order)
+	assert.Equal(t, "/sheddable", <-order)
+	wg.Wait()
+}
+
+func TestCloseRejectsQueuedRequests(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		wait(r.Context(), release)
+	})
+	s := startSched(t, 2)
+	srv, err := Listen(s, "127.0.0.1:0", HTTPHandler(h), Config{Gate: conc, Queue: &queue.Options{Timeout: time.Minute}})
+	require.NoError(t, err)
+	addr := srv.Addr().String()
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		if resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/hold"); err == nil {
+			resp.Body.Close() // Close may cut it, or let it answer
+		}
+	}()
+	<-entered
+	res := make(chan string, 1)
+	go func() { code, reason, _ := qget(t, addr, "/queued"); res <- http.StatusText(code) + " " + reason }()
+	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Close(ctx))
+	assert.Equal(t, "Service Unavailable queue-closed", <-res)
+	close(release)
+	<-held
+}
+
+// wait waits for release or the end of ctx without holding the worker.
+func wait(ctx context.Context, release <-chan struct{}) {
+	_, _ = sched.Await(ctx, func(ctx context.Context) (struct{}, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return struct{}{}, nil
+	})
+}
