@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/queue"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,17 +65,38 @@ type Stats struct {
 	Rejected int64
 	// RejectedBy counts rejections by reason.
 	RejectedBy map[string]int64
+	// GateClosed is the total time the gate has been closed, as the
+	// server saw it: from a refusal to the next admission.
+	GateClosed time.Duration
+	// Queue holds the admission queue's counters (zero without a queue).
+	Queue queue.Stats
 }
 
 // admission holds the counters; each update is one atomic add (and a map
 // lookup for the reason of a rejection).
 type admission struct {
-	inFlight atomic.Int64
-	admitted atomic.Int64
-	rejected atomic.Int64
-	reasons  sync.Map // string → *reasonEntry
-	fields   http.Header
-	status   int
+	closedSince atomic.Int64 // clock reading of the refusal that closed the gate; 0: open
+	closedNs    atomic.Int64 // closed time of the intervals that ended
+	inFlight    atomic.Int64
+	admitted    atomic.Int64
+	rejected    atomic.Int64
+	reasons     sync.Map // string → *reasonEntry
+	fields      http.Header
+	status      int
+}
+
+// gateRefused and gateAdmitted track how long the gate stays closed: O(1)
+// per decision, one load in the usual case.
+func (a *admission) gateRefused(now int64) {
+	if a.closedSince.Load() == 0 {
+		a.closedSince.CompareAndSwap(0, max(now, 1))
+	}
+}
+
+func (a *admission) gateAdmitted(now int64) {
+	if since := a.closedSince.Load(); since != 0 && a.closedSince.CompareAndSwap(since, 0) {
+		a.closedNs.Add(max(now-since, 0))
+	}
 }
 
 // reasonEntry counts the rejections for one reason and holds what their
@@ -130,6 +152,14 @@ func (srv *Server) Stats() Stats {
 		st.RejectedBy[k.(string)] = v.(*reasonEntry).n.Load()
 		return true
 	})
+	closed := srv.adm.closedNs.Load()
+	if since := srv.adm.closedSince.Load(); since != 0 {
+		closed += max(srv.s.Now()-since, 0)
+	}
+	st.GateClosed = time.Duration(closed)
+	if srv.q != nil {
+		st.Queue = srv.q.Stats()
+	}
 	return st
 }
 

@@ -72,6 +72,7 @@ func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 	assert.GreaterOrEqual(t, g.lastLatency.Load(), int64(0))
 
 	st := srv.Stats()
+	assert.Greater(t, st.GateClosed, time.Duration(0), "closed from the first refusal to the admission")
 	assert.Equal(t, int64(2), st.Rejected)
 	assert.Equal(t, int64(1), st.Admitted)
 	assert.Equal(t, int64(0), st.InFlight)

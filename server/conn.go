@@ -352,6 +352,11 @@ func (c *conn) start(h *head) {
 		} else {
 			c.refused = g.Name()
 		}
+		if c.refused != "" {
+			c.srv.adm.gateRefused(c.w.Now())
+		} else {
+			c.srv.adm.gateAdmitted(c.w.Now())
+		}
 		if c.refused != "" && q != nil {
 			c.refused = ""
 			c.enqueue(r)
@@ -762,6 +767,7 @@ func (c *conn) dequeued() {
 	}
 	c.state = connActive
 	c.admitted = true
+	c.srv.adm.gateAdmitted(c.w.Now())
 	c.run()
 }
 
