@@ -24,8 +24,9 @@ import (
 // back. The bounds are loose on purpose (the figures belong to the
 // benchmarks): the server must keep serving all along, reject the rest
 // early with a well-formed, retriable 503 on a connection that stays usable,
-// and its counters must add up. Nothing is timed besides generous deadlines
-// that turn a hang into a failure.
+// and its counters must add up. The only timed bounds are failure guards:
+// deadlines that turn a hang into a failure, and a served rate ten times
+// below what the run shows.
 func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 	const (
 		clients   = 32
