@@ -1,0 +1,339 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero values of GoSchedOptions.
+const (
+	// DefaultGoSchedFraction is the fraction of GOMAXPROCS that running
+	// and runnable goroutines may fill, the reader included, for a new
+	// request to be admitted: the same default as the busy-worker gate.
+	DefaultGoSchedFraction = DefaultBusyFraction
+	// DefaultGoSchedMaxAge is how old a reading of the scheduler may be
+	// before the next decision takes a new one.
+	DefaultGoSchedMaxAge = 50 * time.Microsecond
+)
+
+// The runtime/metrics gauges GoSched reads (new in Go 1.26).
+const (
+	metricRunning  = "/sched/goroutines/running:goroutines"
+	metricRunnable = "/sched/goroutines/runnable:goroutines"
+)
+
+// GoSchedOptions configures a GoSched gate.
+type GoSchedOptions struct {
+	// Fraction is the fraction of GOMAXPROCS that running plus runnable
+	// goroutines may reach, the reader included, for a new request to be
+	// admitted: the limit is max(1, floor(Fraction × GOMAXPROCS)). Zero
+	// means DefaultGoSchedFraction (0.5). Unlike the busy-worker gate,
+	// values above 1 are meaningful: they admit while a runnable backlog
+	// of up to (Fraction − 1) × GOMAXPROCS goroutines waits for a P.
+	// Negative values, infinities and NaN panic.
+	Fraction float64
+	// MaxAge is how old a reading may be before a decision takes a new
+	// one: zero means DefaultGoSchedMaxAge (50 µs); Manual means never
+	// (the reading changes only when Refresh is called, for tests).
+	MaxAge time.Duration
+	// Procs is the GOMAXPROCS the limit is computed from; zero means the
+	// runtime's, read with every reading (it can change while the process
+	// runs, by runtime.GOMAXPROCS or the runtime's own container-aware
+	// updates).
+	Procs int
+	// Reader, if set, replaces the runtime/metrics read: it returns the
+	// running and runnable goroutine counts. Tests script decisions with
+	// it. It must be safe for concurrent use; at most one call runs at a
+	// time.
+	Reader func() (running, runnable int)
+	// Clock returns monotonic nanoseconds for MaxAge; nil means the real
+	// clock. It must be safe for concurrent use.
+	Clock func() int64
+}
+
+// GoSchedStats is a GoSched gate's last reading and the decision it gives.
+type GoSchedStats struct {
+	// Running and Runnable are the goroutine counts of the last reading,
+	// Procs the GOMAXPROCS it was taken under.
+	Running, Runnable, Procs int
+	// Limit is the largest running + runnable + Started at which Acquire
+	// admits.
+	Limit int
+	// Started counts the requests AcquireIdle admitted since the reading:
+	// goroutines that were parked when it was taken and have been told to
+	// start since.
+	Started int
+	// Age is how long ago the reading was taken.
+	Age time.Duration
+	// Readings counts readings since NewGoSched.
+	Readings uint64
+}
+
+// GoSched is a busy-CPU gate for plain net/http: the nearest thing to the
+// executor's busy-worker count (Busy) that a goroutine-per-request server
+// has. It reads the Go scheduler's instantaneous gauges
+// /sched/goroutines/running (goroutines executing Go code on a P; at most
+// GOMAXPROCS) and /sched/goroutines/runnable (goroutines ready to run,
+// waiting in a run queue for a P) from runtime/metrics, and admits while
+//
+//	running + runnable + started <= limit,  limit = max(1, floor(Fraction × GOMAXPROCS))
+//
+// where started counts the requests that AcquireIdle admitted since the
+// reading (see below). With the default Fraction 0.5 on 8 Ps the limit is
+// 4: a request is admitted while at most 4 goroutines, the reader
+// included, are running or waiting for a P.
+//
+// # What counts
+//
+// The goroutine that takes a reading is running, so it counts itself,
+// exactly as the deciding worker does in Busy: on 2 Ps at 0.5 (limit 1) a
+// request is admitted only while the reader is the only goroutine running
+// or runnable, and on 16 Ps (limit 8) while at most 7 others are. A
+// net/http request's own goroutine decides for it (the middleware runs on
+// the connection's goroutine), so Acquire, for a caller that the reading
+// counts, is the right call there. AcquireIdle is for a caller that starts
+// another, parked goroutine (a queue starting a waiting request): that
+// goroutine is not in the reading, so AcquireIdle admits iff one more still
+// fits, and counts it in started until the next reading.
+//
+// Goroutines blocked in a system call or cgo call (/sched/goroutines/not-in-go)
+// and goroutines waiting on I/O, channels or locks do not count: an
+// I/O-bound handler waiting for its downstream does not close the gate,
+// which is the point (seed 01's I/O slowdown case). Everything else on the
+// Ps counts: the GC's background mark workers (a quarter of the Ps during a
+// cycle, so the gate closes earlier while the GC runs), the goroutines of
+// other servers and background work in the process, not only requests.
+// runnable is the sign of overload: goroutines that want a CPU and do not
+// get one.
+//
+// # Reading cost: why a cached reading
+//
+// A runtime/metrics read of these gauges takes the runtime's metrics
+// semaphore and the global scheduler lock (sched.lock) and walks every P:
+// about 75 ns on 2 Ps, more with more Ps, with no allocation when the
+// []metrics.Sample is reused. Reading on every decision would put one
+// sched.lock acquisition on every request, from every P at once: the lock
+// the scheduler itself takes to find work, so the cost grows with the
+// request rate and the core count (BenchmarkGoSched's "every-call" cases).
+// A background sampler goroutine every N µs would make Acquire one atomic
+// load, but it wakes a thread 1/N times a second even while the process
+// idles, keeps a goroutine to Close, and its reading is up to N old however
+// many decisions are made. GoSched does neither: it caches the last reading
+// with its time, and the first decision that finds it older than MaxAge
+// takes a new one itself (one goroutine at a time, by a TryLock; the others
+// decide on the previous reading meanwhile). Under load a reading is at
+// most MaxAge old and the scheduler lock is taken at most 1/MaxAge times a
+// second (20 000 at the default 50 µs, about 0.15% of one CPU); an idle
+// process reads nothing, and the first request after a pause reads afresh.
+// The price is a clock read on every decision (about 30 ns; see the gate
+// package documentation for measured figures).
+//
+// # No Waker
+//
+// Nothing tells GoSched when the scheduler frees up, so it does not
+// implement Waker: a timed queue in front of it must be pumped when a
+// request ends (its goroutine's place goes to the queue's head) and after
+// each push. The httpgate middleware does both; waiting requests that no
+// request end reaches time out.
+//
+// Release is a no-op. GoSched starts no goroutine and needs no Close.
+type GoSched struct {
+	load     atomic.Int64 // running + runnable at the last reading
+	limit    atomic.Int64
+	started  atomic.Int64 // AcquireIdle admissions since the reading
+	at       atomic.Int64 // Clock at the last reading
+	fraction atomic.Uint64
+	maxAge   int64
+	procs    int
+	clock    func() int64
+	reader   func() (running, runnable int)
+
+	mu       sync.Mutex // one reader at a time; guards the fields below
+	samples  [2]metrics.Sample
+	running  int
+	runnable int
+	nprocs   int
+	readings atomic.Uint64
+}
+
+// NewGoSched returns a GoSched gate, with a first reading taken. It panics
+// if opts.Fraction is negative, infinite or NaN, or opts.Procs negative.
+func NewGoSched(opts GoSchedOptions) *GoSched {
+	checkGoSchedFraction(opts.Fraction)
+	if opts.Procs < 0 {
+		panic(fmt.Sprintf("gate: negative GoSched procs %d", opts.Procs))
+	}
+	g := &GoSched{
+		maxAge: int64(opts.MaxAge),
+		procs:  opts.Procs,
+		clock:  opts.Clock,
+		reader: opts.Reader,
+	}
+	if g.maxAge == 0 {
+		g.maxAge = int64(DefaultGoSchedMaxAge)
+	}
+	if g.clock == nil {
+		g.clock = goSchedClock
+	}
+	g.samples = newGoSchedSamples()
+	g.fraction.Store(math.Float64bits(opts.Fraction))
+	g.Refresh()
+	return g
+}
+
+var goSchedEpoch = time.Now()
+
+func goSchedClock() int64 { return int64(time.Since(goSchedEpoch)) }
+
+func checkGoSchedFraction(f float64) {
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		panic(fmt.Sprintf("gate: GoSched fraction %v out of range", f))
+	}
+}
+
+func goSchedLimit(procs int, f float64) int64 {
+	if f == 0 {
+		f = DefaultGoSchedFraction
+	}
+	// The epsilon keeps 0.29 × 100 at 29, as in busyLimit.
+	return max(1, int64(math.Floor(f*float64(procs)+1e-9)))
+}
+
+// SetFraction changes the fraction live. It panics as NewGoSched does.
+func (g *GoSched) SetFraction(f float64) {
+	checkGoSchedFraction(f)
+	g.fraction.Store(math.Float64bits(f))
+	g.mu.Lock()
+	g.limit.Store(goSchedLimit(g.nprocs, f))
+	g.mu.Unlock()
+}
+
+// Refresh takes a reading now, whatever its age, and returns the gate's
+// state. Decisions refresh by themselves (see MaxAge); tests with Manual
+// and a scripted Reader call Refresh to move the gate on.
+func (g *GoSched) Refresh() GoSchedStats {
+	g.mu.Lock()
+	g.read()
+	st := g.statsLocked()
+	g.mu.Unlock()
+	return st
+}
+
+// read takes a reading; g.mu is held.
+func (g *GoSched) read() {
+	before := g.started.Load()
+	now := g.clock()
+	var running, runnable int
+	if g.reader != nil {
+		running, runnable = g.reader()
+	} else {
+		running, runnable = readSched(&g.samples)
+	}
+	procs := g.procs
+	if procs == 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	g.running, g.runnable, g.nprocs = running, runnable, procs
+	g.load.Store(int64(running + runnable))
+	g.limit.Store(goSchedLimit(procs, math.Float64frombits(g.fraction.Load())))
+	// Admissions counted before the reading are in it (or have already
+	// blocked); those made while it was taken stay counted.
+	g.started.Add(-before)
+	g.at.Store(now)
+	g.readings.Add(1)
+}
+
+func newGoSchedSamples() [2]metrics.Sample {
+	return [2]metrics.Sample{{Name: metricRunning}, {Name: metricRunnable}}
+}
+
+// readSched reads the running and runnable goroutine counts into s, made
+// by newGoSchedSamples. It allocates nothing.
+func readSched(s *[2]metrics.Sample) (running, runnable int) {
+	metrics.Read(s[:])
+	return sampleInt(&s[0]), sampleInt(&s[1])
+}
+
+func sampleInt(s *metrics.Sample) int {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int(min(s.Value.Uint64(), math.MaxInt32))
+}
+
+// fresh takes a new reading if the last one is older than MaxAge and no
+// other goroutine is taking one.
+func (g *GoSched) fresh() {
+	if g.maxAge < 0 {
+		return
+	}
+	if g.clock()-g.at.Load() <= g.maxAge {
+		return
+	}
+	if !g.mu.TryLock() {
+		return // another goroutine is reading; decide on the last reading
+	}
+	if g.clock()-g.at.Load() > g.maxAge {
+		g.read()
+	}
+	g.mu.Unlock()
+}
+
+// Acquire admits iff running + runnable + started <= limit, for a caller
+// that the reading counts as running: a request's own goroutine.
+func (g *GoSched) Acquire() bool {
+	g.fresh()
+	return g.load.Load()+g.started.Load() <= g.limit.Load()
+}
+
+// AcquireIdle admits iff running + runnable + started + 1 <= limit, for a
+// caller that starts another goroutine, parked when the reading was taken
+// (a queue starting its head): that goroutine is one more. An admission
+// counts in started until the next reading.
+func (g *GoSched) AcquireIdle() bool {
+	g.fresh()
+	for {
+		s := g.started.Load()
+		if g.load.Load()+s+1 > g.limit.Load() {
+			return false
+		}
+		if g.started.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+}
+
+// Release does nothing: GoSched keeps no state per request.
+func (g *GoSched) Release(time.Duration) {}
+
+// Name returns "gosched".
+func (g *GoSched) Name() string { return "gosched" }
+
+// Limit returns the largest running + runnable + started at which Acquire
+// admits.
+func (g *GoSched) Limit() int { return int(g.limit.Load()) }
+
+// Stats returns the last reading and the decision it gives, without taking
+// a new one.
+func (g *GoSched) Stats() GoSchedStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.statsLocked()
+}
+
+func (g *GoSched) statsLocked() GoSchedStats {
+	return GoSchedStats{
+		Running:  g.running,
+		Runnable: g.runnable,
+		Procs:    g.nprocs,
+		Limit:    int(g.limit.Load()),
+		Started:  int(g.started.Load()),
+		Age:      time.Duration(max(0, g.clock()-g.at.Load())),
+		Readings: g.readings.Load(),
+	}
+}

@@ -1,0 +1,72 @@
+package httpgate
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/queue"
+)
+
+// benchCases are the middlewares whose decision overhead is measured, each
+// admitting (but "reject", which refuses every request without a queue).
+func benchCases() []struct {
+	name string
+	wrap func(http.Handler) http.Handler
+} {
+	open := func() *gate.GoSched { return gate.NewGoSched(gate.GoSchedOptions{Fraction: 1e6}) }
+	return []struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{
+		{"bare", func(h http.Handler) http.Handler { return h }},
+		{"nil-gate", Middleware(Options{})},
+		{"concurrency", Middleware(Options{Gate: gate.NewConcurrency(1 << 30)})},
+		{"concurrency+queue", Middleware(Options{Gate: gate.NewConcurrency(1 << 30), Queue: &queue.Options{}})},
+		{"adaptive", Middleware(Options{Gate: gate.NewAdaptive(gate.AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20})})},
+		{"gosched", Middleware(Options{Gate: open()})},
+		{"gosched+concurrency+queue", Middleware(Options{Gate: gate.All(open(), gate.NewConcurrency(1<<30)), Queue: &queue.Options{}})},
+		{"reject", Middleware(Options{Gate: gate.NewConcurrency(0)})},
+	}
+}
+
+// BenchmarkMiddleware measures the middleware's overhead on a request to an
+// empty handler, in process (httptest.NewRecorder, no network): "bare" is
+// the handler alone, the others add the middleware with a gate that admits;
+// "reject" is a whole rejection (headers and body written to the
+// recorder).
+func BenchmarkMiddleware(b *testing.B) {
+	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			h := c.wrap(empty)
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			rec := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec.Body.Reset()
+				h.ServeHTTP(rec, req)
+			}
+		})
+	}
+}
+
+// BenchmarkMiddlewareParallel is the same with every P serving at once.
+func BenchmarkMiddlewareParallel(b *testing.B) {
+	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			h := c.wrap(empty)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, "/", nil)
+				rec := httptest.NewRecorder()
+				for pb.Next() {
+					rec.Body.Reset()
+					h.ServeHTTP(rec, req)
+				}
+			})
+		})
+	}
+}
