@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/netpoll"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -166,4 +169,45 @@ func wait(ctx context.Context, release <-chan struct{}) {
 		}
 		return struct{}{}, nil
 	})
+}
+
+// TestQueuedRequestStartsWhenAWorkerGoesIdle covers the busy gate's path:
+// the queue's head starts from the idle hook of a worker that finishes its
+// work, without polling.
+func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
+	s := startSched(t, 2)
+	busy := gate.NewBusy(s, gate.BusyOptions{}) // 2 workers: admit while the other is idle
+	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "served")
+	}))
+	// One shared EPOLLEXCLUSIVE socket: the kernel wakes a worker that
+	// waits in epoll, so the connection goes to the worker not blocked.
+	srv, err := Listen(s, "127.0.0.1:0", h, Config{
+		Gate: busy, Queue: &queue.Options{Timeout: time.Minute},
+		Listen: netpoll.Options{Shared: true},
+	})
+	require.NoError(t, err)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Close(ctx))
+	}()
+	// Worker 1 busy with a long task: the gate is closed for worker 0.
+	running, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Worker(1).Submit(lanes.Upstream, func() { close(running); <-release }))
+	<-running
+	res := make(chan string, 1)
+	go func() { code, _, body := qget(t, srv.Addr().String(), "/"); res <- fmt.Sprint(code, " ", body) }()
+	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond,
+		"the request waits while the other worker is busy")
+	select {
+	case r := <-res:
+		t.Fatalf("answered while the gate was closed: %s", r)
+	default:
+	}
+	close(release) // worker 1 goes idle: its idle hook starts the head
+	assert.Equal(t, "200 served", <-res)
+	st := srv.Stats()
+	assert.Equal(t, uint64(1), st.Queue.Started)
+	assert.Equal(t, int64(0), st.Rejected)
 }
