@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
+	"github.com/sluice-go/sluice/reject"
 )
 
 // Options configures an Admission.
@@ -74,11 +75,11 @@ type Stats struct {
 
 // Reasons of rejections by the queue (the gates' reasons are their names).
 const (
-	ReasonQueueTimeout  = "queue-timeout"
-	ReasonQueueFull     = "queue-full"
-	ReasonQueueEvicted  = "queue-evicted"
-	ReasonQueueClosed   = "queue-closed"
-	ReasonQueueCanceled = "queue-canceled"
+	ReasonQueueTimeout  = reject.QueueTimeout
+	ReasonQueueFull     = reject.QueueFull
+	ReasonQueueEvicted  = reject.QueueEvicted
+	ReasonQueueClosed   = reject.QueueClosed
+	ReasonQueueCanceled = "queue-canceled" // the client's context ended while it waited
 )
 
 // queueReasons maps queue.Reason values to rejection reasons.

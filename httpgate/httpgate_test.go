@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
-	"github.com/sluice-go/sluice/server"
+	"github.com/sluice-go/sluice/reject"
 )
 
 func TestAdmittedServed(t *testing.T) {
@@ -27,7 +27,7 @@ func TestAdmittedServed(t *testing.T) {
 		require.NoError(t, r.err)
 		assert.Equal(t, http.StatusOK, r.status)
 		assert.Equal(t, "ok a", r.body)
-		assert.Empty(t, r.header.Get(server.NotStartedHeader))
+		assert.Empty(t, r.header.Get(reject.NotStartedHeader))
 		assert.Equal(t, i > 0, r.reused)
 	}
 	st := hs.a.Stats()
@@ -63,8 +63,8 @@ func TestRejectedKeepsConnection(t *testing.T) {
 		t.Helper()
 		require.NoError(t, r.err)
 		assert.Equal(t, http.StatusServiceUnavailable, r.status)
-		assert.Equal(t, "1", r.header.Get(server.NotStartedHeader))
-		assert.Equal(t, "concurrency", r.header.Get(server.ReasonHeader))
+		assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
+		assert.Equal(t, "concurrency", r.header.Get(reject.ReasonHeader))
 		assert.Equal(t, "1", r.header.Get("Retry-After"))
 		assert.Equal(t, "text/plain; charset=utf-8", r.header.Get("Content-Type"))
 		assert.Equal(t, "request not started: concurrency\n", r.body)
@@ -151,7 +151,7 @@ func TestRejectionOptions(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, r.status)
 	assert.Equal(t, "2", r.header.Get("Retry-After"))
 	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
-	assert.Equal(t, "1", r.header.Get(server.NotStartedHeader))
+	assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
 
 	hs = newHarness(t, Options{Gate: gate.NewConcurrency(0), Rejection: Rejection{RetryAfter: -1}}, newBlocker())
 	r = hs.get("/")
@@ -220,7 +220,7 @@ func TestQueueTimeout(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
 	assert.Equal(t, ReasonQueueTimeout, r.reason())
 	assert.Equal(t, "request not started: queue-timeout\n", r.body)
-	assert.Equal(t, "1", r.header.Get(server.NotStartedHeader))
+	assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
 	assert.False(t, b.hasStarted("2"))
 	b.unblock("1")
 	await(t, first)

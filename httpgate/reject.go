@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-go/sluice/server"
+	"github.com/sluice-go/sluice/reject"
 )
 
 // maxDrain is how much of a rejected request's body is read to keep its
@@ -42,7 +42,7 @@ func (rj *rejecter) init(o *Rejection) {
 	for k, vv := range o.Header {
 		rj.fields[http.CanonicalHeaderKey(k)] = append([]string(nil), vv...)
 	}
-	rj.fields[server.NotStartedHeader] = []string{"1"}
+	rj.fields[reject.NotStartedHeader] = []string{"1"}
 	if d := o.RetryAfter; d >= 0 {
 		if d == 0 {
 			d = time.Second
@@ -91,7 +91,7 @@ func (rj *rejecter) reject(w http.ResponseWriter, r *http.Request, reason string
 	for k, vv := range rj.fields {
 		h[k] = vv
 	}
-	h[server.ReasonHeader] = e.field
+	h[reject.ReasonHeader] = e.field
 	h["Content-Length"] = e.length
 	if !drain(r) {
 		h["Connection"] = closeField

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
+	"github.com/sluice-go/sluice/reject"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,15 +28,16 @@ type reasonGate interface {
 	Admit() (refused gate.Gate, ok bool)
 }
 
-// Header fields of a rejection.
+// Header fields of a rejection (see package reject, which defines them for
+// the net/http middleware too).
 const (
 	// NotStartedHeader marks a response to a request the server refused
 	// before any work on it began: it is safe to retry, here later or on
 	// another server.
-	NotStartedHeader = "Sluice-Not-Started"
+	NotStartedHeader = reject.NotStartedHeader
 	// ReasonHeader says why: the name of the gate that refused, or
 	// "queue-timeout", "queue-full" and the like.
-	ReasonHeader = "Sluice-Reject-Reason"
+	ReasonHeader = reject.ReasonHeader
 )
 
 // Rejection configures the answer to requests the server refuses to start.

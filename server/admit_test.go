@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/queue"
+	"github.com/sluice-go/sluice/reject"
 )
 
 // switchGate admits while open is set, and counts its calls.
@@ -105,4 +107,13 @@ func TestRejectionNamesTheGateOfAChainThatRefused(t *testing.T) {
 	assert.Equal(t, 503, resps[0].StatusCode)
 	assert.Equal(t, "concurrency", resps[0].Header.Get(ReasonHeader))
 	assert.Equal(t, map[string]int64{"concurrency": 1}, srv.Stats().RejectedBy)
+}
+
+func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
+	for r, want := range map[queue.Reason]string{
+		queue.Timeout: reject.QueueTimeout, queue.Full: reject.QueueFull,
+		queue.Evicted: reject.QueueEvicted, queue.Closed: reject.QueueClosed,
+	} {
+		assert.Equal(t, want, "queue-"+r.String())
+	}
 }
