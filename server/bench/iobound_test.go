@@ -31,11 +31,12 @@ func spin(d time.Duration) {
 	}
 }
 
-// ioHandler returns the handler: it spins, then asks downstream, through
-// client, with the request's context.
-func ioHandler(downstream string, client *http.Client) http.HandlerFunc {
+// ioHandler returns the I/O-bound handler: it spins for cpu, then asks
+// downstream, through client, with the request's context, and answers what
+// downstream said.
+func ioHandler(cpu time.Duration, downstream string, client *http.Client) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		spin(ioCPU)
+		spin(cpu)
 		req, err := http.NewRequestWithContext(r.Context(), "GET", downstream, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -52,7 +53,7 @@ func ioHandler(downstream string, client *http.Client) http.HandlerFunc {
 			http.Error(w, "downstream failed", http.StatusBadGateway)
 			return
 		}
-		w.Write(b)
+		_, _ = w.Write(b)
 	}
 }
 
@@ -96,9 +97,9 @@ func BenchmarkIOBound(b *testing.B) {
 		name  string
 		start func() (string, func(), error)
 	}{
-		{"sluice-await", func() (string, func(), error) { return startSluiceHTTP(ioHandler(down, awaiting)) }},
-		{"sluice-blocking", func() (string, func(), error) { return startSluiceHTTP(ioHandler(down, plain)) }},
-		{"nethttp", func() (string, func(), error) { return startNetHTTPHandler(ioHandler(down, plain)) }},
+		{"sluice-await", func() (string, func(), error) { return startSluiceHTTP(ioHandler(ioCPU, down, awaiting)) }},
+		{"sluice-blocking", func() (string, func(), error) { return startSluiceHTTP(ioHandler(ioCPU, down, plain)) }},
+		{"nethttp", func() (string, func(), error) { return startNetHTTPHandler(ioHandler(ioCPU, down, plain)) }},
 	}
 	for _, tg := range targets {
 		b.Run(tg.name, func(b *testing.B) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -71,13 +70,5 @@ func runSlowdownNetHTTP(b *testing.B, rate int, d time.Duration, fraction float6
 	if got := adm.Stats().Rejected - st0.Rejected; got != int64(res.rejected) {
 		b.Errorf("the middleware counted %d rejections, the client %d", got, res.rejected)
 	}
-	span := res.span.Seconds()
-	b.ReportMetric(float64(b.N)/span, "offered-req/s")
-	b.ReportMetric(float64(len(res.ok))/span, "ok-req/s")
-	b.ReportMetric(100*float64(res.rejected)/float64(b.N), "rejected-%")
-	if len(res.ok) > 0 {
-		slices.Sort(res.ok)
-		b.ReportMetric(float64(res.ok[len(res.ok)/2])/1e6, "p50-ms")
-		b.ReportMetric(float64(res.ok[len(res.ok)*99/100])/1e6, "p99-ms")
-	}
+	res.report(b)
 }

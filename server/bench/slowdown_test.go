@@ -194,15 +194,7 @@ func runSlowdown(b *testing.B, rate int, d time.Duration, mk func(*srt.Runtime) 
 		b.Errorf("the server counted %d rejections, the client %d", got, res.rejected)
 	}
 
-	span := res.span.Seconds()
-	b.ReportMetric(float64(b.N)/span, "offered-req/s")
-	b.ReportMetric(float64(len(res.ok))/span, "ok-req/s")
-	b.ReportMetric(100*float64(res.rejected)/float64(b.N), "rejected-%")
-	if len(res.ok) > 0 {
-		slices.Sort(res.ok)
-		b.ReportMetric(float64(res.ok[len(res.ok)/2])/1e6, "p50-ms")
-		b.ReportMetric(float64(res.ok[len(res.ok)*99/100])/1e6, "p99-ms")
-	}
+	res.report(b)
 	var sum, top int64
 	for _, n := range inflight {
 		sum += n
@@ -232,6 +224,20 @@ func (g *timedGate) Release(d time.Duration) {
 	g.released.Add(1)
 	g.total.Add(int64(d))
 	g.Gate.Release(d)
+}
+
+// report reports the offered and served rates, the share rejected and the
+// latency of the 200s.
+func (res slowdownResult) report(b *testing.B) {
+	span := res.span.Seconds()
+	b.ReportMetric(float64(b.N)/span, "offered-req/s")
+	b.ReportMetric(float64(len(res.ok))/span, "ok-req/s")
+	b.ReportMetric(100*float64(res.rejected)/float64(b.N), "rejected-%")
+	if len(res.ok) > 0 {
+		slices.Sort(res.ok)
+		b.ReportMetric(float64(res.ok[len(res.ok)/2])/1e6, "p50-ms")
+		b.ReportMetric(float64(res.ok[len(res.ok)*99/100])/1e6, "p99-ms")
+	}
 }
 
 // slowdownResult is what the paced load saw.
@@ -308,29 +314,9 @@ func pacedLoad(client *http.Client, url string, rate, n int, sample func()) (slo
 	return res, nil
 }
 
-// slowdownHandler spins slowCPU, then asks downstream, through client, with
-// the request's context.
+// slowdownHandler spins slowCPU, then asks downstream, through client.
 func slowdownHandler(downstream string, client *http.Client) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		spin(slowCPU)
-		req, err := http.NewRequestWithContext(r.Context(), "GET", downstream, nil)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			http.Error(w, "downstream failed", http.StatusBadGateway)
-			return
-		}
-		_, _ = w.Write(b)
-	}
+	return ioHandler(slowCPU, downstream, client)
 }
 
 // startDelayed is the database: a net/http server on 127.0.0.1 that answers
