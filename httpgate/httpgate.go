@@ -69,6 +69,9 @@ type Stats struct {
 	// counts them by reason.
 	Rejected   int64
 	RejectedBy map[string]int64
+	// GateClosed is the total time the gate has been closed, as the
+	// middleware saw it: from a refusal to the next admission.
+	GateClosed time.Duration
 	// Queue is the queue's own counters (zero without a queue).
 	Queue queue.Stats
 }
@@ -112,6 +115,7 @@ type Admission struct {
 	name    string
 	idle    func() bool // the gate's AcquireIdle, or Acquire
 	timed   bool        // the gate may learn from latencies: measure them
+	closed  gate.ClosedTime
 
 	q     *queue.Queue
 	timer *time.Timer
@@ -210,6 +214,7 @@ func (a *Admission) Stats() Stats {
 		Queued:   a.queued.Load(),
 	}
 	st.Rejected, st.RejectedBy = a.rej.stats()
+	st.GateClosed = a.closed.Total(nanos)
 	if a.q != nil {
 		st.Queue = a.q.Stats()
 	}
@@ -243,6 +248,7 @@ func (a *Admission) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		a.pumpOne()
 		a.rej.reject(w, r, ReasonQueueCanceled)
 	default:
+		a.closed.Admitted(nanos)
 		a.run(w, r, next)
 	}
 }
@@ -251,16 +257,18 @@ func (a *Admission) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 // that refused.
 func (a *Admission) acquire() (reason string, ok bool) {
 	if a.chooser != nil {
-		g, ok := a.chooser.Admit()
-		if !ok {
-			return g.Name(), false
+		if g, ok := a.chooser.Admit(); !ok {
+			reason = g.Name()
 		}
-		return "", true
+	} else if !a.gate.Acquire() {
+		reason = a.name
 	}
-	if a.gate.Acquire() {
-		return "", true
+	if reason != "" {
+		a.closed.Refused(nanos)
+		return reason, false
 	}
-	return a.name, false
+	a.closed.Admitted(nanos)
+	return "", true
 }
 
 // run serves an admitted request.
@@ -319,6 +327,9 @@ var epoch = time.Now()
 // monotonic reads the monotonic clock only (time.Now reads the wall clock
 // too).
 func monotonic() time.Duration { return time.Since(epoch) }
+
+// nanos is monotonic in nanoseconds, the clock of the gate-closed time.
+func nanos() int64 { return int64(monotonic()) }
 
 // pumpOne starts the queue's head if the gate admits it, asked with
 // Acquire: the caller's goroutine, which a GoSched reading may count, is

@@ -96,6 +96,7 @@ func TestRejectedKeepsConnection(t *testing.T) {
 	assert.EqualValues(t, 4, st.Rejected)
 	assert.Equal(t, map[string]int64{"concurrency": 4}, st.RejectedBy)
 	assert.EqualValues(t, 0, st.Admitted)
+	assert.Greater(t, st.GateClosed, time.Duration(0), "closed since the first refusal")
 }
 
 // A body over 256 KiB is not read: the answer closes the connection.

@@ -77,28 +77,13 @@ type Stats struct {
 // admission holds the counters; each update is one atomic add (and a map
 // lookup for the reason of a rejection).
 type admission struct {
-	closedSince atomic.Int64 // clock reading of the refusal that closed the gate; 0: open
-	closedNs    atomic.Int64 // closed time of the intervals that ended
-	inFlight    atomic.Int64
-	admitted    atomic.Int64
-	rejected    atomic.Int64
-	reasons     sync.Map // string → *reasonEntry
-	fields      http.Header
-	status      int
-}
-
-// gateRefused and gateAdmitted track how long the gate stays closed: O(1)
-// per decision, one load in the usual case.
-func (a *admission) gateRefused(now int64) {
-	if a.closedSince.Load() == 0 {
-		a.closedSince.CompareAndSwap(0, max(now, 1))
-	}
-}
-
-func (a *admission) gateAdmitted(now int64) {
-	if since := a.closedSince.Load(); since != 0 && a.closedSince.CompareAndSwap(since, 0) {
-		a.closedNs.Add(max(now-since, 0))
-	}
+	closed   gate.ClosedTime
+	inFlight atomic.Int64
+	admitted atomic.Int64
+	rejected atomic.Int64
+	reasons  sync.Map // string → *reasonEntry
+	fields   http.Header
+	status   int
 }
 
 // reasonEntry counts the rejections for one reason and holds what their
@@ -154,11 +139,7 @@ func (srv *Server) Stats() Stats {
 		st.RejectedBy[k.(string)] = v.(*reasonEntry).n.Load()
 		return true
 	})
-	closed := srv.adm.closedNs.Load()
-	if since := srv.adm.closedSince.Load(); since != 0 {
-		closed += max(srv.s.Now()-since, 0)
-	}
-	st.GateClosed = time.Duration(closed)
+	st.GateClosed = srv.adm.closed.Total(srv.s.Now)
 	if srv.q != nil {
 		st.Queue = srv.q.Stats()
 	}

@@ -353,9 +353,9 @@ func (c *conn) start(h *head) {
 			c.refused = g.Name()
 		}
 		if c.refused != "" {
-			c.srv.adm.gateRefused(c.w.Now())
+			c.srv.adm.closed.Refused(c.srv.s.Now)
 		} else {
-			c.srv.adm.gateAdmitted(c.w.Now())
+			c.srv.adm.closed.Admitted(c.srv.s.Now)
 		}
 		if c.refused != "" && q != nil {
 			c.refused = ""
@@ -767,7 +767,7 @@ func (c *conn) dequeued() {
 	}
 	c.state = connActive
 	c.admitted = true
-	c.srv.adm.gateAdmitted(c.w.Now())
+	c.srv.adm.closed.Admitted(c.srv.s.Now)
 	c.run()
 }
 
