@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/reject"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// server starts a loopback server running h and closes it when the test
+// ends (Close waits for the handlers still running).
+func server(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+
+// sleepy answers after d, or gives up when the client goes away.
+func sleepy(d time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(d):
+			_, _ = w.Write([]byte("ok"))
+		case <-r.Context().Done():
+		}
+	}
+}
+
+func TestRefusesBadConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"http://example.com/", "http://10.0.0.1:80/", "ftp://127.0.0.1/", "http://[::1", "http://0.0.0.0:80/"} {
+		_, err := Run(ctx, Config{URL: u, Rate: 1, Duration: time.Millisecond})
+		assert.Error(t, err, u)
+	}
+	_, err := Run(ctx, Config{URL: "http://127.0.0.1:1/", Rate: 0, Duration: time.Millisecond})
+	assert.Error(t, err, "zero rate")
+	_, err = Run(ctx, Config{URL: "http://127.0.0.1:1/", Rate: 1})
+	assert.Error(t, err, "zero duration")
+	_, err = Run(ctx, Config{URL: "http://127.0.0.1:1/", Rate: 1, Duration: 1, Arrival: 9})
+	assert.Error(t, err, "unknown arrival")
+	for _, u := range []string{"http://localhost:1/", "http://127.0.0.1:1/", "http://[::1]:1/", "http://127.1.2.3/"} {
+		_, err := checkLoopback(u)
+		assert.NoError(t, err, u)
+	}
+}
+
+func TestConstantRate(t *testing.T) {
+	var hits atomic.Int64
+	u := server(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1); ok(w, r) })
+	res, err := Run(context.Background(), Config{URL: u, Rate: 200, Duration: 500 * time.Millisecond})
+	require.NoError(t, err)
+	t.Logf("%+v max lag %v", *res, res.MaxLag)
+	assert.Equal(t, int64(100), res.Offered, "i/200 < 0.5 s for i in [0, 100)")
+	assert.InDelta(t, 100, res.Sent, 10)
+	assert.Equal(t, res.Sent, res.OK)
+	assert.Equal(t, res.Sent, hits.Load())
+	assert.Zero(t, res.Failed+res.Rejected)
+	assert.Equal(t, 500*time.Millisecond, res.Duration)
+	assert.InDelta(t, 200, res.Goodput(), 20)
+	h := res.ByClass[""].Latency
+	assert.Equal(t, res.OK, h.TotalCount())
+}
+
+func TestPoissonRate(t *testing.T) {
+	u := server(t, ok)
+	res, err := Run(context.Background(), Config{URL: u, Rate: 1000, Duration: 400 * time.Millisecond, Arrival: Poisson, Seed: 1})
+	require.NoError(t, err)
+	// 400 expected, standard deviation 20.
+	assert.InDelta(t, 400, res.Offered, 100)
+	assert.Equal(t, res.Offered, res.OK+res.Failed)
+}
+
+func TestLatencyFromSchedule(t *testing.T) {
+	u := server(t, sleepy(50*time.Millisecond))
+	res, err := Run(context.Background(), Config{URL: u, Rate: 50, Duration: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, res.Sent, res.OK)
+	h := res.ByClass[""].Latency
+	assert.GreaterOrEqual(t, h.ValueAtQuantile(50), int64(50_000))
+	assert.GreaterOrEqual(t, h.Min(), int64(50_000))
+}
+
+// A server answering one request at a time: queued requests wait in the
+// server, and their latency, timed from the schedule, includes the wait.
+func TestLatencyIncludesQueueing(t *testing.T) {
+	gate := make(chan struct{}, 1)
+	u := server(t, func(w http.ResponseWriter, r *http.Request) {
+		gate <- struct{}{}
+		time.Sleep(20 * time.Millisecond)
+		<-gate
+		ok(w, r)
+	})
+	// 100/s against a capacity of 50/s: 10 requests, the last waits
+	// about 100 ms behind the others.
+	res, err := Run(context.Background(), Config{URL: u, Rate: 100, Duration: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, int64(10), res.OK)
+	assert.GreaterOrEqual(t, res.ByClass[""].Latency.Max(), int64(90_000))
+}
+
+func TestDeadline(t *testing.T) {
+	u := server(t, sleepy(200*time.Millisecond))
+	start := time.Now()
+	res, err := Run(context.Background(), Config{URL: u, Rate: 100, Duration: 100 * time.Millisecond, Deadline: 100 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "waits for stragglers at most the deadline")
+	assert.Equal(t, int64(10), res.Sent)
+	assert.Equal(t, res.Sent, res.Failed)
+	assert.Zero(t, res.OK)
+	assert.Zero(t, res.Goodput())
+}
+
+func TestRejections(t *testing.T) {
+	u := server(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("X-Kind") {
+		case "reject":
+			w.Header().Set(reject.NotStartedHeader, "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "plain503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "500":
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			ok(w, r)
+		}
+	})
+	kinds := []string{"ok", "reject", "plain503", "500"}
+	res, err := Run(context.Background(), Config{
+		URL: u, Rate: 400, Duration: 100 * time.Millisecond,
+		Classify: func(i int) (string, http.Header) {
+			k := kinds[i%len(kinds)]
+			return k, http.Header{"X-Kind": {k}}
+		},
+	})
+	require.NoError(t, err)
+	require.Len(t, res.ByClass, 4)
+	for _, k := range kinds {
+		c := res.ByClass[k]
+		assert.Equal(t, int64(10), c.Offered, k)
+		assert.Equal(t, int64(10), c.Sent, k)
+	}
+	assert.Equal(t, int64(10), res.ByClass["ok"].OK)
+	assert.Equal(t, int64(10), res.ByClass["ok"].Latency.TotalCount())
+	assert.Equal(t, int64(10), res.ByClass["reject"].Rejected)
+	assert.Zero(t, res.ByClass["reject"].Latency.TotalCount(), "only OK answers are in the histogram")
+	assert.Equal(t, int64(10), res.ByClass["plain503"].Failed, "a 503 without the header is a failure")
+	assert.Equal(t, int64(10), res.ByClass["500"].Failed)
+	assert.Equal(t, int64(40), res.Offered)
+	assert.Equal(t, int64(10), res.OK)
+	assert.Equal(t, int64(10), res.Rejected)
+	assert.Equal(t, int64(20), res.Failed)
+}
+
+func TestBehindWhenInFlightBoundHit(t *testing.T) {
+	u := server(t, sleepy(100*time.Millisecond))
+	res, err := Run(context.Background(), Config{
+		URL: u, Rate: 1e5, Duration: 50 * time.Millisecond,
+		Deadline: 200 * time.Millisecond, MaxInFlight: 4,
+	})
+	require.NoError(t, err)
+	assert.True(t, res.Behind)
+	assert.Equal(t, int64(4), res.Sent)
+	assert.Equal(t, res.Offered-4, res.Dropped)
+	assert.Equal(t, res.Offered, res.OK+res.Failed)
+}
+
+func TestBehindWhenLate(t *testing.T) {
+	u := server(t, ok)
+	// A classifier that stalls the dispatcher stands for a generator that
+	// cannot keep up.
+	res, err := Run(context.Background(), Config{
+		URL: u, Rate: 100, Duration: 100 * time.Millisecond,
+		Classify: func(i int) (string, http.Header) {
+			if i == 2 {
+				time.Sleep(30 * time.Millisecond)
+			}
+			return "", nil
+		},
+	})
+	require.NoError(t, err)
+	assert.True(t, res.Behind)
+	assert.GreaterOrEqual(t, res.MaxLag, 15*time.Millisecond)
+	assert.GreaterOrEqual(t, res.Late, int64(1))
+	assert.Zero(t, res.Dropped)
+}
+
+func TestContextCancel(t *testing.T) {
+	u := server(t, sleepy(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, Config{URL: u, Rate: 100, Duration: 2 * time.Second})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 500*time.Millisecond)
+	assert.Less(t, res.Duration, 200*time.Millisecond)
+	assert.InDelta(t, 10, res.Sent, 3)
+	assert.Equal(t, res.Sent, res.Failed, "requests in flight are cancelled")
+}
