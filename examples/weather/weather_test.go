@@ -1,0 +1,91 @@
+package weather
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/server"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestForecastIsStablePerCity(t *testing.T) {
+	h := Handler(Options{})
+	get := func(q string) (int, Forecast) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/forecast"+q, nil))
+		var f Forecast
+		if rec.Code == 200 {
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &f))
+		}
+		return rec.Code, f
+	}
+	code, a := get("?city=Lisbon")
+	require.Equal(t, 200, code)
+	_, b := get("?city=Lisbon")
+	assert.Equal(t, a, b)
+	assert.Equal(t, "Lisbon", a.City)
+	assert.Contains(t, summaries, a.Summary)
+	assert.True(t, a.Rain >= 0 && a.Rain <= 1)
+	code, _ = get("")
+	assert.Equal(t, 400, code)
+}
+
+// TestDatabaseWaitReleasesTheWorker serves the service on one sluice worker
+// with a 50 ms database: with await.Sleep, all requests wait at once (the
+// worker is free); with Blocking, they wait one after another.
+func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false))
+		require.NoError(t, err)
+		require.NoError(t, rt.Start())
+		var inDB, peak atomic.Int32
+		opts := Options{DB: 50 * time.Millisecond, Blocking: blocking}
+		inner := Handler(opts)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := inDB.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			inner.ServeHTTP(w, r)
+			inDB.Add(-1)
+		})
+		srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", server.HTTPHandler(h), server.Config{})
+		require.NoError(t, err)
+		tr := &http.Transport{}
+		client := &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := client.Get("http://" + srv.Addr().String() + "/forecast?city=Porto")
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+					assert.Equal(t, 200, resp.StatusCode)
+				}
+			}()
+		}
+		wg.Wait()
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		assert.NoError(t, srv.Shutdown(ctx))
+		assert.NoError(t, rt.Stop(ctx))
+		cancel()
+		if blocking {
+			assert.Equal(t, int32(1), peak.Load(), "a blocking wait holds the only worker")
+		} else {
+			assert.Greater(t, peak.Load(), int32(1), "await.Sleep lets other requests in meanwhile")
+		}
+	}
+}
