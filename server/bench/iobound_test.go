@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/await"
+	"github.com/sluice-go/sluice/examples/weather"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
@@ -25,18 +26,12 @@ const (
 	envIOConns = "SLUICE_BENCH_IO_CONNS" // client connections of BenchmarkIOBound
 )
 
-// spin keeps the CPU busy for d of wall time, as a handler doing work would.
-func spin(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
-	}
-}
-
 // ioHandler returns the I/O-bound handler: it spins for cpu, then asks
 // downstream, through client, with the request's context, and answers what
 // downstream said.
 func ioHandler(cpu time.Duration, downstream string, client *http.Client) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		spin(cpu)
+		weather.Spin(cpu)
 		req, err := http.NewRequestWithContext(r.Context(), "GET", downstream, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
