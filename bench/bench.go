@@ -83,6 +83,11 @@ type Config struct {
 	// Client sends the requests; nil builds one with a pool of Conns
 	// connections, closed at the end of the run.
 	Client *http.Client
+	// Bucket, when set, makes Run also report Result.Series: the outcomes
+	// of the requests scheduled in each Bucket of the run (100 ms for a
+	// step response), counted by scheduled time, so a bucket's goodput is
+	// what the target did with the load offered then.
+	Bucket time.Duration
 }
 
 // ClassResult counts the requests of one class.
@@ -113,6 +118,16 @@ type Result struct {
 	// MaxLag is the largest delay between a request's schedule and its
 	// start.
 	MaxLag time.Duration
+	// Series holds one Bucket per Config.Bucket of the sending window
+	// (nil without Config.Bucket).
+	Series []Bucket
+}
+
+// Bucket counts the requests scheduled in one interval of a run, by outcome.
+type Bucket struct {
+	// Start is the interval's start, from the start of the run.
+	Start                                  time.Duration
+	Offered, OK, Rejected, Failed, Dropped int64
 }
 
 // Goodput is the rate of OK answers (2xx within the deadline) per second of
@@ -171,7 +186,7 @@ const (
 	outFailed
 )
 
-func (r *runner) record(c *ClassResult, o outcome, lat time.Duration) {
+func (r *runner) record(c *ClassResult, b *Bucket, o outcome, lat time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch o {
@@ -184,15 +199,35 @@ func (r *runner) record(c *ClassResult, o outcome, lat time.Duration) {
 	default:
 		c.Failed++
 	}
+	if b != nil {
+		switch o {
+		case outOK:
+			b.OK++
+		case outRejected:
+			b.Rejected++
+		default:
+			b.Failed++
+		}
+	}
+}
+
+// bucket returns the series bucket of a request scheduled at off from the
+// start, or nil without a series.
+func (r *runner) bucket(off time.Duration) *Bucket {
+	if r.cfg.Bucket <= 0 {
+		return nil
+	}
+	i := min(int(off/r.cfg.Bucket), len(r.res.Series)-1)
+	return &r.res.Series[i]
 }
 
 // send performs one request scheduled at at.
-func (r *runner) send(ctx context.Context, at time.Time, c *ClassResult, hdr http.Header) {
+func (r *runner) send(ctx context.Context, at time.Time, c *ClassResult, b *Bucket, hdr http.Header) {
 	ctx, cancel := context.WithDeadline(ctx, at.Add(r.deadline))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.cfg.Method, r.cfg.URL, nil)
 	if err != nil {
-		r.record(c, outFailed, 0)
+		r.record(c, b, outFailed, 0)
 		return
 	}
 	for k, v := range hdr {
@@ -200,7 +235,7 @@ func (r *runner) send(ctx context.Context, at time.Time, c *ClassResult, hdr htt
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		r.record(c, outFailed, 0)
+		r.record(c, b, outFailed, 0)
 		return
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
@@ -208,13 +243,13 @@ func (r *runner) send(ctx context.Context, at time.Time, c *ClassResult, hdr htt
 	lat := time.Since(at)
 	switch {
 	case err != nil || lat > r.deadline:
-		r.record(c, outFailed, 0)
+		r.record(c, b, outFailed, 0)
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		r.record(c, outOK, lat)
+		r.record(c, b, outOK, lat)
 	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(reject.NotStartedHeader) == "1":
-		r.record(c, outRejected, 0)
+		r.record(c, b, outRejected, 0)
 	default:
-		r.record(c, outFailed, 0)
+		r.record(c, b, outFailed, 0)
 	}
 }
 
@@ -284,6 +319,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	timer.Stop()
 	defer timer.Stop()
 
+	if cfg.Bucket > 0 {
+		n := int((cfg.Duration + cfg.Bucket - 1) / cfg.Bucket)
+		r.res.Series = make([]Bucket, n)
+		for i := range r.res.Series {
+			r.res.Series[i].Start = time.Duration(i) * cfg.Bucket
+		}
+	}
 	start := time.Now()
 	window := cfg.Duration
 	var err error
@@ -319,6 +361,10 @@ dispatch:
 		r.mu.Lock()
 		c := r.class(name)
 		c.Offered++
+		b := r.bucket(off)
+		if b != nil {
+			b.Offered++
+		}
 		r.mu.Unlock()
 		select {
 		case slots <- struct{}{}:
@@ -329,12 +375,16 @@ dispatch:
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				r.send(ctx, at, c, hdr)
+				r.send(ctx, at, c, b, hdr)
 			}()
 		default:
 			r.mu.Lock()
 			c.Failed++
 			c.Dropped++
+			if b != nil {
+				b.Failed++
+				b.Dropped++
+			}
 			r.mu.Unlock()
 		}
 	}

@@ -211,3 +211,41 @@ func TestContextCancel(t *testing.T) {
 	assert.InDelta(t, 10, res.Sent, 3)
 	assert.Equal(t, res.Sent, res.Failed, "requests in flight are cancelled")
 }
+
+func TestSeriesCountsByScheduledTime(t *testing.T) {
+	var start atomic.Int64
+	// Serves until 250 ms into the run, then rejects (not started).
+	url := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if time.Since(time.Unix(0, start.Load())) < 250*time.Millisecond {
+			ok(w, r)
+			return
+		}
+		w.Header().Set(reject.NotStartedHeader, "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	start.Store(time.Now().UnixNano())
+	res, err := Run(context.Background(), Config{URL: url, Rate: 200, Duration: 500 * time.Millisecond, Bucket: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, res.Series, 5)
+	var sum Bucket
+	for i, b := range res.Series {
+		assert.Equal(t, time.Duration(i)*100*time.Millisecond, b.Start)
+		assert.Equal(t, int64(20), b.Offered, "bucket %d", i)
+		assert.Equal(t, b.Offered, b.OK+b.Rejected+b.Failed, "bucket %d", i)
+		sum.Offered += b.Offered
+		sum.OK += b.OK
+		sum.Rejected += b.Rejected
+		sum.Failed += b.Failed
+	}
+	assert.Equal(t, res.Offered, sum.Offered)
+	assert.Equal(t, res.OK, sum.OK)
+	assert.Equal(t, res.Rejected, sum.Rejected)
+	assert.Equal(t, res.Failed, sum.Failed)
+	// Generous: the switch at 250 ms is in bucket 2.
+	assert.Equal(t, int64(20), res.Series[0].OK)
+	assert.Equal(t, int64(20), res.Series[4].Rejected)
+
+	res, err = Run(context.Background(), Config{URL: url, Rate: 100, Duration: 100 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Nil(t, res.Series, "no series without Config.Bucket")
+}
