@@ -19,9 +19,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// server starts a loopback server running h and closes it when the test
+// testServer starts a loopback server running h and closes it when the test
 // ends (Close waits for the handlers still running).
-func server(t *testing.T, h http.HandlerFunc) string {
+func testServer(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
@@ -61,7 +61,7 @@ func TestRefusesBadConfig(t *testing.T) {
 
 func TestConstantRate(t *testing.T) {
 	var hits atomic.Int64
-	u := server(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1); ok(w, r) })
+	u := testServer(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1); ok(w, r) })
 	res, err := Run(context.Background(), Config{URL: u, Rate: 200, Duration: 500 * time.Millisecond})
 	require.NoError(t, err)
 	t.Logf("%+v max lag %v", *res, res.MaxLag)
@@ -77,7 +77,7 @@ func TestConstantRate(t *testing.T) {
 }
 
 func TestPoissonRate(t *testing.T) {
-	u := server(t, ok)
+	u := testServer(t, ok)
 	res, err := Run(context.Background(), Config{URL: u, Rate: 1000, Duration: 400 * time.Millisecond, Arrival: Poisson, Seed: 1})
 	require.NoError(t, err)
 	// 400 expected, standard deviation 20.
@@ -86,7 +86,7 @@ func TestPoissonRate(t *testing.T) {
 }
 
 func TestLatencyFromSchedule(t *testing.T) {
-	u := server(t, sleepy(50*time.Millisecond))
+	u := testServer(t, sleepy(50*time.Millisecond))
 	res, err := Run(context.Background(), Config{URL: u, Rate: 50, Duration: 300 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, res.Sent, res.OK)
@@ -99,7 +99,7 @@ func TestLatencyFromSchedule(t *testing.T) {
 // server, and their latency, timed from the schedule, includes the wait.
 func TestLatencyIncludesQueueing(t *testing.T) {
 	gate := make(chan struct{}, 1)
-	u := server(t, func(w http.ResponseWriter, r *http.Request) {
+	u := testServer(t, func(w http.ResponseWriter, r *http.Request) {
 		gate <- struct{}{}
 		time.Sleep(20 * time.Millisecond)
 		<-gate
@@ -114,7 +114,7 @@ func TestLatencyIncludesQueueing(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	u := server(t, sleepy(200*time.Millisecond))
+	u := testServer(t, sleepy(200*time.Millisecond))
 	start := time.Now()
 	res, err := Run(context.Background(), Config{URL: u, Rate: 100, Duration: 100 * time.Millisecond, Deadline: 100 * time.Millisecond})
 	require.NoError(t, err)
@@ -126,7 +126,7 @@ func TestDeadline(t *testing.T) {
 }
 
 func TestRejections(t *testing.T) {
-	u := server(t, func(w http.ResponseWriter, r *http.Request) {
+	u := testServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("X-Kind") {
 		case "reject":
 			w.Header().Set(reject.NotStartedHeader, "1")
@@ -167,7 +167,7 @@ func TestRejections(t *testing.T) {
 }
 
 func TestBehindWhenInFlightBoundHit(t *testing.T) {
-	u := server(t, sleepy(100*time.Millisecond))
+	u := testServer(t, sleepy(100*time.Millisecond))
 	res, err := Run(context.Background(), Config{
 		URL: u, Rate: 1e5, Duration: 50 * time.Millisecond,
 		Deadline: 200 * time.Millisecond, MaxInFlight: 4,
@@ -180,7 +180,7 @@ func TestBehindWhenInFlightBoundHit(t *testing.T) {
 }
 
 func TestBehindWhenLate(t *testing.T) {
-	u := server(t, ok)
+	u := testServer(t, ok)
 	// A classifier that stalls the dispatcher stands for a generator that
 	// cannot keep up.
 	res, err := Run(context.Background(), Config{
@@ -200,7 +200,7 @@ func TestBehindWhenLate(t *testing.T) {
 }
 
 func TestContextCancel(t *testing.T) {
-	u := server(t, sleepy(time.Second))
+	u := testServer(t, sleepy(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -215,7 +215,7 @@ func TestContextCancel(t *testing.T) {
 func TestSeriesCountsByScheduledTime(t *testing.T) {
 	var start atomic.Int64
 	// Serves until 250 ms into the run, then rejects (not started).
-	url := server(t, func(w http.ResponseWriter, r *http.Request) {
+	url := testServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if time.Since(time.Unix(0, start.Load())) < 250*time.Millisecond {
 			ok(w, r)
 			return

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/examples/weather"
+)
+
+func TestTargetsServeTheWeather(t *testing.T) {
+	for _, tg := range Targets() {
+		t.Run(tg.Name, func(t *testing.T) {
+			base, stop, err := tg.Start(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond})
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, stop()) }()
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			resp, err := (&http.Client{Transport: tr}).Get(base + "/forecast?city=Oslo")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, 200, resp.StatusCode)
+			var f weather.Forecast
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&f))
+			assert.Equal(t, "Oslo", f.City)
+			// And the generator can drive it.
+			res, err := Run(context.Background(), Config{URL: base + "/forecast?city=Oslo", Rate: 100, Duration: 200 * time.Millisecond})
+			require.NoError(t, err)
+			assert.Equal(t, res.Offered, res.OK, "far below capacity, everything is served")
+		})
+	}
+}
+
+func TestSemaphoreRejectsAfterItsWait(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	h := semaphore(1, 20*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	base, stop, err := startNetHTTP(h)
+	require.NoError(t, err)
+	defer func() { once.Do(func() { close(release) }); assert.NoError(t, stop()) }()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		if resp, err := client.Get(base); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(base)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, 10*time.Second, 10*time.Millisecond, "a second request waits 20 ms, then gets 503")
+	once.Do(func() { close(release) })
+	<-first
+}
