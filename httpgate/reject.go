@@ -3,11 +3,8 @@ package httpgate
 import (
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/sluice-go/sluice/reject"
 )
@@ -16,88 +13,34 @@ import (
 // connection: net/http's own limit for bodies left unread by a handler.
 const maxDrain = 256 << 10
 
-// rejecter writes rejections and counts them.
+// rejecter writes rejections; reject.Answer counts them.
 type rejecter struct {
-	fields   http.Header // shared by every rejection; nothing writes to them
-	status   int
+	answer   *reject.Answer
 	onReject func(*http.Request, string)
-	reasons  sync.Map // string → *reasonEntry
-	_        [64]byte
-	rejected atomic.Int64
-}
-
-// reasonEntry counts the rejections for one reason and holds what their
-// answers share, built once.
-type reasonEntry struct {
-	n      atomic.Int64
-	field  []string // the ReasonHeader value
-	length []string // Content-Length
-	body   string
 }
 
 var closeField = []string{"close"}
 
 func (rj *rejecter) init(o *Rejection) {
-	rj.fields = http.Header{}
-	for k, vv := range o.Header {
-		rj.fields[http.CanonicalHeaderKey(k)] = append([]string(nil), vv...)
-	}
-	rj.fields[reject.NotStartedHeader] = []string{"1"}
-	if d := o.RetryAfter; d >= 0 {
-		if d == 0 {
-			d = time.Second
-		}
-		rj.fields["Retry-After"] = []string{strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)}
-	}
-	rj.fields["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	rj.status = o.Status
-	if rj.status == 0 {
-		rj.status = http.StatusServiceUnavailable
-	}
+	rj.answer = reject.NewAnswer(o.Status, o.RetryAfter, o.Header)
 	rj.onReject = o.OnReject
 }
 
-func (rj *rejecter) reason(reason string) *reasonEntry {
-	if v, ok := rj.reasons.Load(reason); ok {
-		return v.(*reasonEntry)
-	}
-	body := "request not started: " + reason + "\n"
-	v, _ := rj.reasons.LoadOrStore(reason, &reasonEntry{
-		field:  []string{reason},
-		length: []string{strconv.Itoa(len(body))},
-		body:   body,
-	})
-	return v.(*reasonEntry)
-}
-
-func (rj *rejecter) stats() (int64, map[string]int64) {
-	by := map[string]int64{}
-	rj.reasons.Range(func(k, v any) bool {
-		by[k.(string)] = v.(*reasonEntry).n.Load()
-		return true
-	})
-	return rj.rejected.Load(), by
-}
+func (rj *rejecter) stats() (int64, map[string]int64) { return rj.answer.Counts() }
 
 // reject answers r with the rejection for reason.
 func (rj *rejecter) reject(w http.ResponseWriter, r *http.Request, reason string) {
-	e := rj.reason(reason)
-	rj.rejected.Add(1)
-	e.n.Add(1)
+	e := rj.answer.Count(reason)
 	if fn := rj.onReject; fn != nil {
 		fn(r, reason)
 	}
 	h := w.Header()
-	for k, vv := range rj.fields {
-		h[k] = vv
-	}
-	h[reject.ReasonHeader] = e.field
-	h["Content-Length"] = e.length
+	rj.answer.SetHeader(h, e, true)
 	if !drain(r) {
 		h["Connection"] = closeField
 	}
-	w.WriteHeader(rj.status)
-	_, _ = io.WriteString(w, e.body)
+	w.WriteHeader(rj.answer.Status())
+	_, _ = io.WriteString(w, e.Body)
 }
 
 var drainBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}

@@ -2,25 +2,19 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/reject"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // Gate is what the server asks before a request's handler starts: Acquire
 // reports whether it may start now, and an admitted request is released with
 // its latency when its handler returns. The gate package has the gates
 // (busy workers, concurrency limits, memory, CPU, and compositions of them).
-type Gate interface {
-	Acquire() bool
-	Release(latency time.Duration)
-	Name() string
-}
+type Gate = gate.Gate
 
 // reasonGate is a gate made of others that names the one that refused, as
 // gate.Chain does.
@@ -80,65 +74,20 @@ type admission struct {
 	closed   gate.ClosedTime
 	inFlight atomic.Int64
 	admitted atomic.Int64
-	rejected atomic.Int64
-	reasons  sync.Map // string → *reasonEntry
-	fields   http.Header
-	status   int
+	answer   *reject.Answer // the rejections' shared parts and counts
 }
 
-// reasonEntry counts the rejections for one reason and holds what their
-// answers share, built once.
-type reasonEntry struct {
-	n     atomic.Int64
-	field []string // the ReasonHeader value
-	body  string
-}
-
-// init builds the header fields every rejection carries. The rejection's
-// header map shares their value slices, so a rejection allocates little;
-// nothing writes to them.
 func (a *admission) init(rj *Rejection) {
-	a.fields = http.Header{}
-	for k, vv := range rj.Header {
-		a.fields[http.CanonicalHeaderKey(k)] = append([]string(nil), vv...)
-	}
-	a.fields[NotStartedHeader] = []string{"1"}
-	if d := rj.RetryAfter; d >= 0 {
-		if d == 0 {
-			d = time.Second
-		}
-		a.fields["Retry-After"] = []string{strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)}
-	}
-	a.fields["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	a.status = rj.Status
-	if a.status == 0 {
-		a.status = http.StatusServiceUnavailable
-	}
-}
-
-func (a *admission) reason(reason string) *reasonEntry {
-	if v, ok := a.reasons.Load(reason); ok {
-		return v.(*reasonEntry)
-	}
-	v, _ := a.reasons.LoadOrStore(reason, &reasonEntry{
-		field: []string{reason},
-		body:  "request not started: " + reason + "\n",
-	})
-	return v.(*reasonEntry)
+	a.answer = reject.NewAnswer(rj.Status, rj.RetryAfter, rj.Header)
 }
 
 // Stats returns the admission counters.
 func (srv *Server) Stats() Stats {
 	st := Stats{
-		InFlight:   srv.adm.inFlight.Load(),
-		Admitted:   srv.adm.admitted.Load(),
-		Rejected:   srv.adm.rejected.Load(),
-		RejectedBy: map[string]int64{},
+		InFlight: srv.adm.inFlight.Load(),
+		Admitted: srv.adm.admitted.Load(),
 	}
-	srv.adm.reasons.Range(func(k, v any) bool {
-		st.RejectedBy[k.(string)] = v.(*reasonEntry).n.Load()
-		return true
-	})
+	st.Rejected, st.RejectedBy = srv.adm.answer.Counts()
 	st.GateClosed = srv.adm.closed.Total(srv.s.Now)
 	if srv.q != nil {
 		st.Queue = srv.q.Stats()
@@ -148,18 +97,12 @@ func (srv *Server) Stats() Stats {
 
 // reject answers r with the configured rejection.
 func (c *conn) reject(w *ResponseWriter, r *Request, reason string) {
-	a := &c.srv.adm
-	e := a.reason(reason)
-	a.rejected.Add(1)
-	e.n.Add(1)
+	a := c.srv.adm.answer
+	e := a.Count(reason)
 	if fn := c.srv.cfg.Reject.OnReject; fn != nil {
 		fn(r, reason)
 	}
-	h := w.Header()
-	for k, vv := range a.fields {
-		h[k] = vv
-	}
-	h[ReasonHeader] = e.field
-	w.WriteHeader(a.status)
-	_, _ = w.WriteString(e.body)
+	a.SetHeader(w.Header(), e, false) // the writer sets the length
+	w.WriteHeader(a.Status())
+	_, _ = w.WriteString(e.Body)
 }
