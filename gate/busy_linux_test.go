@@ -1,13 +1,13 @@
 package gate
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -15,19 +15,6 @@ import (
 // The executor is a busy source (and so is runtime.Runtime, which embeds it;
 // not imported here, so that runtime may one day import gate).
 var _ BusySource = (*sched.Scheduler)(nil)
-
-func startScheduler(t *testing.T, workers int) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(sched.Config{Workers: workers})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
 
 // onWorker runs fn on worker i and waits for it.
 func onWorker(t *testing.T, s *sched.Scheduler, i int, fn func()) {
@@ -54,7 +41,7 @@ func blockWorker(t *testing.T, s *sched.Scheduler, i int) (release func()) {
 // on a worker counts that worker: it admits while the other worker is idle
 // and refuses while the other is busy.
 func TestBusyOnScheduler(t *testing.T) {
-	s := startScheduler(t, 2)
+	s := schedtest.Start(t, 2)
 	g := NewBusy(s, BusyOptions{})
 	require.Equal(t, 1, g.Limit())
 	require.True(t, g.CanWake())

@@ -13,24 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluice-go/sluice/sched"
+	"github.com/sluice-go/sluice/internal/schedtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// startSched starts a scheduler with n workers, stopped when the test ends.
-func startSched(t testing.TB, n int) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(sched.Config{Workers: n})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
 
 // serveHTTP serves h on a fresh two-worker scheduler and returns the server
 // and its address; the server is closed when the test ends.
@@ -41,7 +27,7 @@ func serveHTTP(t testing.TB, h http.Handler, cfg Config) (*Server, string) {
 
 func serveNative(t testing.TB, h Handler, cfg Config) (*Server, string) {
 	t.Helper()
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	srv, err := Listen(s, "127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
 )
 
 // TestOverloadKeepsServingAndRejectsTheRest drives a real two-worker server
@@ -34,7 +35,7 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 		work      = 2 * time.Millisecond
 		deadline  = 30 * time.Second // a failure guard, not a measurement
 	)
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	g := gate.NewBusy(s, gate.BusyOptions{})
 	require.Equal(t, 1, g.Limit(), "2 workers at 50%: admit while the other worker is idle")
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
 	"github.com/sluice-go/sluice/queue"
@@ -135,7 +136,7 @@ func TestCloseRejectsQueuedRequests(t *testing.T) {
 		entered <- struct{}{}
 		wait(r.Context(), release)
 	})
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	srv, err := Listen(s, "127.0.0.1:0", HTTPHandler(h), Config{Gate: conc, Queue: &queue.Options{Timeout: time.Minute}})
 	require.NoError(t, err)
 	addr := srv.Addr().String()
@@ -175,7 +176,7 @@ func wait(ctx context.Context, release <-chan struct{}) {
 // the queue's head starts from the idle hook of a worker that finishes its
 // work, without polling.
 func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	busy := gate.NewBusy(s, gate.BusyOptions{}) // 2 workers: admit while the other is idle
 	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "served")
