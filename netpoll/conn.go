@@ -75,8 +75,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.closed {
 		return 0, ErrClosed
 	}
+	return readFD(c.fd, p)
+}
+
+func readFD(fd int, p []byte) (int, error) {
 	for {
-		n, err := unix.Read(c.fd, p)
+		n, err := unix.Read(fd, p)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -86,6 +90,56 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, ErrEOF
 		}
 		return n, nil
+	}
+}
+
+// ReadBlocking reads at least one byte from the non-blocking socket fd into
+// p, blocking the calling goroutine in poll(2) while there is nothing to
+// read, and returns ErrEOF at the end of the stream. It is for a goroutine
+// off the worker (a handler's helper goroutine, say) reading a Conn's FD at
+// a time the worker neither reads nor closes it; on the worker, use
+// Conn.Read and Conn.OnReadable.
+func ReadBlocking(fd int, p []byte) (int, error) {
+	for {
+		n, err := readFD(fd, p)
+		if err != unix.EAGAIN {
+			return n, err
+		}
+		if err := pollFor(fd, unix.POLLIN|unix.POLLRDHUP); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// WriteBlocking writes all of p to the non-blocking socket fd, blocking the
+// calling goroutine in poll(2) while the socket's buffer is full. Like
+// ReadBlocking, it is for a goroutine off the worker, at a time the worker
+// neither writes nor closes the connection.
+func WriteBlocking(fd int, p []byte) error {
+	for {
+		rest, err := writeFD(fd, p)
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		p = rest
+		if err := pollFor(fd, unix.POLLOUT); err != nil {
+			return err
+		}
+	}
+}
+
+// pollFor blocks until fd has one of events (or an error or hang-up, which
+// the next read or write reports).
+func pollFor(fd int, events int16) error {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: events}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != unix.EINTR {
+			if err != nil {
+				return fmt.Errorf("netpoll: poll: %w", err)
+			}
+			return nil
+		}
 	}
 }
 
@@ -129,9 +183,12 @@ func (c *Conn) WriteNow(p []byte) (int, error) {
 	return len(p) - len(rest), err
 }
 
-func (c *Conn) writeSome(p []byte) ([]byte, error) {
+func (c *Conn) writeSome(p []byte) ([]byte, error) { return writeFD(c.fd, p) }
+
+// writeFD writes what the socket takes of p and returns the rest.
+func writeFD(fd int, p []byte) ([]byte, error) {
 	for len(p) > 0 {
-		n, err := unix.Write(c.fd, p)
+		n, err := unix.Write(fd, p)
 		switch {
 		case err == unix.EINTR:
 			continue

@@ -2,7 +2,6 @@ package netpoll
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -16,24 +15,11 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
-	"github.com/sluice-go/sluice/sched"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func startSched(t *testing.T, workers int) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(sched.Config{Workers: workers})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
 
 // echo serves each connection by writing back what it reads, reading at most
 // budget bytes per readiness callback.
@@ -79,7 +65,7 @@ func TestEchoManyConnections(t *testing.T) {
 }
 
 func testEcho(t *testing.T, opts Options) {
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	var conns sync.WaitGroup
 	l, err := Listen(s, "127.0.0.1:0", opts, echo(512, &conns, nil))
 	require.NoError(t, err)
@@ -114,7 +100,7 @@ func testEcho(t *testing.T, opts Options) {
 }
 
 func TestWriteWaitsForEPOLLOUT(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	const size = 16 << 20 // far beyond the socket buffers
 	payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	written := make(chan error, 1)
@@ -146,7 +132,7 @@ func TestWriteWaitsForEPOLLOUT(t *testing.T) {
 }
 
 func TestListenErrors(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	_, err := Listen(s, "nonsense", Options{}, func(*Conn) {})
 	assert.Error(t, err)
 	_, err = Listen(s, "127.0.0.1:0", Options{}, nil)
@@ -160,7 +146,7 @@ func TestListenErrors(t *testing.T) {
 }
 
 func TestIPv6Loopback(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	l, err := Listen(s, "[::1]:0", Options{}, func(c *Conn) { _ = c.Close() })
 	if err != nil {
 		t.Skipf("no IPv6 loopback here: %v", err)
@@ -174,7 +160,7 @@ func TestIPv6Loopback(t *testing.T) {
 }
 
 func TestCloseAbandonsPendingWriteAndReadSeesEOF(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	results := make(chan error, 4)
 	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
 		big := make([]byte, 16<<20)
@@ -209,7 +195,7 @@ func TestCloseAbandonsPendingWriteAndReadSeesEOF(t *testing.T) {
 }
 
 func TestWriteNowReportsShortWrite(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	type result struct {
 		n1, n2 int
 		err2   error
@@ -234,4 +220,35 @@ func TestWriteNowReportsShortWrite(t *testing.T) {
 	assert.Greater(t, r.n1, 0)
 	assert.Less(t, r.n1, r.n2)
 	assert.Error(t, r.err2)
+}
+
+func TestBlockingReadAndWriteWait(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	a, b := fds[0], fds[1]
+	defer unix.Close(a)
+	payload := bytes.Repeat([]byte("x"), 8<<20) // more than the socket buffers
+	written := make(chan error, 1)
+	go func() { written <- WriteBlocking(a, payload) }() // must wait for room
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for len(got) < len(payload) {
+		n, err := ReadBlocking(b, buf) // waits while nothing has come
+		require.NoError(t, err)
+		got = append(got, buf[:n]...)
+	}
+	require.NoError(t, <-written)
+	assert.Equal(t, len(payload), len(got))
+	unix.Close(b)
+	// The peer gone: a write fails, not blocks.
+	assert.Error(t, WriteBlocking(a, payload))
+}
+
+func TestReadBlockingEndOfStream(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fds[1])
+	go func() { time.Sleep(10 * time.Millisecond); unix.Close(fds[0]) }()
+	_, err = ReadBlocking(fds[1], make([]byte, 16))
+	assert.ErrorIs(t, err, ErrEOF)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -504,42 +503,33 @@ func (c *conn) clientGone() {
 	}
 }
 
-// waitReadable waits until the connection has bytes to read (or an end):
-// in the handler's coroutine by releasing the worker, on any other
-// goroutine by blocking it in poll(2).
+// waitReadable releases the worker until the connection has bytes to read
+// (or an end); the handler's coroutine only.
 func (c *conn) waitReadable(ctx context.Context) error {
-	err := sched.Pause(ctx, func(resume func()) {
+	return sched.Pause(ctx, func(resume func()) {
 		c.readWaiter = resume
 		if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
 			c.readWaiter = nil
 			resume()
 		}
 	})
-	if !errors.Is(err, sched.ErrNotCoroutine) {
-		return err
-	}
-	fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err != unix.EINTR {
-			return err
-		}
-	}
 }
 
-// readSome reads at least one byte into p for the body reader, waiting as
-// waitReadable does. The end of the stream is io.ErrUnexpectedEOF: a body
-// reader asks only for bytes the request still owes.
+// readSome reads at least one byte into p for the body reader: in the
+// handler's coroutine releasing the worker while it waits, on any other
+// goroutine blocking it in poll(2). The end of the stream is
+// io.ErrUnexpectedEOF: a body reader asks only for bytes the request still
+// owes.
 func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
-	coro := sched.InCoroutine(ctx)
-	for {
-		var n int
-		var err error
-		if coro {
-			n, err = c.nc.Read(p)
-		} else {
-			n, err = rawRead(c.fd, p)
+	if !sched.InCoroutine(ctx) {
+		n, err := netpoll.ReadBlocking(c.fd, p)
+		if err == netpoll.ErrEOF {
+			err = io.ErrUnexpectedEOF
 		}
+		return n, err
+	}
+	for {
+		n, err := c.nc.Read(p)
 		switch {
 		case err == nil:
 			return n, nil
@@ -555,60 +545,29 @@ func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 	}
 }
 
-func rawRead(fd int, p []byte) (int, error) {
-	for {
-		n, err := unix.Read(fd, p)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		case n == 0:
-			return 0, netpoll.ErrEOF
-		}
-		return n, nil
-	}
-}
-
 // send writes all of p to the client. In the handler's coroutine a write
 // the socket cannot take at once waits for room with the worker released;
 // on any other goroutine it blocks in poll(2). p must stay unchanged until
 // send returns.
 func (c *conn) send(ctx context.Context, p []byte) error {
-	if sched.InCoroutine(ctx) {
-		n, err := c.nc.WriteNow(p)
-		if err != nil || n == len(p) {
-			return err
-		}
-		var werr error
-		perr := sched.Pause(ctx, func(resume func()) {
-			if err := c.nc.Write(p[n:], func(err error) { werr = err; resume() }); err != nil {
-				werr = err
-				resume()
-			}
-		})
-		if perr != nil {
-			return perr
-		}
-		return werr
+	if !sched.InCoroutine(ctx) {
+		return netpoll.WriteBlocking(c.fd, p)
 	}
-	for len(p) > 0 {
-		n, err := unix.Write(c.fd, p)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
-			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-				return fmt.Errorf("server: poll: %w", err)
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("server: write: %w", err)
-		}
-		p = p[n:]
+	n, err := c.nc.WriteNow(p)
+	if err != nil || n == len(p) {
+		return err
 	}
-	return nil
+	var werr error
+	perr := sched.Pause(ctx, func(resume func()) {
+		if err := c.nc.Write(p[n:], func(err error) { werr = err; resume() }); err != nil {
+			werr = err
+			resume()
+		}
+	})
+	if perr != nil {
+		return perr
+	}
+	return werr
 }
 
 // fail answers a request the server refuses before any handler, then closes
@@ -775,9 +734,9 @@ func (c *conn) dequeued() {
 // with a rejection, on its worker.
 func (c *conn) queueRejected(reason queue.Reason) {
 	c.qRefused = reason
-	if err := c.w.Submit(lanes.Continuation, c.dequeueRejected); err != nil {
-		return
-	}
+	// Submit fails only once the scheduler stopped, and the connection
+	// with it.
+	_ = c.w.Submit(lanes.Continuation, c.dequeueRejected)
 }
 
 func (c *conn) dequeueRejected() {

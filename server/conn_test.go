@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -320,7 +321,7 @@ func TestContextCancelledWhenClientLeaves(t *testing.T) {
 func TestAwaitReleasesWorkerInHandler(t *testing.T) {
 	// One worker; every handler awaits a gate. All requests must be inside
 	// their handlers at once, which a blocked worker would not allow.
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	const n = 20
 	var inside atomic.Int32
 	all := make(chan struct{})
@@ -402,7 +403,7 @@ func TestShutdownLosesNoRequestInFlight(t *testing.T) {
 		sched.Await(r.Context(), func(context.Context) (int, error) { <-release; return 0, nil })
 		w.Write([]byte("done"))
 	}))
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	srv, err := Listen(s, "127.0.0.1:0", h, Config{})
 	require.NoError(t, err)
 	addr := srv.Addr().String()
@@ -471,4 +472,47 @@ func TestNativeHandler(t *testing.T) {
 	require.Len(t, resps, 1)
 	assert.Equal(t, "GET /p example.com b", bodies[0])
 	assert.Equal(t, int64(len(bodies[0])), resps[0].ContentLength)
+}
+
+// TestBodyAndResponseFromAnotherGoroutine has the handler hand its body and
+// writer to a goroutine of its own (and wait for it, holding its worker):
+// reads and writes that must wait then block that goroutine in poll(2).
+func TestBodyAndResponseFromAnotherGoroutine(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b, err := io.ReadAll(r.Body)
+			if !assert.NoError(t, err) {
+				return
+			}
+			for range 4 { // far more than the socket buffers: writes wait
+				_, err := w.Write(b)
+				if !assert.NoError(t, err) {
+					return
+				}
+			}
+		}()
+		<-done
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	body := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB, sent slowly below
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < len(body); i += 64 << 10 {
+			pw.Write(body[i : i+64<<10])
+			time.Sleep(time.Millisecond)
+		}
+		pw.Close()
+	}()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Post("http://"+addr, "application/octet-stream", pr)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	time.Sleep(50 * time.Millisecond) // let the server's writes fill the socket first
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, 4*len(body), len(got))
+	assert.True(t, bytes.Equal(body, got[:len(body)]))
 }
