@@ -171,7 +171,6 @@ func checkHead(t *testing.T, h *head) {
 	conn := h.header["Connection"]
 	hasClose, hasKeepAlive := refHasToken(conn, "close"), refHasToken(conn, "keep-alive")
 	require.Equal(t, hasClose || h.minor == 0 && !hasKeepAlive, h.wantsClose, "wantsClose, Connection: %q", conn)
-	require.Equal(t, h.minor == 0 && !h.wantsClose, h.keepAlive10)
 }
 
 // compareReadRequest checks that net/http's parser accepts a head sluice

@@ -23,7 +23,6 @@ type head struct {
 	contentLength int64 // -1: none given (chunked, or no body)
 	chunked       bool
 	wantsClose    bool // Connection: close, or HTTP/1.0 without keep-alive
-	keepAlive10   bool // HTTP/1.0 with Connection: keep-alive
 	expect        string
 }
 
@@ -338,11 +337,8 @@ func (h *head) check() *reqError {
 	conn := hdr["Connection"]
 	// A close option always wins (RFC 9112 section 9.6), even beside
 	// keep-alive on HTTP/1.0, where net/http keeps the connection.
-	h.wantsClose = hasToken(conn, "close")
-	if h.minor == 0 {
-		h.keepAlive10 = !h.wantsClose && hasToken(conn, "keep-alive")
-		h.wantsClose = !h.keepAlive10
-	}
+	// HTTP/1.0 closes unless it asks for keep-alive.
+	h.wantsClose = hasToken(conn, "close") || h.minor == 0 && !hasToken(conn, "keep-alive")
 	if e := hdr["Expect"]; len(e) > 0 {
 		// As net/http: a 100-continue token anywhere is honoured; any
 		// other expectation alone is refused (417).

@@ -170,16 +170,7 @@ func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 // the connections left are then still served until they finish or Close is
 // called.
 func (srv *Server) Shutdown(ctx context.Context) error {
-	err := srv.stop(false)
-	for srv.open.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-srv.closed:
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return err
+	return srv.wait(ctx, srv.stop(false))
 }
 
 // Close stops the server at once: it stops accepting and closes every
@@ -187,7 +178,12 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 // and their reads and writes fail; Close waits for them to return, or for
 // ctx to end.
 func (srv *Server) Close(ctx context.Context) error {
-	err := srv.stop(true)
+	return srv.wait(ctx, srv.stop(true))
+}
+
+// wait returns err once every connection is closed, or joined with ctx's
+// error when ctx ends first.
+func (srv *Server) wait(ctx context.Context, err error) error {
 	for srv.open.Load() > 0 {
 		select {
 		case <-ctx.Done():
@@ -220,21 +216,23 @@ func (srv *Server) stop(force bool) error {
 		}
 	}
 	if srv.open.Load() == 0 {
-		srv.once.Do(func() {
-			close(srv.closed)
-			srv.stopQueue()
-		})
+		srv.finished()
 	}
 	return err
+}
+
+// finished runs once, when a stopping server has no connection left.
+func (srv *Server) finished() {
+	srv.once.Do(func() {
+		close(srv.closed)
+		srv.stopQueue()
+	})
 }
 
 // connClosed is called by each connection as it closes.
 func (srv *Server) connClosed() {
 	if srv.open.Add(-1) == 0 && srv.stopping.Load() {
-		srv.once.Do(func() {
-			close(srv.closed)
-			srv.stopQueue()
-		})
+		srv.finished()
 	}
 }
 
