@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/gate"
@@ -68,13 +67,13 @@ type Stats struct {
 	Queue queue.Stats
 }
 
-// admission holds the counters; each update is one atomic add (and a map
-// lookup for the reason of a rejection).
+// admission holds the server-wide admission state. The counts of admitted
+// and in-flight requests are per worker (workerState), written by their
+// worker alone, so that the path of every request touches no shared cache
+// line; Stats adds them up.
 type admission struct {
-	closed   gate.ClosedTime
-	inFlight atomic.Int64
-	admitted atomic.Int64
-	answer   *reject.Answer // the rejections' shared parts and counts
+	closed gate.ClosedTime
+	answer *reject.Answer // the rejections' shared parts and counts
 }
 
 func (a *admission) init(rj *Rejection) {
@@ -83,9 +82,10 @@ func (a *admission) init(rj *Rejection) {
 
 // Stats returns the admission counters.
 func (srv *Server) Stats() Stats {
-	st := Stats{
-		InFlight: srv.adm.inFlight.Load(),
-		Admitted: srv.adm.admitted.Load(),
+	var st Stats
+	for _, ws := range srv.ws {
+		st.InFlight += ws.inFlight.Load()
+		st.Admitted += ws.admitted.Load()
 	}
 	st.Rejected, st.RejectedBy = srv.adm.answer.Counts()
 	st.GateClosed = srv.adm.closed.Total(srv.s.Now)

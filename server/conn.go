@@ -377,8 +377,8 @@ func (c *conn) run() {
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
 	if c.refused == "" {
-		c.srv.adm.admitted.Add(1)
-		c.srv.adm.inFlight.Add(1)
+		bump(&c.ws.admitted, 1)
+		bump(&c.ws.inFlight, 1)
 		c.startedAt = c.w.Now()
 	}
 	c.w.GoNow(context.Background(), c.serveFn)
@@ -399,7 +399,7 @@ func (c *conn) serve(ctx context.Context) {
 		c.reject(rw, r, reason)
 	} else {
 		c.callHandler(rw, r)
-		c.srv.adm.inFlight.Add(-1)
+		bump(&c.ws.inFlight, -1)
 		if c.admitted {
 			c.admitted = false
 			c.srv.cfg.Gate.Release(time.Duration(c.w.Now() - c.startedAt))

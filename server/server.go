@@ -246,7 +246,16 @@ type workerState struct {
 	dateSec int64
 	date    []byte
 	keys    []string // scratch for sorting header keys
+
+	// Admission counts, written by this worker only (see bump), read by
+	// Server.Stats.
+	admitted atomic.Int64
+	inFlight atomic.Int64
 }
+
+// bump adds d to a counter only one goroutine writes: a load and a store,
+// no read-modify-write, which readers elsewhere still see whole.
+func bump(c *atomic.Int64, d int64) { c.Store(c.Load() + d) }
 
 const (
 	readBufSize = 4 << 10
