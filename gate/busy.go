@@ -40,8 +40,10 @@ type BusyOptions struct {
 	// values above 1 mean 1. Negative values and NaN panic.
 	Fraction float64
 	// Isolated replaces Fraction by the isolated rule, for CPU-bound
-	// handlers: admit while fewer than all workers are busy, so the limit
-	// is max(1, workers − 1).
+	// handlers: admit while fewer requests run than there are workers
+	// (the seeds' "fewer requests than CPUs"). The limit is the number of
+	// workers, the deciding one not counted as running a request (see
+	// Busy).
 	Isolated bool
 }
 
@@ -66,11 +68,20 @@ type BusyOptions struct {
 //     the request will make one more worker busy, and the rule is that at
 //     most limit are busy once it has started, as with Acquire.
 //
-// In the isolated mode the limit is workers − 1 (at least 1): Acquire admits
-// while at least one worker other than the deciding one is idle. On 2
-// workers that is the same limit as 0.5; on 16 it is 15 against 8. Fraction
-// 1 makes Acquire admit always (busy never exceeds the worker count), so it
-// is no gate on a worker; only AcquireIdle can refuse there.
+// In the isolated mode the limit is the number of workers. A CPU-bound
+// handler runs to completion on its worker, so a worker that is parsing a
+// request runs no other: fewer requests than workers are running, and
+// Acquire on a worker admits always. AcquireIdle (an idle hook, a goroutine
+// off the workers) admits while some worker is idle. Under CPU-bound
+// overload the requests then wait in the sockets' receive buffers, where no
+// busy count sees them; what protects the isolated model is the request's
+// age when it is parsed (server.Config.MaxAge, the queue timeout by
+// default), not this gate. Fraction 1 is the same limit.
+//
+// Counting the deciding worker in the isolated mode (limit workers − 1)
+// was measured first: on 2 workers it let one CPU-bound handler run at a
+// time, half the capacity, and sent every admission to the connections of
+// the worker that had just finished.
 //
 // The count is exact whenever no worker is between parking and unparking;
 // a decision racing a worker that parks or wakes sees either side.
@@ -107,7 +118,7 @@ func (g *Busy) SetOptions(opts BusyOptions) {
 
 func busyLimit(workers int, opts BusyOptions) int {
 	if opts.Isolated {
-		return max(1, workers-1)
+		return max(1, workers)
 	}
 	f := opts.Fraction
 	if f < 0 || math.IsNaN(f) {

@@ -18,10 +18,10 @@ func TestBusyLimits(t *testing.T) {
 		{2, BusyOptions{}, 1},
 		{2, BusyOptions{Fraction: 0.5}, 1},
 		{2, BusyOptions{Fraction: 1}, 2},
-		{2, BusyOptions{Isolated: true}, 1},
+		{2, BusyOptions{Isolated: true}, 2},
 		{16, BusyOptions{}, 8},
 		{16, BusyOptions{Fraction: 1}, 16},
-		{16, BusyOptions{Isolated: true}, 15},
+		{16, BusyOptions{Isolated: true}, 16},
 		{16, BusyOptions{Fraction: 0.25}, 4},
 		{16, BusyOptions{Fraction: 0.01}, 1}, // at least 1
 		{16, BusyOptions{Fraction: 3}, 16},   // above 1 means 1
@@ -73,11 +73,13 @@ func TestBusySixteenWorkers(t *testing.T) {
 	src.set(9)
 	assert.False(t, half.Acquire())
 	assert.True(t, iso.Acquire())
-	src.set(15)
-	assert.True(t, iso.Acquire(), "one worker other than the deciding one is idle")
 	src.set(16)
-	assert.False(t, iso.Acquire())
+	assert.True(t, iso.Acquire(), "the deciding worker runs no request")
+	assert.False(t, iso.AcquireIdle(), "off the workers: no worker idle")
+	src.set(15)
+	assert.True(t, iso.AcquireIdle(), "one worker idle")
 	full := NewBusy(src, BusyOptions{Fraction: 1})
+	src.set(16)
 	assert.True(t, full.Acquire(), "fraction 1 never refuses a caller on a worker")
 	assert.False(t, full.AcquireIdle())
 }
@@ -90,7 +92,7 @@ func TestBusySetOptionsLive(t *testing.T) {
 	assert.Equal(t, 12, g.Limit())
 	assert.True(t, g.Acquire())
 	g.SetOptions(BusyOptions{Isolated: true})
-	assert.Equal(t, 15, g.Limit())
+	assert.Equal(t, 16, g.Limit())
 }
 
 func TestBusyBadFraction(t *testing.T) {

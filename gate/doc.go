@@ -36,18 +36,20 @@
 // already started), and refused while both are busy. On 16 workers the limit
 // is 8: the deciding worker and at most 7 others.
 //
-// The isolated mode (CPU-bound handlers) admits while fewer than all workers
-// are busy: limit = workers − 1, at least 1, so a request is admitted while
-// at least one worker other than the deciding one is idle. On 2 workers that
-// is the same limit as 50% (1); on 16 it is 15 against 8. Fraction 1 never
-// refuses a caller on a worker, since the count cannot exceed the workers.
+// The isolated mode (CPU-bound handlers) admits while fewer requests run
+// than there are workers, the seeds' rule: limit = workers. A CPU-bound
+// handler runs to completion on its worker, so the deciding worker, which is
+// parsing, runs no request, and Acquire on a worker always admits; the
+// overload protection of that model is the request's age at parse time
+// (server.Config.MaxAge: the wait in the kernel's socket buffers counts
+// against the queue timeout). Fraction 1 is the same limit.
 //
 //	workers  rule       limit  Acquire on a worker admits while
 //	2        0.5        1      the other worker is idle
-//	2        isolated   1      the other worker is idle
+//	2        isolated   2      always (age bounds the wait)
 //	2        1.0        2      always
 //	16       0.5        8      at most 7 other workers are busy
-//	16       isolated   15     at least 1 other worker is idle
+//	16       isolated   16     always (age bounds the wait)
 //
 // A caller that the count does not include uses AcquireIdle, which admits
 // while busy + 1 <= limit (the same rule, once the request has made one more

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -76,6 +77,55 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, ErrClosed
 	}
 	return readFD(c.fd, p)
+}
+
+// ReadStamped is Read that also returns when the kernel received the last
+// packet of the bytes read, in nanoseconds since the Unix epoch
+// (CLOCK_REALTIME, as time.Now), or 0 when the kernel gave no stamp: the
+// listener's Options.Timestamps was off, or nothing was read. The stamp
+// tells how long the bytes waited in the socket's receive queue; a caller
+// wanting the age of a message should take the stamp of the read that
+// brought its first bytes.
+func (c *Conn) ReadStamped(p []byte) (n int, stamp int64, err error) {
+	if c.closed {
+		return 0, 0, ErrClosed
+	}
+	// SOL_SOCKET/SCM_TIMESTAMPNS: a cmsghdr (16 bytes on 64-bit Linux,
+	// 12 on 32-bit, padded to the word) then a timespec.
+	var oob [64]byte
+	for {
+		var oobn int
+		n, oobn, _, _, err = unix.Recvmsg(c.fd, p, oob[:], 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, 0, err
+		case n == 0 && len(p) > 0:
+			return 0, 0, ErrEOF
+		}
+		return n, parseStamp(oob[:oobn]), nil
+	}
+}
+
+// parseStamp returns the SCM_TIMESTAMPNS stamp among the control messages
+// in oob, in Unix nanoseconds, or 0. It does not allocate.
+func parseStamp(oob []byte) int64 {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			return 0
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS &&
+			l >= unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) {
+			var ts unix.Timespec
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), oob[unix.CmsgLen(0):l])
+			return ts.Nano()
+		}
+		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
+	}
+	return 0
 }
 
 func readFD(fd int, p []byte) (int, error) {

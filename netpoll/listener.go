@@ -43,6 +43,12 @@ type Options struct {
 	// OnError is told of accept failures other than "try again" (for
 	// example EMFILE); nil ignores them. It runs on a worker.
 	OnError func(error)
+	// Timestamps turns on the kernel's receive timestamps
+	// (SO_TIMESTAMPNS) on the listening sockets, which accepted
+	// connections inherit, so that Conn.ReadStamped can tell when the
+	// bytes it reads arrived. It costs the kernel a clock read per
+	// received packet.
+	Timestamps bool
 }
 
 // Listener is a TCP address served by every worker of a scheduler through
@@ -86,7 +92,7 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 	shared := -1
 	if opts.Shared {
 		events |= unix.EPOLLEXCLUSIVE
-		fd, bound, err := listenFD(l.addr, opts.Backlog, false)
+		fd, bound, err := listenFD(l.addr, opts.Backlog, false, opts.Timestamps)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +103,7 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 		fd := shared
 		if fd < 0 {
 			var bound netip.AddrPort
-			fd, bound, err = listenFD(l.addr, opts.Backlog, true)
+			fd, bound, err = listenFD(l.addr, opts.Backlog, true, opts.Timestamps)
 			if err != nil {
 				l.Close()
 				return nil, err
@@ -199,8 +205,11 @@ func onWorker(w *sched.Worker, fn func() error) error {
 }
 
 // listenFD opens a non-blocking listening socket on ap, with SO_REUSEPORT
-// when reuse is set, and returns it with the address it is bound to.
-func listenFD(ap netip.AddrPort, backlog int, reuse bool) (int, netip.AddrPort, error) {
+// when reuse is set and SO_TIMESTAMPNS when stamps is, and returns it with
+// the address it is bound to. Accepted sockets inherit SO_TIMESTAMPNS, and
+// setting it before the first connection turns the kernel's receive
+// stamping on before any byte of it arrives.
+func listenFD(ap netip.AddrPort, backlog int, reuse, stamps bool) (int, netip.AddrPort, error) {
 	family := unix.AF_INET
 	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
 		family = unix.AF_INET6
@@ -219,6 +228,11 @@ func listenFD(ap netip.AddrPort, backlog int, reuse bool) (int, netip.AddrPort, 
 	if reuse {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 			return fail("SO_REUSEPORT", err)
+		}
+	}
+	if stamps {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			return fail("SO_TIMESTAMPNS", err)
 		}
 	}
 	if err := unix.Bind(fd, sockaddr(ap)); err != nil {

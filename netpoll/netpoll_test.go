@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -251,4 +252,65 @@ func TestReadBlockingEndOfStream(t *testing.T) {
 	go func() { time.Sleep(10 * time.Millisecond); unix.Close(fds[0]) }()
 	_, err = ReadBlocking(fds[1], make([]byte, 16))
 	assert.ErrorIs(t, err, ErrEOF)
+}
+
+func TestReadStampedTellsWhenBytesArrived(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+			s := schedtest.Start(t, 1)
+			type got struct {
+				n            int
+				stamp, after int64
+				err          error
+			}
+			results := make(chan got, 1)
+			const held = 50 * time.Millisecond
+			l, err := Listen(s, "127.0.0.1:0", Options{Timestamps: on}, func(c *Conn) {
+				assert.NoError(t, c.OnReadable(lanes.Upstream, func() {
+					// The bytes are in the socket already; let them wait.
+					time.Sleep(held)
+					n, stamp, err := c.ReadStamped(make([]byte, 64))
+					results <- got{n, stamp, time.Now().UnixNano(), err}
+					assert.NoError(t, c.OnReadable(lanes.Upstream, nil))
+					assert.NoError(t, c.Close())
+				}))
+			})
+			require.NoError(t, err)
+			defer l.Close()
+			nc, err := net.Dial("tcp", l.Addr().String())
+			require.NoError(t, err)
+			defer nc.Close()
+			before := time.Now().UnixNano()
+			_, err = nc.Write([]byte("hello"))
+			require.NoError(t, err)
+			r := <-results
+			require.NoError(t, r.err)
+			assert.Equal(t, 5, r.n)
+			if !on {
+				assert.Zero(t, r.stamp, "no stamp without Options.Timestamps")
+				return
+			}
+			// Clocks are the same (CLOCK_REALTIME); allow 1 ms of slack.
+			assert.GreaterOrEqual(t, r.stamp, before-int64(time.Millisecond))
+			assert.GreaterOrEqual(t, r.after-r.stamp, int64(held), "the bytes waited at least the worker's hold")
+		})
+	}
+}
+
+func TestParseStampRejectsMalformedControlMessages(t *testing.T) {
+	assert.Zero(t, parseStamp(nil))
+	assert.Zero(t, parseStamp(make([]byte, 8)), "shorter than a header")
+	bad := make([]byte, 64)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&bad[0]))
+	h.Level, h.Type = unix.SOL_SOCKET, unix.SCM_TIMESTAMPNS
+	h.SetLen(200)
+	assert.Zero(t, parseStamp(bad), "length past the buffer")
+	h.SetLen(unix.CmsgLen(4))
+	assert.Zero(t, parseStamp(bad), "too short for a timespec")
+	h.SetLen(unix.CmsgLen(16))
+	ts := unix.NsecToTimespec(1_700_000_000_123_456_789)
+	copy(bad[unix.CmsgLen(0):], unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)))
+	assert.Equal(t, int64(1_700_000_000_123_456_789), parseStamp(bad))
+	h.Type = unix.SCM_RIGHTS
+	assert.Zero(t, parseStamp(bad), "another message type")
 }

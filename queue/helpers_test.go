@@ -68,3 +68,9 @@ func budget(n int) func() bool {
 		return true
 	}
 }
+
+func (l *log) pushArrived(q *Queue, name string, c Class, arrived int64) *Entry {
+	e := new(Entry)
+	q.PushArrived(e, c, arrived, func() { l.addEvent("start " + name) }, func(r Reason) { l.addEvent(r.String() + " " + name) })
+	return e
+}

@@ -289,6 +289,21 @@ func (q *Queue) Len() int { return int(q.length.Load()) }
 // not panic; if one does, the other callbacks due in the same call still
 // run, then the panic continues in the caller.
 func (q *Queue) Push(e *Entry, c Class, start func(), reject func(Reason)) {
+	q.push(e, c, 0, false, start, reject)
+}
+
+// PushArrived is Push for a request that arrived at arrived (on the queue's
+// Clock) and has waited since, elsewhere: in the kernel's socket buffer, for
+// a server that knows when the kernel received the request. Its wait, its
+// deadline (arrived plus the timeout) and its place in the order count from
+// arrived, so FIFO and LIFO order requests by arrival; a request already
+// past its deadline is rejected with [Timeout] before PushArrived returns.
+// An arrived later than the queue's clock counts as now.
+func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reject func(Reason)) {
+	q.push(e, c, arrived, true, start, reject)
+}
+
+func (q *Queue) push(e *Entry, c Class, arrived int64, early bool, start func(), reject func(Reason)) {
 	if start == nil || reject == nil {
 		panic("queue: Push with a nil callback")
 	}
@@ -308,7 +323,20 @@ func (q *Queue) Push(e *Entry, c Class, start func(), reject func(Reason)) {
 		return
 	}
 	now := q.clock()
+	if !early || arrived > now {
+		arrived = now
+	}
 	standing := q.standing(now)
+	timeout := q.timeout
+	if standing && q.order == CoDel {
+		timeout = q.target
+	}
+	if arrived+timeout <= now {
+		q.mu.Unlock()
+		q.rejected[Timeout].Add(1)
+		reject(Timeout)
+		return
+	}
 	var evict func(Reason)
 	if q.n >= q.maxLen {
 		victim := q.victim(c, q.lifo(standing))
@@ -327,22 +355,13 @@ func (q *Queue) Push(e *Entry, c Class, start func(), reject func(Reason)) {
 		q.setLastEmpty(now)
 	}
 	i := 2 * int(c)
-	timeout := q.timeout
 	if standing && q.order == CoDel {
 		i++
-		timeout = q.target
 	}
 	q.seq++
-	*e = Entry{q: q, start: start, reject: reject, enq: now, deadline: now + timeout, seq: q.seq, list: uint8(i)}
-	l := &q.lists[i]
-	e.prev = l.tail
-	if l.tail == nil {
-		l.head = e
-		q.mask |= 1 << i
-	} else {
-		l.tail.next = e
-	}
-	l.tail = e
+	*e = Entry{q: q, start: start, reject: reject, enq: arrived, deadline: arrived + timeout, seq: q.seq, list: uint8(i)}
+	q.link(&q.lists[i], e)
+	q.mask |= 1 << i
 	q.n++
 	q.length.Store(int64(q.n))
 	if q.arm != nil && (!q.armedOK || e.deadline < q.armed) {
@@ -499,15 +518,45 @@ func (q *Queue) victim(c Class, lifo bool) *Entry {
 	return newer(a.tail, b.tail)
 }
 
+// link inserts e into l in arrival order: at the tail, unless e arrived
+// before entries already there (PushArrived), then after the last one that
+// arrived no later. All entries of a list have the same timeout, so their
+// deadlines stay in order too. Called with mu held.
+func (q *Queue) link(l *list, e *Entry) {
+	p := l.tail
+	for p != nil && p.enq > e.enq {
+		p = p.prev
+	}
+	e.prev = p
+	if p == nil {
+		e.next = l.head
+		l.head = e
+	} else {
+		e.next = p.next
+		p.next = e
+	}
+	if e.next == nil {
+		l.tail = e
+	} else {
+		e.next.prev = e
+	}
+}
+
+// before reports whether a arrived before b (by push order among equal
+// arrivals).
+func before(a, b *Entry) bool {
+	return a.enq < b.enq || (a.enq == b.enq && a.seq < b.seq)
+}
+
 func older(a, b *Entry) *Entry {
-	if a == nil || (b != nil && b.seq < a.seq) {
+	if a == nil || (b != nil && before(b, a)) {
 		return b
 	}
 	return a
 }
 
 func newer(a, b *Entry) *Entry {
-	if a == nil || (b != nil && b.seq > a.seq) {
+	if a == nil || (b != nil && before(a, b)) {
 		return b
 	}
 	return a

@@ -518,3 +518,45 @@ func TestGoexitInCallback(t *testing.T) {
 	<-done
 	assert.Equal(t, []string{"start b"}, l.take())
 }
+
+func TestPushArrivedCountsFromArrival(t *testing.T) {
+	q, clk := newQueue(Options{Timeout: 100 * time.Millisecond})
+	var l log
+	clk.set(int64(time.Second))
+	now := clk.now()
+	l.push(q, "fresh", Default)
+	l.pushArrived(q, "early", Default, now-40*ms)
+	l.pushArrived(q, "middle", Default, now-20*ms)
+	l.pushArrived(q, "stale", Default, now-100*ms)
+	l.pushArrived(q, "future", Default, now+50*ms) // counts as now
+	assert.Equal(t, []string{"timeout stale"}, l.take(), "past its deadline on arrival")
+	assert.Equal(t, 4, q.Len())
+
+	// FIFO by arrival, not by push.
+	assert.Equal(t, 2, q.Pump(budget(2)))
+	assert.Equal(t, []string{"start early", "start middle"}, l.take())
+
+	// Deadlines count from arrival too: "fresh" and "future" expire at
+	// now+100ms; an entry that arrived 90 ms ago expires at now+10ms.
+	l.pushArrived(q, "old", Default, now-90*ms)
+	clk.set(now + 10*ms)
+	q.Pump(never)
+	assert.Equal(t, []string{"timeout old"}, l.take())
+	clk.set(now + 100*ms)
+	q.Pump(never)
+	assert.Equal(t, []string{"timeout fresh", "timeout future"}, l.take())
+	st := q.Stats()
+	assert.Equal(t, uint64(4), st.Rejected[Timeout], "stale, old, fresh, future")
+}
+
+func TestPushArrivedLIFOServesLatestArrival(t *testing.T) {
+	q, clk := newQueue(Options{Order: LIFO})
+	var l log
+	clk.set(int64(time.Second))
+	now := clk.now()
+	l.pushArrived(q, "b", Default, now-10*ms)
+	l.pushArrived(q, "c", Default, now-5*ms)
+	l.pushArrived(q, "a", Default, now-30*ms)
+	assert.Equal(t, 3, q.Pump(always))
+	assert.Equal(t, []string{"start c", "start b", "start a"}, l.take())
+}

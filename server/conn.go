@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
 	"github.com/sluice-go/sluice/queue"
+	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -70,6 +71,11 @@ type conn struct {
 	admitted  bool   // the gate admitted the current request: release it
 	refused   string // the gate refused it: the reason
 	startedAt int64  // worker clock when the handler started
+	// arrived is when the kernel received the first bytes of the request
+	// being read (Unix nanoseconds, from the read that found the buffer
+	// empty), 0 when unknown; arrivedAt is the same instant on the worker's
+	// clock, set when the request's head is complete.
+	arrived, arrivedAt int64
 
 	qe         queue.Entry        // the current request's place in the admission queue
 	qStart     func()             // the queue's callbacks, bound once
@@ -194,7 +200,7 @@ func (c *conn) readHead() {
 		c.fail(errHeaderTooLarge)
 		return
 	}
-	n, err := c.nc.Read(c.buf[c.n:])
+	n, err := c.read()
 	switch {
 	case err == unix.EAGAIN:
 		if c.state == connIdle {
@@ -208,6 +214,20 @@ func (c *conn) readHead() {
 	}
 	c.n += n
 	c.parseBuffered()
+}
+
+// read reads into the free end of the read buffer. When the server times
+// requests from their arrival and nothing unconsumed is buffered, the bytes
+// read begin a new request: their kernel receive stamp becomes c.arrived.
+func (c *conn) read() (int, error) {
+	if !c.srv.stamps {
+		return c.nc.Read(c.buf[c.n:])
+	}
+	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])
+	if n > 0 && c.r == c.n {
+		c.arrived = stamp
+	}
+	return n, err
 }
 
 // makeRoom makes space at the end of the read buffer, moving unread bytes
@@ -332,6 +352,11 @@ func (c *conn) start(h *head) {
 	}
 	r.Body = b
 	c.body, c.cur = b, r
+	if c.tooOld() {
+		c.refused = reject.QueueTimeout
+		c.run()
+		return
+	}
 	if g := c.srv.cfg.Gate; g != nil {
 		q := c.srv.q
 		if q != nil && q.Len() > 0 {
@@ -363,6 +388,20 @@ func (c *conn) start(h *head) {
 		}
 	}
 	c.run()
+}
+
+// tooOld reports whether the request whose head was just parsed has waited
+// longer than the server's MaxAge since the kernel received it, and sets
+// c.arrivedAt for the queue. Wall-clock steps make one request's age wrong:
+// a negative age counts as zero.
+func (c *conn) tooOld() bool {
+	c.arrivedAt = 0
+	if c.arrived == 0 || c.srv.maxAge <= 0 {
+		return false
+	}
+	age := max(time.Now().UnixNano()-c.arrived, 0)
+	c.arrivedAt = c.w.Now() - age
+	return age >= c.srv.maxAge
 }
 
 // run starts the current request's coroutine: its handler, or its
@@ -483,7 +522,7 @@ func (c *conn) readBehind() {
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 		return
 	}
-	n, err := c.nc.Read(c.buf[c.n:])
+	n, err := c.read()
 	switch {
 	case err == unix.EAGAIN:
 	case err != nil:
@@ -707,7 +746,12 @@ func (c *conn) enqueue(r *Request) {
 	if f := c.srv.cfg.Classify; f != nil {
 		class = f(r)
 	}
-	c.srv.q.Push(&c.qe, class, c.qStart, c.qReject)
+	if c.arrivedAt != 0 {
+		// The wait in the kernel's socket buffer counts.
+		c.srv.q.PushArrived(&c.qe, class, c.arrivedAt, c.qStart, c.qReject)
+	} else {
+		c.srv.q.Push(&c.qe, class, c.qStart, c.qReject)
+	}
 	c.srv.pump(false)
 }
 

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -211,4 +213,78 @@ func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
 	st := srv.Stats()
 	assert.Equal(t, uint64(1), st.Queue.Started)
 	assert.Equal(t, int64(0), st.Rejected)
+}
+
+// TestRequestOlderThanMaxAgeIsRejectedUnstarted holds the only worker while
+// a request waits in its socket, then checks that the request, older than
+// the queue timeout by the time it is parsed, is rejected without starting
+// although the gate admits everything, and that its connection serves the
+// next request.
+func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		maxAge time.Duration
+		want   int
+	}{
+		{"queue-timeout", 0, http.StatusServiceUnavailable},
+		{"explicit", 40 * time.Millisecond, http.StatusServiceUnavailable},
+		{"off", -1, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := schedtest.Start(t, 1)
+			entered := make(chan struct{}, 1)
+			var started sync.Map
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				started.Store(r.URL.Path, true)
+				if r.URL.Path == "/hold" {
+					entered <- struct{}{}
+					time.Sleep(300 * time.Millisecond) // holds the worker
+				}
+				io.WriteString(w, "ok")
+			})
+			srv, err := Listen(s, "127.0.0.1:0", HTTPHandler(h), Config{
+				Gate:   gate.NewConcurrency(1000),
+				Queue:  &queue.Options{Timeout: 50 * time.Millisecond},
+				MaxAge: tc.maxAge,
+			})
+			require.NoError(t, err)
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				assert.NoError(t, srv.Close(ctx))
+			}()
+			addr := srv.Addr().String()
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			br := bufio.NewReader(nc)
+			get := func(path string) *http.Response {
+				_, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+				require.NoError(t, err)
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp
+			}
+			require.Equal(t, http.StatusOK, get("/warm").StatusCode, "the connection is accepted and idle")
+
+			done := make(chan struct{})
+			go func() { defer close(done); qget(t, addr, "/hold") }()
+			<-entered
+			resp := get("/old") // waits in the socket behind /hold
+			<-done
+			assert.Equal(t, tc.want, resp.StatusCode)
+			_, ran := started.Load("/old")
+			if tc.want == http.StatusServiceUnavailable {
+				assert.Equal(t, "1", resp.Header.Get(NotStartedHeader))
+				assert.Equal(t, "queue-timeout", resp.Header.Get(ReasonHeader))
+				assert.False(t, ran, "the old request never started")
+				assert.Equal(t, int64(1), srv.Stats().RejectedBy["queue-timeout"])
+			} else {
+				assert.True(t, ran)
+			}
+			assert.Equal(t, http.StatusOK, get("/next").StatusCode, "the connection stays usable")
+		})
+	}
 }

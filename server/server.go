@@ -19,6 +19,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,21 @@ type Config struct {
 	// Classify gives a request its priority class in the queue; nil
 	// means queue.Default for all (queue.ClassFromHeader reads a header).
 	Classify func(r *Request) queue.Class
+	// MaxAge bounds how long a request may have waited, from the moment
+	// the kernel received its first bytes to the moment its head is
+	// parsed: an older request is rejected without starting, with the
+	// reason "queue-timeout", whatever the gate says. A server that cannot
+	// keep up leaves requests in its sockets' receive buffers, where no
+	// gate sees them; this is the queue timeout applied to that part of
+	// the wait. With a queue, a request's time in the queue counts from
+	// its arrival too, so no request waits more than the timeout in all.
+	// The age comes from the kernel's receive timestamps
+	// (netpoll.Options.Timestamps, turned on when MaxAge applies); it is
+	// known for the request whose bytes arrive on an empty buffer, and a
+	// request pipelined behind another in one packet shares its stamp.
+	// Zero means the queue's timeout when Queue and Gate are set, and no
+	// limit otherwise; negative means no limit.
+	MaxAge time.Duration
 }
 
 // Server serves HTTP/1.1 on the workers of a scheduler.
@@ -97,6 +113,8 @@ type Server struct {
 	l       *netpoll.Listener
 	log     *slog.Logger
 	maxHead int
+	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none
+	stamps  bool  // read with kernel receive stamps (maxAge > 0)
 	ws      []*workerState
 
 	adm      admission
@@ -144,7 +162,15 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	if cfg.Queue != nil && cfg.Gate != nil {
 		srv.startQueue(*cfg.Queue)
 	}
+	switch {
+	case cfg.MaxAge > 0:
+		srv.maxAge = int64(cfg.MaxAge)
+	case cfg.MaxAge == 0 && srv.q != nil:
+		srv.maxAge = int64(cmp.Or(max(cfg.Queue.Timeout, 0), queue.DefaultTimeout))
+	}
+	srv.stamps = srv.maxAge > 0
 	lopts := cfg.Listen
+	lopts.Timestamps = lopts.Timestamps || srv.stamps
 	if lopts.OnError == nil {
 		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }
 	}
