@@ -210,6 +210,9 @@ func (a *Adaptive) InFlight() int { return a.c.InFlight() }
 // Name returns "adaptive".
 func (a *Adaptive) Name() string { return "adaptive" }
 
+// Reserves reports true: each Acquire takes a slot of the limit.
+func (a *Adaptive) Reserves() bool { return true }
+
 // OnOpen registers fn to be called when a Release leaves the in-flight count
 // under the limit, and when an update raises the limit. fn runs on the
 // goroutine that called Release.

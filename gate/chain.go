@@ -106,6 +106,18 @@ func (c *Chain) Release(latency time.Duration) {
 // Rejection reasons should use the name of the member Admit returns.
 func (c *Chain) Name() string { return c.name }
 
+// Reserves reports whether every gate of the chain reserves a slot per
+// Acquire (see Reserver): one that reads a measurement makes the chain's
+// answer a reading too.
+func (c *Chain) Reserves() bool {
+	for _, g := range c.gates {
+		if !Reserves(g) {
+			return false
+		}
+	}
+	return true
+}
+
 // OnOpen registers fn with every member that is a Waker: it may be called
 // when any of them may have opened, so it is called more often than the
 // whole chain opens (spuriously, as Waker allows).

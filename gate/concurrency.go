@@ -85,6 +85,9 @@ func (c *Concurrency) release() int64 {
 // Name returns "concurrency".
 func (c *Concurrency) Name() string { return "concurrency" }
 
+// Reserves reports true: each Acquire takes a slot of the limit.
+func (c *Concurrency) Reserves() bool { return true }
+
 // OnOpen registers fn to be called when a Release leaves the in-flight count
 // under the limit, and when SetLimit raises the limit. fn runs on the
 // goroutine that called Release or SetLimit.

@@ -25,6 +25,24 @@ type Gate interface {
 	Name() string
 }
 
+// Reserver is optional: a gate whose Acquire reserves a slot, given back by
+// Release, implements it and reports true, so that admitting a request
+// changes what the next Acquire answers at once (Concurrency, Adaptive, and
+// a Chain of such gates). The other gates read a measurement that admitting
+// does not change until the request runs (busy workers, memory, CPU): a
+// timed queue must start one waiting request per opening for them, or it
+// would start every waiting request on one reading.
+type Reserver interface {
+	Reserves() bool
+}
+
+// Reserves reports whether g reserves a slot per Acquire (see Reserver); a
+// gate that does not implement Reserver does not.
+func Reserves(g Gate) bool {
+	r, ok := g.(Reserver)
+	return ok && r.Reserves()
+}
+
 // Waker is optional: a gate that can tell when it may have opened (a slot
 // freed, a worker went idle) implements it, so a timed queue can start its
 // head at once without polling.

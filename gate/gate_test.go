@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
 
@@ -102,3 +103,15 @@ var (
 	_ Waker        = (*Chain)(nil)
 	_ IdleAcquirer = (*Chain)(nil)
 )
+
+func TestReserves(t *testing.T) {
+	src := newFakeSource(2, 0)
+	conc := NewConcurrency(4)
+	busy := NewBusy(src, BusyOptions{})
+	assert.True(t, Reserves(conc))
+	assert.True(t, Reserves(NewAdaptive(AdaptiveOptions{})))
+	assert.False(t, Reserves(busy))
+	assert.False(t, Reserves(&fakeGate{name: "custom"}), "a gate without Reserver reads a measurement")
+	assert.True(t, Reserves(All(conc, NewConcurrency(2))))
+	assert.False(t, Reserves(All(conc, busy)), "one reading makes the chain's answer a reading")
+}

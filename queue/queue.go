@@ -389,6 +389,19 @@ func (q *Queue) push(e *Entry, c Class, arrived int64, early bool, start func(),
 // calling goroutine, in the order the entries left the queue. Pump returns
 // the number of entries started.
 func (q *Queue) Pump(admit func() bool) int {
+	return q.pump(admit, -1)
+}
+
+// PumpOne is Pump that starts at most one entry. It is for a gate whose
+// Acquire reserves nothing and reads a measurement that admitting does not
+// change at once (a busy-worker count goes up only when the started request
+// runs): Pump would start every waiting entry on one reading, PumpOne starts
+// one per opening. It reports whether it started one.
+func (q *Queue) PumpOne(admit func() bool) bool {
+	return q.pump(admit, 1) == 1
+}
+
+func (q *Queue) pump(admit func() bool, limit int) int {
 	if admit == nil {
 		admit = q.admit
 	}
@@ -402,7 +415,7 @@ func (q *Queue) Pump(admit func() bool) int {
 	q.expire(now, &b)
 	if admit != nil && q.n > 0 {
 		lifo := q.lifo(q.standing(now))
-		for q.n > 0 {
+		for q.n > 0 && started != limit {
 			e := q.next(lifo)
 			if !admit() {
 				break

@@ -560,3 +560,20 @@ func TestPushArrivedLIFOServesLatestArrival(t *testing.T) {
 	assert.Equal(t, 3, q.Pump(always))
 	assert.Equal(t, []string{"start c", "start b", "start a"}, l.take())
 }
+
+func TestPumpOneStartsAtMostOne(t *testing.T) {
+	q, clk := newQueue(Options{})
+	var l log
+	for _, n := range []string{"a", "b", "c"} {
+		l.push(q, n, Default)
+		clk.add(ms)
+	}
+	assert.True(t, q.PumpOne(always))
+	assert.Equal(t, []string{"start a"}, l.take())
+	assert.False(t, q.PumpOne(never))
+	assert.Empty(t, l.take())
+	assert.True(t, q.PumpOne(always))
+	assert.True(t, q.PumpOne(always))
+	assert.False(t, q.PumpOne(always), "empty")
+	assert.Equal(t, []string{"start b", "start c"}, l.take())
+}

@@ -400,8 +400,21 @@ func (c *conn) tooOld() bool {
 		return false
 	}
 	age := max(time.Now().UnixNano()-c.arrived, 0)
-	c.arrivedAt = c.w.Now() - age
-	return age >= c.srv.maxAge
+	now := c.w.Now()
+	c.arrivedAt = now - age
+	limit := c.srv.maxAge
+	if target := c.srv.ageTarget; target > 0 {
+		ws := c.ws
+		switch {
+		case age < target:
+			ws.ageAbove = 0
+		case ws.ageAbove == 0:
+			ws.ageAbove = now
+		case now-ws.ageAbove >= c.srv.ageInterval:
+			limit = target // standing: serve the fresh, reject the old
+		}
+	}
+	return age >= limit
 }
 
 // run starts the current request's coroutine: its handler, or its

@@ -100,6 +100,11 @@ type Config struct {
 	// (netpoll.Options.Timestamps, turned on when MaxAge applies); it is
 	// known for the request whose bytes arrive on an empty buffer, and a
 	// request pipelined behind another in one packet shares its stamp.
+	// With a queue in CoDel order, the limit follows CoDel as the queue
+	// does: once every request parsed on a worker for a whole Interval
+	// has been older than Target (a standing queue in the sockets), the
+	// limit there drops to Target until a younger request comes; old
+	// requests are then rejected at once and the fresh ones served.
 	// Zero means the queue's timeout when Queue and Gate are set, and no
 	// limit otherwise; negative means no limit.
 	MaxAge time.Duration
@@ -113,7 +118,11 @@ type Server struct {
 	l       *netpoll.Listener
 	log     *slog.Logger
 	maxHead int
+	pumpAll bool  // the gate reserves slots: a pump may start several
 	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none
+	// With a CoDel queue, the age limit drops to ageTarget once requests
+	// have all been older than it for ageInterval (0: no CoDel).
+	ageTarget, ageInterval int64
 	stamps  bool  // read with kernel receive stamps (maxAge > 0)
 	ws      []*workerState
 
@@ -160,6 +169,7 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	}
 	srv.adm.init(&cfg.Reject)
 	if cfg.Queue != nil && cfg.Gate != nil {
+		srv.pumpAll = gate.Reserves(cfg.Gate)
 		srv.startQueue(*cfg.Queue)
 	}
 	switch {
@@ -169,6 +179,10 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 		srv.maxAge = int64(cmp.Or(max(cfg.Queue.Timeout, 0), queue.DefaultTimeout))
 	}
 	srv.stamps = srv.maxAge > 0
+	if srv.stamps && srv.q != nil && cfg.Queue.Order == queue.CoDel {
+		srv.ageTarget = min(int64(cmp.Or(max(cfg.Queue.Target, 0), queue.DefaultTarget)), srv.maxAge)
+		srv.ageInterval = int64(cmp.Or(max(cfg.Queue.Interval, 0), queue.DefaultInterval))
+	}
 	lopts := cfg.Listen
 	lopts.Timestamps = lopts.Timestamps || srv.stamps
 	if lopts.OnError == nil {
@@ -277,6 +291,11 @@ type workerState struct {
 	// Server.Stats.
 	admitted atomic.Int64
 	inFlight atomic.Int64
+
+	// ageAbove is the worker clock since when every request parsed here
+	// has been older than the CoDel target (0: the last one was not);
+	// see conn.tooOld.
+	ageAbove int64
 }
 
 // bump adds d to a counter only one goroutine writes: a load and a store,
@@ -414,18 +433,26 @@ func (srv *Server) stopQueue() {
 	srv.expired.Wait()
 }
 
-// pump starts waiting requests while the gate admits them. idle is set when
-// called from a worker's idle hook, where the worker that calls is not
-// busy: the gate then counts the worker the request will run on.
+// pump starts waiting requests while the gate admits them: all it admits
+// for a gate that reserves slots, one for a gate that reads a measurement
+// (gate.Reserves). idle is set when called from a worker's idle hook, where
+// the worker that calls is not busy: the gate then counts the worker the
+// request will run on.
 func (srv *Server) pump(idle bool) {
 	q := srv.q
 	if q == nil || q.Len() == 0 {
 		return
 	}
 	g := srv.cfg.Gate
+	admit := g.Acquire
 	if ia, ok := g.(gate.IdleAcquirer); ok && idle {
-		q.Pump(ia.AcquireIdle)
-		return
+		admit = ia.AcquireIdle
 	}
-	q.Pump(g.Acquire)
+	if srv.pumpAll {
+		q.Pump(admit)
+	} else {
+		// A reading (busy workers) does not change until the started
+		// request runs: one start per opening.
+		q.PumpOne(admit)
+	}
 }
