@@ -402,19 +402,27 @@ func (c *conn) tooOld() bool {
 	age := max(time.Now().UnixNano()-c.arrived, 0)
 	now := c.w.Now()
 	c.arrivedAt = now - age
-	limit := c.srv.maxAge
-	if target := c.srv.ageTarget; target > 0 {
-		ws := c.ws
-		switch {
-		case age < target:
-			ws.ageAbove = 0
-		case ws.ageAbove == 0:
-			ws.ageAbove = now
-		case now-ws.ageAbove >= c.srv.ageInterval:
-			limit = target // standing: serve the fresh, reject the old
-		}
+	return age >= c.srv.ageLimit(c.ws, age, now)
+}
+
+// ageLimit returns the age limit for a request of age parsed at now on the
+// worker of ws: MaxAge, or with a CoDel queue the CoDel target once every
+// request parsed there for a whole interval was older than it (a standing
+// queue in the sockets), until a younger one comes.
+func (srv *Server) ageLimit(ws *workerState, age, now int64) int64 {
+	target := srv.ageTarget
+	if target <= 0 {
+		return srv.maxAge
 	}
-	return age >= limit
+	switch {
+	case age < target:
+		ws.ageAbove = 0
+	case ws.ageAbove == 0:
+		ws.ageAbove = now
+	case now-ws.ageAbove >= srv.ageInterval:
+		return target // standing: serve the fresh, reject the old
+	}
+	return srv.maxAge
 }
 
 // run starts the current request's coroutine: its handler, or its
