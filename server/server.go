@@ -123,8 +123,8 @@ type Server struct {
 	// With a CoDel queue, the age limit drops to ageTarget once requests
 	// have all been older than it for ageInterval (0: no CoDel).
 	ageTarget, ageInterval int64
-	stamps  bool  // read with kernel receive stamps (maxAge > 0)
-	ws      []*workerState
+	stamps                 bool // read with kernel receive stamps (maxAge > 0)
+	ws                     []*workerState
 
 	adm      admission
 	q        *queue.Queue
