@@ -7,10 +7,22 @@
 // coordinated omission), and has a client deadline measured from that same
 // scheduled time: a request not fully answered by then counts as failed.
 //
-// The generator checks itself: when it starts a request more than
-// Config.LagLimit after its schedule, or has to drop one because too many
-// are in flight, the Result is marked Behind, and such a run does not count
-// (the target was not offered the asked load).
+// The offered load is either one rate for one duration or, for a step
+// response, a profile of Config.Phases run back to back, with the outcomes
+// counted per Config.Bucket of scheduled time. Config.NewConn picks
+// requests that go out on a fresh connection, dialled for them and closed
+// after the answer, while the others share a pool of kept-alive
+// connections; with Config.Classify they can be counted as classes of
+// their own.
+//
+// The generator checks itself: when it starts more than Config.LateShare
+// of its requests more than Config.LagLimit after their schedule, or has to
+// drop one because too many are in flight, the Result is marked Behind, and
+// such a run does not count (the target was not offered the asked load).
+//
+// Calibrate measures a target's capacity the other way, closed loop: a
+// fixed number of workers, each sending its next request as soon as the
+// previous one is answered, and reports the goodput reached.
 package bench
 
 import (
@@ -22,6 +34,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,10 +43,18 @@ import (
 	"github.com/sluice-go/sluice/reject"
 )
 
+// SendTick is the shortest sleep of Run's dispatcher: requests due within
+// a tick of each other go out together, up to a tick late (the lateness is
+// part of their measured latency), and the dispatcher wakes at most once
+// per tick instead of once per request.
+const SendTick = time.Millisecond
+
 // Defaults of Config's zero fields.
 const (
 	DefaultDeadline = time.Second
 	DefaultLagLimit = 10 * time.Millisecond
+	// DefaultLateShare is Config.LateShare's default.
+	DefaultLateShare = 0.01
 	// MaxConns caps the derived connection pool size.
 	MaxConns = 2048
 	// MaxInFlight caps the derived bound on requests in flight.
@@ -47,11 +68,19 @@ type Config struct {
 	URL string
 	// Method is the request method; empty means GET.
 	Method string
-	// Rate is the offered load in requests per second; it must be > 0.
+	// Rate is the offered load in requests per second; it must be > 0
+	// unless Phases is set, and zero if it is.
 	Rate float64
-	// Duration is how long to send; it must be > 0. Run returns after the
-	// last request sent is answered or past its deadline.
+	// Duration is how long to send; it must be > 0 unless Phases is set,
+	// and zero if it is. Run returns after the last request sent is
+	// answered or past its deadline.
 	Duration time.Duration
+	// Phases, when not empty, replaces Rate and Duration with a load
+	// profile: each phase's Rate for its Duration, back to back from the
+	// start of the run (low, high, low for a step response). Every phase
+	// must have a positive finite Rate and a positive Duration. See
+	// Arrival for what happens at the boundaries.
+	Phases []Phase
 	// Arrival is the law of the gaps between sends.
 	Arrival Arrival
 	// Seed seeds the Poisson gaps.
@@ -61,13 +90,14 @@ type Config struct {
 	Deadline time.Duration
 	// Conns is the connection pool size of the client Run builds
 	// (MaxConnsPerHost and idle connections kept). Zero derives it from
-	// Little's law, ceil(Rate*Deadline), the most requests that can be in
+	// Little's law, ceil(Peak*Deadline), the most requests that can be in
 	// flight within the deadline, capped at MaxConns: requests then wait
-	// in the server, not in the client. Ignored when Client is set.
+	// in the server, not in the client. Peak is Rate, or the highest rate
+	// of Phases. Ignored when Client is set.
 	Conns int
 	// MaxInFlight bounds the requests in flight; a request scheduled while
 	// the bound is reached is not sent, counts as Failed and Dropped, and
-	// marks the run Behind. Zero means max(2*ceil(Rate*Deadline), Conns)
+	// marks the run Behind. Zero means max(2*ceil(Peak*Deadline), Conns)
 	// + 64, capped at the package's MaxInFlight.
 	MaxInFlight int
 	// LagLimit is how late after its schedule a request may start before
@@ -75,19 +105,42 @@ type Config struct {
 	// magnitude above the timer and scheduler jitter of an idle loopback
 	// machine, and a tenth of a short queue timeout).
 	LagLimit time.Duration
+	// LateShare is the share of the requests sent that may start more
+	// than LagLimit late before the run is Behind; zero means
+	// DefaultLateShare (1%: a scheduler hiccup of the generator's process
+	// delays a few sends, which the latencies count since they run from
+	// the schedule, without changing the load offered). Negative means
+	// none may.
+	LateShare float64
 	// Classify, when set, is called with each request's index and returns
 	// the class the request is counted under and header fields to add
 	// (tenant, priority). The header is not modified and may be shared.
 	// Nil counts everything under the class "".
 	Classify func(i int) (class string, header http.Header)
+	// NewConn, when set, is called with each request's index; a request
+	// for which it returns true is sent on a fresh TCP connection,
+	// dialled for it alone and closed after its answer (a second client
+	// Run builds, with keep-alives disabled), instead of on the pool of
+	// kept-alive connections. Run cannot build that client from a caller's
+	// one, so setting both NewConn and Client is an error.
+	NewConn func(i int) bool
 	// Client sends the requests; nil builds one with a pool of Conns
-	// connections, closed at the end of the run.
+	// connections, closed at the end of the run. It cannot be combined
+	// with NewConn.
 	Client *http.Client
 	// Bucket, when set, makes Run also report Result.Series: the outcomes
 	// of the requests scheduled in each Bucket of the run (100 ms for a
 	// step response), counted by scheduled time, so a bucket's goodput is
-	// what the target did with the load offered then.
+	// what the target did with the load offered then. The buckets cover
+	// the whole run, every phase included.
 	Bucket time.Duration
+}
+
+// Phase is one stretch of a load profile: Rate requests per second for
+// Duration.
+type Phase struct {
+	Rate     float64
+	Duration time.Duration
 }
 
 // ClassResult counts the requests of one class.
@@ -106,13 +159,13 @@ type ClassResult struct {
 // Result is the outcome of a run. Its counts are the sums over ByClass.
 type Result struct {
 	Offered, Sent, OK, Rejected, Failed, Dropped int64
-	// Duration is the sending window: Config.Duration, or less if the
-	// context ended first.
+	// Duration is the sending window: Config.Duration or the sum of the
+	// durations of Config.Phases, or less if the context ended first.
 	Duration time.Duration
 	ByClass  map[string]*ClassResult
-	// Behind reports that the generator could not keep the schedule: at
-	// least one request started more than LagLimit late (Late counts
-	// them) or was dropped. Such a run does not count.
+	// Behind reports that the generator could not keep the schedule: more
+	// than LateShare of the requests sent started more than LagLimit late
+	// (Late counts them), or one was dropped. Such a run does not count.
 	Behind bool
 	Late   int64
 	// MaxLag is the largest delay between a request's schedule and its
@@ -161,7 +214,7 @@ func checkLoopback(raw string) (*url.URL, error) {
 
 type runner struct {
 	cfg      Config
-	client   *http.Client
+	snd      sender
 	deadline time.Duration
 	histMax  int64
 
@@ -221,125 +274,170 @@ func (r *runner) bucket(off time.Duration) *Bucket {
 	return &r.res.Series[i]
 }
 
-// send performs one request scheduled at at.
-func (r *runner) send(ctx context.Context, at time.Time, c *ClassResult, b *Bucket, hdr http.Header) {
-	ctx, cancel := context.WithDeadline(ctx, at.Add(r.deadline))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.cfg.Method, r.cfg.URL, nil)
+// exchange sends req with client, reads the answer's body to the end and
+// classifies the answer. It does not look at the time taken.
+func exchange(client *http.Client, req *http.Request) outcome {
+	resp, err := client.Do(req)
 	if err != nil {
-		r.record(c, b, outFailed, 0)
-		return
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		r.record(c, b, outFailed, 0)
-		return
+		return outFailed
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	lat := time.Since(at)
 	switch {
-	case err != nil || lat > r.deadline:
-		r.record(c, b, outFailed, 0)
+	case err != nil:
+		return outFailed
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		r.record(c, b, outOK, lat)
+		return outOK
 	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(reject.NotStartedHeader) == "1":
-		r.record(c, b, outRejected, 0)
-	default:
-		r.record(c, b, outFailed, 0)
+		return outRejected
 	}
+	return outFailed
 }
 
-// Run offers cfg.Rate requests per second to cfg.URL for cfg.Duration and
-// returns what came back. It returns an error for a bad Config; if ctx ends
-// early, it stops sending, waits for the requests in flight (they are
-// cancelled with ctx) and returns the partial Result with ctx's error.
-// Run leaves no goroutine behind.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+// send performs one request scheduled at at, on a new connection when
+// fresh.
+func (r *runner) send(ctx context.Context, fresh bool, at time.Time, c *ClassResult, b *Bucket, hdr http.Header) {
+	o := r.snd.send(ctx, at.Add(r.deadline), fresh, hdr)
+	lat := time.Since(at)
+	if lat > r.deadline {
+		o = outFailed
+	}
+	r.record(c, b, o, lat)
+}
+
+// plan is a valid Config with its defaults filled in and its load profile
+// spelled out.
+type plan struct {
+	Config
+	phases []Phase
+	total  time.Duration // the sum of the phases' durations
+	peak   float64       // the highest phase rate
+}
+
+// newPlan checks cfg and fills in its defaults.
+func newPlan(cfg Config) (plan, error) {
 	if _, err := checkLoopback(cfg.URL); err != nil {
-		return nil, err
+		return plan{}, err
 	}
-	if !(cfg.Rate > 0) || math.IsInf(cfg.Rate, 0) {
-		return nil, errors.New("bench: Rate must be positive and finite")
+	p := plan{Config: cfg}
+	if len(cfg.Phases) == 0 {
+		if !(cfg.Rate > 0) || math.IsInf(cfg.Rate, 0) {
+			return plan{}, errors.New("bench: Rate must be positive and finite")
+		}
+		if cfg.Duration <= 0 {
+			return plan{}, errors.New("bench: Duration must be positive")
+		}
+		p.phases = []Phase{{Rate: cfg.Rate, Duration: cfg.Duration}}
+	} else {
+		if cfg.Rate != 0 || cfg.Duration != 0 {
+			return plan{}, errors.New("bench: Rate and Duration must be zero when Phases is set")
+		}
+		// A copy, so that the caller may reuse its slice during the run.
+		p.phases = slices.Clone(cfg.Phases)
 	}
-	if cfg.Duration <= 0 {
-		return nil, errors.New("bench: Duration must be positive")
+	for i, ph := range p.phases {
+		if !(ph.Rate > 0) || math.IsInf(ph.Rate, 0) {
+			return plan{}, fmt.Errorf("bench: phase %d: Rate %v must be positive and finite", i, ph.Rate)
+		}
+		if ph.Duration <= 0 {
+			return plan{}, fmt.Errorf("bench: phase %d: Duration %v must be positive", i, ph.Duration)
+		}
+		if p.total > math.MaxInt64-ph.Duration {
+			return plan{}, fmt.Errorf("bench: phase %d: the profile's total duration overflows", i)
+		}
+		p.total += ph.Duration
+		p.peak = max(p.peak, ph.Rate)
 	}
 	if cfg.Arrival > Poisson {
-		return nil, fmt.Errorf("bench: unknown Arrival %d", cfg.Arrival)
+		return plan{}, fmt.Errorf("bench: unknown Arrival %d", cfg.Arrival)
 	}
-	if cfg.Deadline <= 0 {
-		cfg.Deadline = DefaultDeadline
+	if cfg.NewConn != nil && cfg.Client != nil {
+		return plan{}, errors.New("bench: NewConn cannot be used with Client: Run builds the fresh-connection client itself")
 	}
-	if cfg.LagLimit <= 0 {
-		cfg.LagLimit = DefaultLagLimit
+	if p.Deadline <= 0 {
+		p.Deadline = DefaultDeadline
 	}
-	if cfg.Method == "" {
-		cfg.Method = http.MethodGet
+	if p.LagLimit <= 0 {
+		p.LagLimit = DefaultLagLimit
 	}
-	little := int(min(math.Ceil(cfg.Rate*cfg.Deadline.Seconds()), MaxInFlight))
-	if cfg.Conns <= 0 {
-		cfg.Conns = min(max(little, 1), MaxConns)
+	switch {
+	case p.LateShare == 0:
+		p.LateShare = DefaultLateShare
+	case p.LateShare < 0 || math.IsNaN(p.LateShare):
+		p.LateShare = 0
 	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = min(max(2*little, cfg.Conns)+64, MaxInFlight)
+	if p.Method == "" {
+		p.Method = http.MethodGet
 	}
+	little := int(min(math.Ceil(p.peak*p.Deadline.Seconds()), MaxInFlight))
+	if p.Conns <= 0 {
+		p.Conns = min(max(little, 1), MaxConns)
+	}
+	if p.MaxInFlight <= 0 {
+		p.MaxInFlight = min(max(2*little, p.Conns)+64, MaxInFlight)
+	}
+	return p, nil
+}
 
+// Run offers cfg's load (Rate for Duration, or each of Phases in turn) to
+// cfg.URL and returns what came back. It returns an error for a bad Config;
+// if ctx ends early, it stops sending, waits for the requests in flight
+// (they are cancelled with ctx) and returns the partial Result with ctx's
+// error. Run leaves no goroutine behind.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	p, err := newPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = p.Config
+
+	u, _ := url.Parse(cfg.URL) // checked by newPlan
+	snd, err := newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.close()
 	r := &runner{
 		cfg:      cfg,
-		client:   cfg.Client,
+		snd:      snd,
 		deadline: cfg.Deadline,
 		histMax:  max(2*cfg.Deadline.Microseconds(), 1),
 	}
 	r.res.ByClass = make(map[string]*ClassResult)
-	if r.client == nil {
-		tr := &http.Transport{
-			Proxy:               nil, // loopback: never through a proxy
-			DialContext:         (&net.Dialer{Timeout: cfg.Deadline}).DialContext,
-			MaxIdleConns:        cfg.Conns,
-			MaxIdleConnsPerHost: cfg.Conns,
-			MaxConnsPerHost:     cfg.Conns,
-			IdleConnTimeout:     30 * time.Second,
-			DisableCompression:  true,
-		}
-		defer tr.CloseIdleConnections()
-		r.client = &http.Client{Transport: tr}
-	}
 
 	var (
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, cfg.MaxInFlight)
 		lag   = lagTracker{limit: cfg.LagLimit}
-		sched = newSchedule(cfg.Arrival, cfg.Rate, cfg.Seed)
+		sched = newSchedule(cfg.Arrival, p.phases, cfg.Seed)
 		timer = time.NewTimer(time.Hour)
 	)
 	timer.Stop()
 	defer timer.Stop()
 
 	if cfg.Bucket > 0 {
-		n := int((cfg.Duration + cfg.Bucket - 1) / cfg.Bucket)
+		n := int((p.total-1)/cfg.Bucket) + 1
 		r.res.Series = make([]Bucket, n)
 		for i := range r.res.Series {
 			r.res.Series[i].Start = time.Duration(i) * cfg.Bucket
 		}
 	}
 	start := time.Now()
-	window := cfg.Duration
-	var err error
+	window := p.total
 dispatch:
 	for i := 0; ; i++ {
-		off := sched.next()
-		if off >= cfg.Duration {
+		off, more := sched.next()
+		if !more {
 			break
 		}
 		at := start.Add(off)
 		// Requests already due go out without sleeping: after a late
-		// wake-up the dispatcher sends everything it owes at once.
+		// wake-up the dispatcher sends everything it owes at once. It
+		// sleeps at least SendTick at a time, so that at high rates it
+		// wakes per tick, not per request; the delay this adds is
+		// counted in the requests' latencies.
 		if d := time.Until(at); d > 0 {
-			timer.Reset(d)
+			timer.Reset(max(d, SendTick))
 			select {
 			case <-ctx.Done():
 				err = ctx.Err()
@@ -358,6 +456,7 @@ dispatch:
 		if cfg.Classify != nil {
 			name, hdr = cfg.Classify(i)
 		}
+		fresh := cfg.NewConn != nil && cfg.NewConn(i)
 		r.mu.Lock()
 		c := r.class(name)
 		c.Offered++
@@ -375,7 +474,7 @@ dispatch:
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				r.send(ctx, at, c, b, hdr)
+				r.send(ctx, fresh, at, c, b, hdr)
 			}()
 		default:
 			r.mu.Lock()
@@ -391,7 +490,7 @@ dispatch:
 	wg.Wait()
 
 	res := &r.res
-	res.Duration = window
+	res.Duration = min(window, p.total)
 	for _, c := range res.ByClass {
 		res.Offered += c.Offered
 		res.Sent += c.Sent
@@ -402,6 +501,6 @@ dispatch:
 	}
 	res.MaxLag = lag.max
 	res.Late = lag.late
-	res.Behind = lag.late > 0 || res.Dropped > 0
+	res.Behind = float64(lag.late) > cfg.LateShare*float64(res.Sent) || res.Dropped > 0
 	return res, err
 }

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	ServeChild() // the child processes of StartProcess
 	goleak.VerifyTestMain(m)
 }
 
@@ -53,6 +57,8 @@ func TestRefusesBadConfig(t *testing.T) {
 	assert.Error(t, err, "zero duration")
 	_, err = Run(ctx, Config{URL: "http://127.0.0.1:1/", Rate: 1, Duration: 1, Arrival: 9})
 	assert.Error(t, err, "unknown arrival")
+	_, err = Run(ctx, Config{URL: "http://127.0.0.1:1/", Rate: 1, Duration: 1, NewConn: func(int) bool { return true }, Client: http.DefaultClient})
+	assert.Error(t, err, "NewConn with Client")
 	for _, u := range []string{"http://localhost:1/", "http://127.0.0.1:1/", "http://[::1]:1/", "http://127.1.2.3/"} {
 		_, err := checkLoopback(u)
 		assert.NoError(t, err, u)
@@ -248,4 +254,181 @@ func TestSeriesCountsByScheduledTime(t *testing.T) {
 	res, err = Run(context.Background(), Config{URL: url, Rate: 100, Duration: 100 * time.Millisecond})
 	require.NoError(t, err)
 	assert.Nil(t, res.Series, "no series without Config.Bucket")
+}
+
+func TestRefusesBadPhases(t *testing.T) {
+	ctx := context.Background()
+	u := "http://127.0.0.1:1/"
+	good := Phase{Rate: 10, Duration: time.Second}
+	for name, cfg := range map[string]Config{
+		"Rate with Phases":     {Rate: 10, Phases: []Phase{good}},
+		"Duration with Phases": {Duration: time.Second, Phases: []Phase{good}},
+		"zero rate":            {Phases: []Phase{good, {Duration: time.Second}}},
+		"negative rate":        {Phases: []Phase{{Rate: -1, Duration: time.Second}}},
+		"NaN rate":             {Phases: []Phase{{Rate: math.NaN(), Duration: time.Second}}},
+		"infinite rate":        {Phases: []Phase{{Rate: math.Inf(1), Duration: time.Second}}},
+		"zero duration":        {Phases: []Phase{good, {Rate: 10}}},
+		"negative duration":    {Phases: []Phase{{Rate: 10, Duration: -time.Second}}},
+		"total overflows":      {Phases: []Phase{{Rate: 1, Duration: math.MaxInt64 / 2}, {Rate: 1, Duration: math.MaxInt64/2 + 2}}},
+	} {
+		cfg.URL = u
+		_, err := Run(ctx, cfg)
+		assert.Error(t, err, name)
+	}
+}
+
+// The pool and the in-flight bound are sized for the highest phase rate.
+func TestPlanSizesForPeakPhase(t *testing.T) {
+	p, err := newPlan(Config{URL: "http://127.0.0.1:1/", Deadline: 100 * time.Millisecond, Phases: []Phase{
+		{Rate: 100, Duration: time.Second},
+		{Rate: 2000, Duration: time.Second},
+		{Rate: 100, Duration: time.Second},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, 2000.0, p.peak)
+	assert.Equal(t, 3*time.Second, p.total)
+	assert.Equal(t, 200, p.Conns, "ceil(2000/s * 100 ms)")
+	assert.Equal(t, 2*200+64, p.MaxInFlight)
+
+	p, err = newPlan(Config{URL: "http://127.0.0.1:1/", Rate: 50, Duration: time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, []Phase{{Rate: 50, Duration: time.Second}}, p.phases)
+	assert.Equal(t, 50, p.Conns, "ceil(50/s * DefaultDeadline)")
+}
+
+// A low-high-low step: each bucket offers its phase's rate.
+func TestPhasesStep(t *testing.T) {
+	u := testServer(t, ok)
+	const bucket = 100 * time.Millisecond
+	res, err := Run(context.Background(), Config{
+		URL: u, Bucket: bucket,
+		Phases: []Phase{
+			{Rate: 100, Duration: 200 * time.Millisecond},
+			{Rate: 400, Duration: 200 * time.Millisecond},
+			{Rate: 100, Duration: 200 * time.Millisecond},
+		},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 600*time.Millisecond, res.Duration)
+	assert.Equal(t, int64(20+80+20), res.Offered)
+	assert.Equal(t, res.Offered, res.OK+res.Rejected+res.Failed)
+	require.Len(t, res.Series, 6)
+	for i, want := range []int64{10, 10, 40, 40, 10, 10} {
+		assert.Equal(t, time.Duration(i)*bucket, res.Series[i].Start)
+		assert.InDelta(t, want, res.Series[i].Offered, 1, "bucket %d", i)
+	}
+	if !res.Behind {
+		assert.Equal(t, res.Offered, res.OK, "a fast target answers everything")
+	}
+}
+
+func TestPhasesPoisson(t *testing.T) {
+	u := testServer(t, ok)
+	res, err := Run(context.Background(), Config{
+		URL: u, Arrival: Poisson, Seed: 5, Bucket: 100 * time.Millisecond,
+		Phases: []Phase{
+			{Rate: 100, Duration: 100 * time.Millisecond},
+			{Rate: 1000, Duration: 200 * time.Millisecond},
+		},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 300*time.Millisecond, res.Duration)
+	require.Len(t, res.Series, 3)
+	// 10 then 2 x 100 expected: generous bounds.
+	assert.Less(t, res.Series[0].Offered, int64(40))
+	assert.InDelta(t, 200, res.Series[1].Offered+res.Series[2].Offered, 70)
+}
+
+func TestPhasesContextCancel(t *testing.T) {
+	u := testServer(t, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res, err := Run(ctx, Config{URL: u, Phases: []Phase{{Rate: 100, Duration: 50 * time.Millisecond}, {Rate: 100, Duration: 5 * time.Second}}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, res.Duration, time.Second)
+	assert.Less(t, res.Offered, int64(100))
+}
+
+// connServer is a loopback server that records which connection each
+// request came on, by class, and how many connections it accepted.
+type connServer struct {
+	url   string
+	mu    sync.Mutex
+	conns int
+	addrs map[string][]string // class -> RemoteAddr of each request
+}
+
+func newConnServer(t *testing.T) *connServer {
+	cs := &connServer{addrs: make(map[string][]string)}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cs.mu.Lock()
+		cs.addrs[r.Header.Get("X-Class")] = append(cs.addrs[r.Header.Get("X-Class")], r.RemoteAddr)
+		cs.mu.Unlock()
+		ok(w, r)
+	}))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			cs.mu.Lock()
+			cs.conns++
+			cs.mu.Unlock()
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	cs.url = s.URL
+	return cs
+}
+
+func distinct(xs []string) map[string]bool {
+	m := make(map[string]bool)
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func TestNewConn(t *testing.T) {
+	cs := newConnServer(t)
+	class := func(i int) string {
+		if i%2 == 1 {
+			return "new"
+		}
+		return "kept"
+	}
+	res, err := Run(context.Background(), Config{
+		URL: cs.url, Rate: 200, Duration: 200 * time.Millisecond,
+		// One kept-alive connection: the kept requests all share it.
+		Conns:   1,
+		NewConn: func(i int) bool { return class(i) == "new" },
+		Classify: func(i int) (string, http.Header) {
+			return class(i), http.Header{"X-Class": {class(i)}}
+		},
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(40), res.OK)
+	assert.Equal(t, int64(20), res.ByClass["kept"].OK)
+	assert.Equal(t, int64(20), res.ByClass["new"].OK)
+
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	kept, fresh := distinct(cs.addrs["kept"]), distinct(cs.addrs["new"])
+	assert.Len(t, cs.addrs["kept"], 20)
+	assert.Len(t, kept, 1, "kept requests reuse their connection")
+	assert.Len(t, cs.addrs["new"], 20)
+	assert.Len(t, fresh, 20, "each new-connection request has a connection of its own")
+	for a := range kept {
+		assert.False(t, fresh[a], "the kept connection is not used for new-connection requests")
+	}
+	assert.Equal(t, 21, cs.conns, "connections accepted")
+}
+
+// Without NewConn, every request goes on the pool.
+func TestNoNewConnReuses(t *testing.T) {
+	cs := newConnServer(t)
+	res, err := Run(context.Background(), Config{URL: cs.url, Rate: 200, Duration: 100 * time.Millisecond, Conns: 2})
+	require.NoError(t, err)
+	require.Equal(t, int64(20), res.OK)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	assert.LessOrEqual(t, cs.conns, 2)
 }

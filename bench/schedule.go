@@ -10,13 +10,18 @@ import (
 type Arrival uint8
 
 const (
-	// Constant sends request i at exactly i/Rate after the start.
+	// Constant sends request i at exactly i/Rate after the start (of
+	// its phase, with Config.Phases).
 	Constant Arrival = iota
 	// Poisson draws independent exponential gaps of mean 1/Rate, from a
 	// generator seeded with Config.Seed, so that a run is reproducible.
+	// With Config.Phases, a gap that would cross into the next phase is
+	// discarded and the draw starts over at the boundary with the next
+	// phase's rate (exact for a Poisson process whose rate steps there).
 	Poisson
 )
 
+// String returns the law's name: "constant", "poisson" or "unknown".
 func (a Arrival) String() string {
 	switch a {
 	case Constant:
@@ -28,37 +33,63 @@ func (a Arrival) String() string {
 }
 
 // schedule yields the send times of an open-loop run as offsets from its
-// start. It never looks at the clock: when a request is sent does not
-// depend on when earlier ones were answered.
+// start, phase after phase. It never looks at the clock: when a request is
+// sent does not depend on when earlier ones were answered.
+//
+// Each phase starts at the exact sum of the durations before it, so no
+// rounding accumulates across phases. At a phase boundary, Constant starts
+// over with a send at the boundary itself; Poisson discards the gap that
+// would cross it and draws anew from the boundary at the next phase's rate.
+// By the memorylessness of exponential gaps, that is exactly a Poisson
+// process whose rate steps at the boundary.
 type schedule struct {
 	arrival Arrival
-	rate    float64
+	phases  []Phase
 	rng     *rand.Rand
-	i       int     // requests yielded so far (Constant)
-	t       float64 // current offset in seconds (Poisson)
+	p       int           // current phase
+	base    time.Duration // offset of the start of phase p
+	i       int           // requests yielded in phase p (Constant)
+	t       float64       // offset in phase p of the last send, in seconds (Poisson)
 }
 
-func newSchedule(a Arrival, rate float64, seed uint64) *schedule {
+// newSchedule returns the schedule of phases, which must be valid (positive
+// finite rates, positive durations, a total that fits a time.Duration).
+func newSchedule(a Arrival, phases []Phase, seed uint64) *schedule {
 	return &schedule{
 		arrival: a,
-		rate:    rate,
+		phases:  phases,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 }
 
-// next returns the offset from the start of the next scheduled send.
-func (s *schedule) next() time.Duration {
-	var sec float64
-	switch s.arrival {
-	case Poisson:
-		s.t += s.rng.ExpFloat64() / s.rate
-		sec = s.t
-	default:
-		// Computed from the index, not summed, so that no rounding
-		// error accumulates over a long run.
-		sec = float64(s.i) / s.rate
-		s.i++
+// next returns the offset from the start of the next scheduled send, or
+// false once the last phase is over.
+func (s *schedule) next() (time.Duration, bool) {
+	for s.p < len(s.phases) {
+		ph := s.phases[s.p]
+		var off time.Duration
+		switch s.arrival {
+		case Poisson:
+			s.t += s.rng.ExpFloat64() / ph.Rate
+			off = seconds(s.t)
+		default:
+			// Computed from the index, not summed, so that no
+			// rounding error accumulates over a long phase.
+			off = seconds(float64(s.i) / ph.Rate)
+			s.i++
+		}
+		if off < ph.Duration {
+			return s.base + off, true
+		}
+		s.base += ph.Duration
+		s.p++
+		s.i, s.t = 0, 0
 	}
+	return 0, false
+}
+
+// seconds converts sec to a Duration, saturating at the largest one.
+func seconds(sec float64) time.Duration {
 	if sec >= float64(math.MaxInt64)/1e9 {
 		return time.Duration(math.MaxInt64)
 	}

@@ -18,9 +18,10 @@ import (
 func TestTargetsServeTheWeather(t *testing.T) {
 	for _, tg := range Targets() {
 		t.Run(tg.Name, func(t *testing.T) {
-			base, stop, err := tg.Start(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond})
+			rn, err := tg.Start(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond})
 			require.NoError(t, err)
-			defer func() { assert.NoError(t, stop()) }()
+			defer func() { assert.NoError(t, rn.Stop()) }()
+			base := rn.URL
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
 			resp, err := (&http.Client{Transport: tr}).Get(base + "/forecast?city=Oslo")

@@ -1,0 +1,396 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/reject"
+)
+
+// rawClient is the generator's own HTTP/1.1 client: GET requests on a pool
+// of kept-alive connections, or on a new connection each, with just enough
+// response parsing to tell a 2xx from a rejection and to find the end of
+// the body. It spends a fraction of the CPU time of net/http's Transport per
+// request (no per-connection goroutines, no header maps), which matters on a
+// machine whose CPUs the generator shares with the target.
+type rawClient struct {
+	addr   string
+	head   bool   // HEAD requests: answers have no body
+	prefix []byte // "GET /path HTTP/1.1\r\nHost: h\r\n"
+	plain  []byte // prefix and the empty line: the request without extras
+	dialer net.Dialer
+
+	mu     sync.Mutex
+	idle   []*rawConn
+	all    map[*rawConn]struct{} // every connection open, for abort
+	open   int                   // pooled connections open or being dialled
+	limit  int
+	waitCh chan struct{} // signalled when a connection becomes available
+	closed bool
+}
+
+type rawConn struct {
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func newRawClient(target *url.URL, method string, conns int, dialTimeout time.Duration) (*rawClient, error) {
+	if target.Scheme != "http" {
+		return nil, fmt.Errorf("bench: the built-in client speaks plain http, not %q; pass a Client", target.Scheme)
+	}
+	host := target.Host
+	if target.Port() == "" {
+		host = net.JoinHostPort(target.Hostname(), "80")
+	}
+	path := target.RequestURI()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, path, target.Host)
+	prefix := bytes.Clone(b.Bytes())
+	b.WriteString("\r\n")
+	return &rawClient{
+		addr:   host,
+		head:   method == http.MethodHead,
+		prefix: prefix,
+		plain:  b.Bytes(),
+		dialer: net.Dialer{Timeout: dialTimeout},
+		limit:  max(conns, 1),
+		waitCh: make(chan struct{}, 1),
+		all:    make(map[*rawConn]struct{}),
+	}, nil
+}
+
+// errClientClosed is returned once close has been called (newSender closes
+// the client when the run's context ends).
+var errClientClosed = errors.New("bench: client closed")
+
+// get returns an idle pooled connection, dials a new one while the pool is
+// below its limit, or waits for one to be returned.
+func (c *rawClient) get(ctx context.Context) (*rawConn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			c.signal() // pass the wake-up on to the next waiter
+			return nil, errClientClosed
+		}
+		if n := len(c.idle); n > 0 {
+			rc := c.idle[n-1]
+			c.idle = c.idle[:n-1]
+			more := n > 1
+			c.mu.Unlock()
+			if more {
+				c.signal() // pass the wake-up on to another waiter
+			}
+			return rc, nil
+		}
+		if c.open < c.limit {
+			c.open++
+			c.mu.Unlock()
+			rc, err := c.dial(ctx)
+			if err != nil {
+				c.release()
+			}
+			return rc, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.waitCh:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *rawClient) dial(ctx context.Context) (*rawConn, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errClientClosed
+	}
+	nc, err := c.dialer.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	rc := &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 4096)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, errClientClosed
+	}
+	c.all[rc] = struct{}{}
+	c.mu.Unlock()
+	return rc, nil
+}
+
+// drop closes a connection that will not be reused.
+func (c *rawClient) drop(rc *rawConn) {
+	c.mu.Lock()
+	delete(c.all, rc)
+	c.mu.Unlock()
+	rc.nc.Close()
+}
+
+// put returns a healthy connection to the pool.
+func (c *rawClient) put(rc *rawConn) {
+	c.mu.Lock()
+	if c.closed {
+		c.open--
+		delete(c.all, rc)
+		c.mu.Unlock()
+		rc.nc.Close()
+		return
+	}
+	c.idle = append(c.idle, rc)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// release accounts for a connection closed or never opened.
+func (c *rawClient) release() {
+	c.mu.Lock()
+	c.open--
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *rawClient) signal() {
+	select {
+	case c.waitCh <- struct{}{}:
+	default:
+	}
+}
+
+// close closes every connection, those in use too: their requests end at
+// once with an error. The client takes no new request after it.
+func (c *rawClient) close() {
+	c.mu.Lock()
+	c.closed = true
+	all := c.all
+	c.all = make(map[*rawConn]struct{})
+	c.open -= len(c.idle)
+	c.idle = nil
+	c.mu.Unlock()
+	for rc := range all {
+		rc.nc.Close()
+	}
+	c.signal()
+}
+
+// rawResult is what a request came back with.
+type rawResult struct {
+	status     int
+	notStarted bool // the Sluice-Not-Started marker was present
+}
+
+// do sends one request with the extra header fields hdr, on a new
+// connection when fresh, and reads the whole response by the deadline.
+func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) (rawResult, error) {
+	var (
+		rc  *rawConn
+		err error
+	)
+	if fresh {
+		rc, err = c.dial(ctx)
+	} else {
+		rc, err = c.get(ctx)
+	}
+	if err != nil {
+		return rawResult{}, err
+	}
+	// The connection's deadline is the request's: a pooled connection is
+	// only reused by a later request, which sets its own.
+	_ = rc.nc.SetDeadline(deadline)
+	res, keep, err := c.exchange(rc, hdr, fresh)
+	switch {
+	case fresh:
+		c.drop(rc)
+	case err == nil && keep:
+		c.put(rc)
+	default:
+		c.drop(rc)
+		c.release()
+	}
+	return res, err
+}
+
+// exchange writes the request and reads the response; keep reports whether
+// the connection can carry another request.
+func (c *rawClient) exchange(rc *rawConn, hdr http.Header, fresh bool) (rawResult, bool, error) {
+	req := c.plain
+	if len(hdr) > 0 || fresh {
+		b := bytes.NewBuffer(make([]byte, 0, len(c.prefix)+128))
+		b.Write(c.prefix)
+		for k, vs := range hdr {
+			for _, v := range vs {
+				fmt.Fprintf(b, "%s: %s\r\n", k, v)
+			}
+		}
+		if fresh {
+			b.WriteString("Connection: close\r\n")
+		}
+		b.WriteString("\r\n")
+		req = b.Bytes()
+	}
+	if _, err := rc.nc.Write(req); err != nil {
+		return rawResult{}, false, err
+	}
+	return readResponse(rc.br, c.head)
+}
+
+// readResponse reads the answer to one request from br: its status,
+// whether it carries the not-started marker, and its body (discarded; none
+// for a HEAD request). Interim 1xx responses before it are skipped. keep is
+// false when the connection must close after it.
+func readResponse(br *bufio.Reader, head bool) (res rawResult, keep bool, err error) {
+	for {
+		res, keep, err = readOne(br, head)
+		if err != nil || res.status/100 != 1 || res.status == http.StatusSwitchingProtocols {
+			return res, keep, err
+		}
+	}
+}
+
+// readOne reads one response, final or interim.
+func readOne(br *bufio.Reader, head bool) (res rawResult, keep bool, err error) {
+	line, err := readLine(br)
+	if err != nil {
+		return res, false, err
+	}
+	// "HTTP/1.1 200 OK"
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return res, false, fmt.Errorf("bench: bad status line %q", line)
+	}
+	res.status, err = strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return res, false, fmt.Errorf("bench: bad status line %q", line)
+	}
+	keep = line[7] == '1'
+	length, chunked := int64(-1), false
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return res, false, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return res, false, fmt.Errorf("bench: bad header line %q", line)
+		}
+		v = bytes.TrimSpace(v)
+		switch {
+		case asciiEqualFold(k, "Content-Length"):
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n < 0 {
+				return res, false, fmt.Errorf("bench: bad Content-Length %q", v)
+			}
+			length = n
+		case asciiEqualFold(k, "Transfer-Encoding"):
+			chunked = asciiEqualFold(v, "chunked")
+		case asciiEqualFold(k, "Connection"):
+			if asciiEqualFold(v, "close") {
+				keep = false
+			}
+		case asciiEqualFold(k, reject.NotStartedHeader):
+			res.notStarted = string(v) == "1"
+		}
+	}
+	noBody := head || res.status == http.StatusNoContent || res.status == http.StatusNotModified || res.status/100 == 1
+	switch {
+	case noBody:
+	case chunked:
+		err = discardChunked(br)
+	case length >= 0:
+		_, err = br.Discard(int(length))
+	default:
+		// Until the server closes.
+		_, err = io.Copy(io.Discard, br)
+		keep = false
+	}
+	if err != nil {
+		return res, false, err
+	}
+	return res, keep, nil
+}
+
+// readLine reads a CRLF- (or LF-) terminated line without its terminator;
+// lines longer than the reader's buffer are an error.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+func discardChunked(br *bufio.Reader) error {
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return err
+		}
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bench: bad chunk size %q", line)
+		}
+		if n == 0 {
+			for { // trailer fields, then the empty line
+				t, err := readLine(br)
+				if err != nil {
+					return err
+				}
+				if len(t) == 0 {
+					return nil
+				}
+			}
+		}
+		if _, err := br.Discard(int(n)); err != nil {
+			return err
+		}
+		if t, err := readLine(br); err != nil || len(t) != 0 {
+			return errors.Join(err, errors.New("bench: chunk not followed by CRLF"))
+		}
+	}
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

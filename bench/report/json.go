@@ -1,0 +1,44 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sluice-go/sluice/bench"
+)
+
+// Document is the JSON form of a rendered report: the raw report with every
+// sample, the summary rows and the step rows. WriteJSON writes one and it
+// decodes back into the same values.
+type Document struct {
+	Report  *bench.Report `json:"report"`
+	Summary []Row         `json:"summary"`
+	Steps   []StepRow     `json:"steps"`
+}
+
+// NewDocument builds the Document of rep.
+func NewDocument(rep *bench.Report) Document {
+	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep)}
+	if d.Summary == nil {
+		d.Summary = []Row{}
+	}
+	if d.Steps == nil {
+		d.Steps = []StepRow{}
+	}
+	return d
+}
+
+// WriteJSON writes the Document of rep to w as indented JSON.
+func WriteJSON(w io.Writer, rep *bench.Report) error {
+	if rep == nil {
+		return errors.New("report: nil report")
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(NewDocument(rep)); err != nil {
+		return fmt.Errorf("report: write JSON: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,343 @@
+// Package report renders the results of the overload benchmark (a
+// bench.Report) as aligned text tables, as JSON and as PNG plots.
+//
+// A bench.Report holds one bench.Sample per run: one target at one offered
+// load, repeated a few times. The report groups the repeats of the same
+// scenario, handler shape, target and offered multiple, and gives the
+// MEDIAN of each quantity over the repeats that count. A run whose load
+// generator fell behind its schedule (Sample.Behind) was not offered the
+// asked load, so it is left out of every median; the rows still say how
+// many runs were kept and how many were behind, and a row whose runs were
+// all behind is shown as such rather than as numbers.
+//
+// Summarize gives the rows of the sweep, shapes, slowdown, mix and step
+// scenarios, StepMetrics and SummarizeSteps the step response (how fast
+// goodput settles after the load steps up and how long rejections go on
+// after it steps down), WriteTable and WriteJSON print them, and Plots draws
+// goodput, latency and step-response charts.
+package report
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/sluice-go/sluice/bench"
+)
+
+// BaselineTarget is the target every other one is compared with: Row.Ratio
+// is a target's goodput over this one's.
+const BaselineTarget = "nethttp"
+
+// Row is the summary of the repeats of one target at one offered load in
+// one scenario and handler shape, for the whole sample or for one request
+// class. Rates are per second; every number is a median over the kept runs
+// (those not Behind), and 0 when no run was kept.
+type Row struct {
+	Scenario string `json:"scenario"`
+	Shape    string `json:"shape"`
+	Target   string `json:"target"`
+	// Multiple is the offered load as a multiple of the capacity (for the
+	// step scenario, the high one).
+	Multiple float64 `json:"multiple"`
+	// Class is the request class the row counts, or "" for the whole
+	// sample.
+	Class string `json:"class,omitempty"`
+	// Runs is the number of kept runs, Behind the number of runs left out
+	// because the generator fell behind.
+	Runs   int `json:"runs"`
+	Behind int `json:"behind"`
+	// Capacity is the median of the capacity C measured in each kept run
+	// (of the whole target, also on a class row).
+	Capacity float64 `json:"capacity"`
+	Offered  float64 `json:"offered"`
+	Goodput  float64 `json:"goodput"`
+	Rejected float64 `json:"rejected"`
+	Failed   float64 `json:"failed"`
+	// GoodputFrac is the median over the kept runs of goodput / C, each run
+	// against the capacity measured in its own repeat (runs without a
+	// capacity are left out).
+	GoodputFrac float64 `json:"goodput_frac"`
+	// RejectedFrac and FailedFrac are the medians over the kept runs of the
+	// rejected and failed rates as fractions of the offered rate.
+	RejectedFrac float64 `json:"rejected_frac"`
+	FailedFrac   float64 `json:"failed_frac"`
+	// BaselineGoodput is the median goodput of BaselineTarget for the same
+	// scenario, shape, multiple and class; 0 when it has no kept run.
+	BaselineGoodput float64 `json:"baseline_goodput"`
+	// Ratio is Goodput / BaselineGoodput, or 0 when BaselineGoodput is 0
+	// (the baseline is absent, all behind, or served nothing).
+	Ratio float64 `json:"ratio"`
+	// P50, P99 and P999 are latency percentiles of the OK answers in
+	// milliseconds, medians over the kept runs that had some goodput (a run
+	// without OK answers has no latency); 0 when there is none.
+	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p999_ms"`
+	// TargetCPU and GeneratorCPU are the medians of the CPU-seconds per
+	// second the target and the load generator used during the run (0 on
+	// class rows and when unmeasured).
+	TargetCPU    float64 `json:"target_cpu"`
+	GeneratorCPU float64 `json:"generator_cpu"`
+	// Efficiency is the median of the target's goodput per CPU-second it
+	// used, relative to the same at capacity (C over the CPU it used while
+	// calibrated): 1 means every CPU-second the target got turned into as
+	// much goodput as at capacity. On a machine shared with the generator,
+	// goodput/C also falls because the generator takes CPU as the offered
+	// load grows; Efficiency does not. 0 when unmeasured.
+	Efficiency float64 `json:"efficiency"`
+	// Indicative marks a row with no kept run: its numbers are the
+	// medians over the runs whose generator fell behind, shown for
+	// information and counted nowhere (not in Ratio either).
+	Indicative bool `json:"indicative,omitempty"`
+}
+
+// scenarioRank gives the position of a scenario in the report: sweep,
+// shapes, slowdown, mix, step, then any other.
+func scenarioRank(s string) int {
+	switch s {
+	case bench.ScenarioSweep:
+		return 0
+	case bench.ScenarioShapes:
+		return 1
+	case bench.ScenarioSlowdown:
+		return 2
+	case bench.ScenarioMix:
+		return 3
+	case bench.ScenarioStep:
+		return 4
+	default:
+		return 5
+	}
+}
+
+// multipleKey rounds a multiple so that values equal up to float noise
+// fall in the same group.
+func multipleKey(m float64) float64 {
+	return math.Round(m*1e6) / 1e6
+}
+
+// groupKey identifies the repeats that one Row summarises.
+type groupKey struct {
+	scenario, shape, target string
+	multiple                float64
+}
+
+// group is the samples of one groupKey, in report order.
+type group struct {
+	key     groupKey
+	samples []bench.Sample
+}
+
+// targetRanks maps each target to the position of its first appearance in
+// the report.
+func targetRanks(rep *bench.Report) map[string]int {
+	ranks := make(map[string]int)
+	for _, s := range rep.Samples {
+		if _, ok := ranks[s.Target]; !ok {
+			ranks[s.Target] = len(ranks)
+		}
+	}
+	return ranks
+}
+
+// groups collects the samples of rep by scenario, shape, target and
+// multiple, in report order (sorted by the caller).
+func groups(rep *bench.Report) []*group {
+	var out []*group
+	index := make(map[groupKey]*group)
+	for _, s := range rep.Samples {
+		k := groupKey{s.Scenario, s.Shape, s.Target, multipleKey(s.Multiple)}
+		g, ok := index[k]
+		if !ok {
+			g = &group{key: k}
+			index[k] = g
+			out = append(out, g)
+		}
+		g.samples = append(g.samples, s)
+	}
+	return out
+}
+
+// less orders rows: scenario (scenarioOrder, then by name), shape,
+// multiple, target (first appearance), then the whole sample before its
+// classes, classes by name.
+func less(a, b *Row, ranks map[string]int) bool {
+	if ra, rb := scenarioRank(a.Scenario), scenarioRank(b.Scenario); ra != rb {
+		return ra < rb
+	}
+	if a.Scenario != b.Scenario {
+		return a.Scenario < b.Scenario
+	}
+	if a.Shape != b.Shape {
+		return a.Shape < b.Shape
+	}
+	if a.Multiple != b.Multiple {
+		return a.Multiple < b.Multiple
+	}
+	if ra, rb := ranks[a.Target], ranks[b.Target]; ra != rb {
+		return ra < rb
+	}
+	return a.Class < b.Class
+}
+
+// Summarize groups the samples of rep by scenario, handler shape, target
+// and offered multiple and returns one Row per group for the whole sample
+// plus, when samples have Classes, one Row per class. Each number is a
+// median over the repeats that are not Behind (see Row). Rows are ordered
+// by scenario (sweep, shapes, slowdown, mix, step, then any other by
+// name), shape, ascending multiple, target in the order it first appears in
+// rep, and class ("" first). It returns nil for a nil or empty report.
+func Summarize(rep *bench.Report) []Row {
+	if rep == nil {
+		return nil
+	}
+	var rows []Row
+	for _, g := range groups(rep) {
+		rows = append(rows, summarizeGroup(g)...)
+	}
+	ranks := targetRanks(rep)
+	sort.SliceStable(rows, func(i, j int) bool { return less(&rows[i], &rows[j], ranks) })
+
+	type baseKey struct {
+		scenario, shape, class string
+		multiple               float64
+	}
+	base := make(map[baseKey]float64)
+	for _, r := range rows {
+		if r.Target == BaselineTarget && r.Runs > 0 {
+			base[baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}] = r.Goodput
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		r.BaselineGoodput = base[baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}]
+		if r.BaselineGoodput > 0 && !r.Indicative {
+			r.Ratio = r.Goodput / r.BaselineGoodput
+		}
+	}
+	return rows
+}
+
+// part is what a Row is computed from in one run: the whole sample's or
+// one class's rates and latencies, and the run's capacity.
+type part struct {
+	behind   bool
+	capacity float64
+	rates    bench.Rates
+	latency  bench.Percentiles
+	// CPU-seconds per second: the target's and the generator's during
+	// the run, the target's during its calibration (0 on class parts).
+	targetCPU, genCPU, capCPU float64
+}
+
+// summarizeGroup returns the whole-sample Row of g, then one Row per
+// class, classes by name.
+func summarizeGroup(g *group) []Row {
+	whole := make([]part, 0, len(g.samples))
+	classes := make(map[string][]part)
+	for _, s := range g.samples {
+		whole = append(whole, part{s.Behind, s.Capacity, s.Rates, s.Latency, s.TargetCPU, s.GeneratorCPU, s.CapacityCPU})
+		for name, c := range s.Classes {
+			classes[name] = append(classes[name], part{behind: s.Behind, capacity: s.Capacity, rates: c.Rates, latency: c.Latency})
+		}
+	}
+	rows := []Row{summarizeParts(g.key, "", whole)}
+	names := make([]string, 0, len(classes))
+	for name := range classes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rows = append(rows, summarizeParts(g.key, name, classes[name]))
+	}
+	return rows
+}
+
+// summarizeParts computes one Row from the runs of a group.
+func summarizeParts(k groupKey, class string, parts []part) Row {
+	r := summarizeSome(k, class, parts, false)
+	if r.Runs == 0 && r.Behind > 0 {
+		// No run counts: show what the behind ones measured, flagged.
+		ind := summarizeSome(k, class, parts, true)
+		ind.Runs, ind.Behind, ind.Indicative = 0, r.Behind, true
+		return ind
+	}
+	return r
+}
+
+// summarizeSome takes the medians over the kept parts, or over the behind
+// ones when behind is set.
+func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
+	r := Row{
+		Scenario: k.scenario,
+		Shape:    k.shape,
+		Target:   k.target,
+		Multiple: k.multiple,
+		Class:    class,
+	}
+	var capacity, offered, goodput, rejected, failed []float64
+	var goodFrac, rejFrac, failFrac, p50, p99, p999 []float64
+	var tcpu, gcpu, eff []float64
+	for _, p := range parts {
+		if p.behind != behind {
+			r.Behind++
+			continue
+		}
+		r.Runs++
+		capacity = append(capacity, p.capacity)
+		offered = append(offered, p.rates.Offered)
+		goodput = append(goodput, p.rates.Goodput)
+		rejected = append(rejected, p.rates.Rejected)
+		failed = append(failed, p.rates.Failed)
+		if p.capacity > 0 {
+			goodFrac = append(goodFrac, p.rates.Goodput/p.capacity)
+		}
+		if p.rates.Offered > 0 {
+			rejFrac = append(rejFrac, p.rates.Rejected/p.rates.Offered)
+			failFrac = append(failFrac, p.rates.Failed/p.rates.Offered)
+		}
+		if p.targetCPU > 0 {
+			tcpu = append(tcpu, p.targetCPU)
+			gcpu = append(gcpu, p.genCPU)
+			if p.capCPU > 0 && p.capacity > 0 {
+				eff = append(eff, (p.rates.Goodput/p.targetCPU)/(p.capacity/p.capCPU))
+			}
+		}
+		if p.rates.Goodput > 0 {
+			p50 = append(p50, p.latency.P50)
+			p99 = append(p99, p.latency.P99)
+			p999 = append(p999, p.latency.P999)
+		}
+	}
+	r.Capacity = median(capacity)
+	r.Offered = median(offered)
+	r.Goodput = median(goodput)
+	r.Rejected = median(rejected)
+	r.Failed = median(failed)
+	r.GoodputFrac = median(goodFrac)
+	r.RejectedFrac = median(rejFrac)
+	r.FailedFrac = median(failFrac)
+	r.P50 = median(p50)
+	r.P99 = median(p99)
+	r.P999 = median(p999)
+	r.TargetCPU = median(tcpu)
+	r.GeneratorCPU = median(gcpu)
+	r.Efficiency = median(eff)
+	return r
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none. It does not modify xs.
+func median(xs []float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

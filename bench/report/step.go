@@ -1,0 +1,242 @@
+package report
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sluice-go/sluice/bench"
+)
+
+// SettleBand is how close to its level goodput must stay, as a fraction of
+// the level, for the step response to count as settled.
+const SettleBand = 0.10
+
+// Step is the step response of one step sample, read from its Series.
+// Rates are per second: a bucket's count divided by the bucket width.
+//
+// The high phase is the buckets that lie wholly within [Step.Up,
+// Step.Down]. Steady is the median goodput of the high-phase buckets that
+// start in its second half, HighOffered the median offered rate of all
+// high-phase buckets, and Level = min(Steady, HighOffered) the goodput the
+// target settles at.
+//
+// ReactTime is the time from Step.Up to the start of the first high-phase
+// bucket from which on every high-phase bucket, up to Step.Down, has a
+// goodput within SettleBand (10 %) of Level, above or below. It is a
+// multiple of the bucket width when Step.Up falls on a bucket boundary,
+// and 0 when goodput is at its level from the first high bucket on. When
+// even the last high-phase bucket is outside the band, Settled is false
+// and ReactTime is the whole high phase, Step.Down - Step.Up. (The
+// target: at most 200 ms.)
+//
+// RecoverTime is the time from Step.Down to the end of the last bucket
+// ending after Step.Down that has any rejection or failure (a bucket's end
+// is capped at Step.End), or 0 when no such bucket has one. Recovered is
+// false when that bucket is the last of the series: the rejections went on
+// to the end of the run. (The target: no rejection later than 1 s after the
+// step down.)
+type Step struct {
+	// Bucket is the width of the series' buckets: the smallest gap between
+	// two consecutive bucket starts.
+	Bucket      time.Duration `json:"bucket"`
+	Steady      float64       `json:"steady"`
+	HighOffered float64       `json:"high_offered"`
+	Level       float64       `json:"level"`
+	ReactTime   time.Duration `json:"react"`
+	Settled     bool          `json:"settled"`
+	RecoverTime time.Duration `json:"recover"`
+	Recovered   bool          `json:"recovered"`
+}
+
+// bucketWidth returns the smallest positive gap between consecutive bucket
+// starts; for a single bucket, the time from its start to end (0 when
+// unknown).
+func bucketWidth(series []bench.Bucket, end time.Duration) time.Duration {
+	var w time.Duration
+	for i := 1; i < len(series); i++ {
+		if d := series[i].Start - series[i-1].Start; d > 0 && (w == 0 || d < w) {
+			w = d
+		}
+	}
+	if w == 0 && len(series) == 1 && end > series[0].Start {
+		w = end - series[0].Start
+	}
+	return w
+}
+
+// perSecond turns a bucket count into a rate.
+func perSecond(n int64, w time.Duration) float64 {
+	return float64(n) / w.Seconds()
+}
+
+// StepMetrics computes the step response of a step sample (see Step). It
+// returns false when s has no StepInfo, no usable Series (no bucket width,
+// Step.Down not after Step.Up) or no bucket in the second half of the high
+// phase. It does not look at s.Behind: callers leave Behind runs out.
+func StepMetrics(s bench.Sample) (Step, bool) {
+	info := s.Step
+	if info == nil || len(s.Series) == 0 || info.Down <= info.Up {
+		return Step{}, false
+	}
+	w := bucketWidth(s.Series, info.End)
+	if w <= 0 {
+		return Step{}, false
+	}
+	mid := info.Up + (info.Down-info.Up)/2
+	var high []bench.Bucket
+	var steady, offered []float64
+	for _, b := range s.Series {
+		if b.Start < info.Up || b.Start+w > info.Down {
+			continue
+		}
+		high = append(high, b)
+		offered = append(offered, perSecond(b.Offered, w))
+		if b.Start >= mid {
+			steady = append(steady, perSecond(b.OK, w))
+		}
+	}
+	if len(steady) == 0 {
+		return Step{}, false
+	}
+	st := Step{
+		Bucket:      w,
+		Steady:      median(steady),
+		HighOffered: median(offered),
+	}
+	st.Level = math.Min(st.Steady, st.HighOffered)
+
+	settle := len(high)
+	for i := len(high) - 1; i >= 0; i-- {
+		if math.Abs(perSecond(high[i].OK, w)-st.Level) > SettleBand*st.Level {
+			break
+		}
+		settle = i
+	}
+	if settle < len(high) {
+		st.Settled = true
+		st.ReactTime = high[settle].Start - info.Up
+	} else {
+		st.ReactTime = info.Down - info.Up
+	}
+
+	st.Recovered = true
+	for i, b := range s.Series {
+		end := b.Start + w
+		if info.End > 0 && end > info.End {
+			end = info.End
+		}
+		if end <= info.Down || b.Rejected+b.Failed == 0 {
+			continue
+		}
+		st.RecoverTime = end - info.Down
+		st.Recovered = i < len(s.Series)-1
+	}
+	return st, true
+}
+
+// StepRow summarises the step samples of one target, handler shape and
+// pair of multiples: medians over the kept runs (not Behind) whose
+// StepMetrics could be computed.
+type StepRow struct {
+	Shape  string  `json:"shape"`
+	Target string  `json:"target"`
+	Low    float64 `json:"low"`
+	High   float64 `json:"high"`
+	// Runs is the number of kept runs, Behind the number left out; Measured
+	// is the number of kept runs with step metrics.
+	Runs     int `json:"runs"`
+	Behind   int `json:"behind"`
+	Measured int `json:"measured"`
+	// Steady and HighOffered are in requests per second.
+	Steady      float64       `json:"steady"`
+	HighOffered float64       `json:"high_offered"`
+	ReactTime   time.Duration `json:"react"`
+	RecoverTime time.Duration `json:"recover"`
+	// Settled and Recovered count the measured runs that settled and that
+	// recovered before the end of the run.
+	Settled   int `json:"settled"`
+	Recovered int `json:"recovered"`
+}
+
+// stepKey identifies the repeats one StepRow summarises.
+type stepKey struct {
+	shape, target string
+	low, high     float64
+}
+
+// SummarizeSteps returns one StepRow per target, shape and pair of
+// multiples of the step scenario, ordered by shape, low then high
+// multiple, then target in the order it first appears in rep.
+func SummarizeSteps(rep *bench.Report) []StepRow {
+	if rep == nil {
+		return nil
+	}
+	var keys []stepKey
+	byKey := make(map[stepKey][]bench.Sample)
+	for _, s := range rep.Samples {
+		if s.Scenario != bench.ScenarioStep {
+			continue
+		}
+		k := stepKey{shape: s.Shape, target: s.Target, high: multipleKey(s.Multiple)}
+		if s.Step != nil {
+			k.low, k.high = multipleKey(s.Step.Low), multipleKey(s.Step.High)
+		}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], s)
+	}
+	ranks := targetRanks(rep)
+	sort.SliceStable(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		switch {
+		case a.shape != b.shape:
+			return a.shape < b.shape
+		case a.low != b.low:
+			return a.low < b.low
+		case a.high != b.high:
+			return a.high < b.high
+		default:
+			return ranks[a.target] < ranks[b.target]
+		}
+	})
+	rows := make([]StepRow, 0, len(keys))
+	for _, k := range keys {
+		rows = append(rows, summarizeStep(k, byKey[k]))
+	}
+	return rows
+}
+
+// summarizeStep computes the StepRow of the samples of one key.
+func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
+	r := StepRow{Shape: k.shape, Target: k.target, Low: k.low, High: k.high}
+	var steady, offered, react, recover []float64
+	for _, s := range samples {
+		if s.Behind {
+			r.Behind++
+			continue
+		}
+		r.Runs++
+		m, ok := StepMetrics(s)
+		if !ok {
+			continue
+		}
+		r.Measured++
+		steady = append(steady, m.Steady)
+		offered = append(offered, m.HighOffered)
+		react = append(react, float64(m.ReactTime))
+		recover = append(recover, float64(m.RecoverTime))
+		if m.Settled {
+			r.Settled++
+		}
+		if m.Recovered {
+			r.Recovered++
+		}
+	}
+	r.Steady = median(steady)
+	r.HighOffered = median(offered)
+	r.ReactTime = time.Duration(math.Round(median(react)))
+	r.RecoverTime = time.Duration(math.Round(median(recover)))
+	return r
+}

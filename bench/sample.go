@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Scenario names, as they appear in Sample.Scenario.
+const (
+	// ScenarioSweep offers 0.5x to 10x of each target's capacity.
+	ScenarioSweep = "sweep"
+	// ScenarioStep offers a low load, then a high one, then the low one
+	// again, and reports the outcome in buckets of 100 ms.
+	ScenarioStep = "step"
+	// ScenarioSlowdown offers a steady load while the database answers
+	// twice as slowly as the capacity was measured with.
+	ScenarioSlowdown = "slowdown"
+	// ScenarioShapes compares CPU-bound, I/O-bound and blocking handlers
+	// at the same multiples of their capacity.
+	ScenarioShapes = "shapes"
+	// ScenarioMix offers requests on kept-alive connections and on new
+	// connections together, counted as two classes.
+	ScenarioMix = "mix"
+)
+
+// Percentiles are latencies of the OK answers, in milliseconds.
+type Percentiles struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// Rates are a run's outcomes per second of its sending window.
+type Rates struct {
+	Offered  float64 `json:"offered"`
+	Goodput  float64 `json:"goodput"`  // 2xx within the deadline
+	Rejected float64 `json:"rejected"` // 503 marked not started
+	Failed   float64 `json:"failed"`   // anything else, deadline included
+}
+
+// StepInfo describes the load profile of a step sample, in multiples of
+// the target's capacity and offsets from the start of the run.
+type StepInfo struct {
+	Low  float64       `json:"low"`
+	High float64       `json:"high"`
+	Up   time.Duration `json:"up"`   // when the load steps up
+	Down time.Duration `json:"down"` // when it steps back down
+	End  time.Duration `json:"end"`  // the end of the sending window
+}
+
+// Sample is one run of one target at one offered load: the unit a report
+// aggregates (medians over repeats) and plots.
+type Sample struct {
+	Scenario string `json:"scenario"`
+	// Shape names the handler's shape (for example "cpu", "io",
+	// "blocking"); Handler gives its parameters.
+	Shape   string      `json:"shape"`
+	Handler HandlerSpec `json:"handler"`
+	Target  string      `json:"target"`
+	Repeat  int         `json:"repeat"`
+	// Capacity is C, the target's goodput when saturated, measured in
+	// the same repeat just before (requests per second).
+	Capacity float64 `json:"capacity"`
+	// CapacityCPU is the CPU time the target used per second while its
+	// capacity was measured: Capacity/CapacityCPU is its goodput per
+	// CPU-second at capacity, to compare with Rates.Goodput/TargetCPU.
+	CapacityCPU float64 `json:"capacity_cpu"`
+	// Multiple is the offered load as a multiple of Capacity (for a step,
+	// the high one).
+	Multiple float64 `json:"multiple"`
+	Rates    Rates   `json:"rates"`
+	// Requests is the number of requests scheduled.
+	Requests int64 `json:"requests"`
+	// Latency summarises the OK answers of all classes.
+	Latency Percentiles `json:"latency_ms"`
+	// Classes holds the rates and latencies per request class, when the
+	// scenario has more than one (mix: "kept", "new").
+	Classes map[string]ClassSample `json:"classes,omitempty"`
+	// Behind reports a run whose generator could not keep its schedule;
+	// it does not count (reports show it and leave it out of medians).
+	Behind bool          `json:"behind"`
+	MaxLag time.Duration `json:"max_lag"`
+	// Late is the number of requests the generator started more than its
+	// lag limit after their schedule.
+	Late int64 `json:"late"`
+	// TargetCPU and GeneratorCPU are the CPU time the target's process
+	// and the load generator's (this process) used during the run, in
+	// CPU-seconds per second of the run (the sending window and the wait
+	// for the last answers): on a machine where both share the CPUs, what
+	// the generator takes is not available to the target.
+	TargetCPU    float64 `json:"target_cpu"`
+	GeneratorCPU float64 `json:"generator_cpu"`
+	// Server holds the target's own counters at the end of the run, as
+	// it reported them (the sluice server's admission Stats: rejections
+	// by reason, queue waits); absent for targets without any.
+	Server json.RawMessage `json:"server,omitempty"`
+	// Step and Series are set for the step scenario.
+	Step   *StepInfo `json:"step,omitempty"`
+	Series []Bucket  `json:"series,omitempty"`
+}
+
+// ClassSample is one class's part of a Sample.
+type ClassSample struct {
+	Rates   Rates       `json:"rates"`
+	Latency Percentiles `json:"latency_ms"`
+}
+
+// HandlerSpec is the weather handler's shape, as the targets serve it.
+type HandlerSpec struct {
+	CPU      time.Duration `json:"cpu"`
+	DB       time.Duration `json:"db"`
+	Blocking bool          `json:"blocking"`
+}
+
+// Report is a whole benchmark run: how it was run and every sample.
+type Report struct {
+	// Command is the command line that reproduces the run.
+	Command string    `json:"command"`
+	Started time.Time `json:"started"`
+	// Machine describes where it ran (CPUs, GOMAXPROCS, Go version).
+	Machine  string        `json:"machine"`
+	Deadline time.Duration `json:"deadline"`
+	Repeats  int           `json:"repeats"`
+	Samples  []Sample      `json:"samples"`
+}

@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// sender sends one request and classifies its answer; Run and Calibrate
+// share it.
+type sender interface {
+	// send sends a request with the extra header fields hdr, on a
+	// connection of its own when fresh, and reads its answer to the end
+	// by deadline (or until ctx ends). It does not look at the time taken.
+	send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome
+	// close releases the connections.
+	close()
+}
+
+// newSender returns the built-in raw client for a plain-http URL, with a
+// pool of conns kept-alive connections, or net/http's client for anything
+// else: the caller's client when given, else one built with such a pool
+// (and, for fresh requests, a second one without keep-alives).
+func newSender(ctx context.Context, u *url.URL, method string, client *http.Client, conns int, dialTimeout time.Duration) (sender, error) {
+	if client == nil && u.Scheme == "http" {
+		rc, err := newRawClient(u, method, conns, dialTimeout)
+		if err != nil {
+			return nil, err
+		}
+		// The end of ctx closes every connection: the requests in
+		// flight end at once.
+		return &rawSender{rawClient: rc, stop: context.AfterFunc(ctx, rc.close)}, nil
+	}
+	hs := &httpSender{url: u.String(), method: method, client: client}
+	if client == nil {
+		dial := (&net.Dialer{Timeout: dialTimeout}).DialContext
+		kept := &http.Transport{
+			Proxy:               nil, // loopback: never through a proxy
+			DialContext:         dial,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			MaxConnsPerHost:     conns,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		}
+		fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true, DisableCompression: true}
+		hs.client = &http.Client{Transport: kept}
+		hs.fresh = &http.Client{Transport: fresh}
+		hs.transports = []*http.Transport{kept, fresh}
+	}
+	return hs, nil
+}
+
+// httpSender sends through net/http clients.
+type httpSender struct {
+	url, method   string
+	client, fresh *http.Client
+	transports    []*http.Transport // built here: closed by close
+}
+
+func (s *httpSender) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, s.method, s.url, nil)
+	if err != nil {
+		return outFailed
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	c := s.client
+	if fresh && s.fresh != nil {
+		c = s.fresh
+	}
+	return exchange(c, req)
+}
+
+func (s *httpSender) close() {
+	for _, t := range s.transports {
+		t.CloseIdleConnections()
+	}
+}
+
+// rawSender is the raw client as a sender, closed when the run's context
+// ends.
+type rawSender struct {
+	*rawClient
+	stop func() bool
+}
+
+func (s *rawSender) close() {
+	s.stop()
+	s.rawClient.close()
+}
+
+// send is the raw client's sender method.
+func (c *rawClient) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
+	res, err := c.do(ctx, deadline, fresh, hdr)
+	switch {
+	case err != nil:
+		return outFailed
+	case res.status >= 200 && res.status < 300:
+		return outOK
+	case res.status == http.StatusServiceUnavailable && res.notStarted:
+		return outRejected
+	}
+	return outFailed
+}

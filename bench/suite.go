@@ -1,0 +1,448 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Shape is a named shape of the weather handler.
+type Shape struct {
+	Name string
+	Spec HandlerSpec
+}
+
+// The handler shapes of the suite.
+var (
+	// ShapeIO waits 10 ms on its database through await.Sleep after 1 ms
+	// of CPU: I/O-bound, the seeds' io_isolated model.
+	ShapeIO = Shape{"io", HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond}}
+	// ShapeCPU computes for 1 ms and waits for nothing.
+	ShapeCPU = Shape{"cpu", HandlerSpec{CPU: time.Millisecond}}
+	// ShapeBlocking is ShapeIO with a database call that blocks the
+	// worker (time.Sleep): the isolated model.
+	ShapeBlocking = Shape{"blocking", HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond, Blocking: true}}
+)
+
+// StepConfig shapes the step scenario: Low×C for Before, High×C for
+// During, Low×C for After, counted in buckets of Bucket.
+type StepConfig struct {
+	Low, High             float64
+	Before, During, After time.Duration
+	Bucket                time.Duration
+}
+
+// SuiteConfig configures RunSuite. Zero fields take the defaults given.
+type SuiteConfig struct {
+	// Targets names the targets (see Targets); default all of them.
+	Targets []string
+	// Scenarios names the scenarios (Scenario* constants); default all.
+	Scenarios []string
+	// Shape is the handler shape of the sweep, step, slowdown and mix
+	// scenarios; default ShapeIO.
+	Shape Shape
+	// Shapes are compared by the shapes scenario; default ShapeCPU,
+	// ShapeIO and ShapeBlocking.
+	Shapes []Shape
+	// Multiples are the sweep's offered loads, in multiples of each
+	// target's capacity; default 0.5, 1, 2, 3, 5, 7, 10.
+	Multiples []float64
+	// ShapeMultiples are the offered loads of the shapes and mix
+	// scenarios; default 2 and 5.
+	ShapeMultiples []float64
+	// Duration is the sending window of each point; default 3 s.
+	Duration time.Duration
+	// Repeats is the number of repeats; targets alternate within each,
+	// in a rotated order; default 3.
+	Repeats int
+	// Deadline is the client deadline; default DefaultDeadline (1 s).
+	Deadline time.Duration
+	// Constant sends at constant gaps instead of Poisson arrivals.
+	Constant bool
+	// Seed seeds the Poisson arrivals (each run adds its index).
+	Seed uint64
+	// Calibrate configures the capacity measurement of each target, once
+	// per repeat and shape (its URL is ignored).
+	Calibrate CalibrateConfig
+	// Step shapes the step scenario; default 0.5x for 2 s, 3x for 3 s,
+	// 0.5x for 3 s, in 100 ms buckets.
+	Step StepConfig
+	// SlowdownFactor multiplies the database wait in the slowdown
+	// scenario; default 2. SlowdownMultiple is its offered load, in
+	// multiples of the capacity measured with the normal database;
+	// default 0.8.
+	SlowdownFactor, SlowdownMultiple float64
+	// NewFraction is the share of requests on new connections in the mix
+	// scenario, the rest on kept-alive ones; default 0.5.
+	NewFraction float64
+	// Launch starts the targets' child processes; nil runs this
+	// executable (which must call ServeChild first).
+	Launch Launcher
+	// Progress, if set, is called as the suite goes, with the planned
+	// time done and in all, and what runs now.
+	Progress func(done, total time.Duration, now string)
+	// Command is recorded in the Report as the command that reproduces
+	// the run.
+	Command string
+}
+
+func (c *SuiteConfig) defaults() error {
+	if len(c.Targets) == 0 {
+		for _, t := range Targets() {
+			c.Targets = append(c.Targets, t.Name)
+		}
+	}
+	for _, n := range c.Targets {
+		if _, ok := TargetByName(n); !ok {
+			return fmt.Errorf("bench: unknown target %q", n)
+		}
+	}
+	all := []string{ScenarioSweep, ScenarioShapes, ScenarioSlowdown, ScenarioMix, ScenarioStep}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = all
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(all, s) {
+			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, all)
+		}
+	}
+	if c.Shape.Name == "" {
+		c.Shape = ShapeIO
+	}
+	if len(c.Shapes) == 0 {
+		c.Shapes = []Shape{ShapeCPU, ShapeIO, ShapeBlocking}
+	}
+	if len(c.Multiples) == 0 {
+		c.Multiples = []float64{0.5, 1, 2, 3, 5, 7, 10}
+	}
+	if len(c.ShapeMultiples) == 0 {
+		c.ShapeMultiples = []float64{2, 5}
+	}
+	for _, m := range slices.Concat(c.Multiples, c.ShapeMultiples) {
+		if !(m > 0) || math.IsInf(m, 0) {
+			return fmt.Errorf("bench: offered multiple %v must be positive and finite", m)
+		}
+	}
+	if c.Duration <= 0 {
+		c.Duration = 3 * time.Second
+	}
+	if c.Repeats <= 0 {
+		c.Repeats = 3
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = DefaultDeadline
+	}
+	if c.Calibrate.Warmup <= 0 {
+		c.Calibrate.Warmup = 500 * time.Millisecond
+	}
+	if c.Calibrate.Duration <= 0 {
+		c.Calibrate.Duration = 2 * time.Second
+	}
+	c.Calibrate.Deadline = c.Deadline
+	s := &c.Step
+	if s.Low <= 0 {
+		s.Low = 0.5
+	}
+	if s.High <= 0 {
+		s.High = 3
+	}
+	if s.Before <= 0 {
+		s.Before = 2 * time.Second
+	}
+	if s.During <= 0 {
+		s.During = 3 * time.Second
+	}
+	if s.After <= 0 {
+		s.After = 3 * time.Second
+	}
+	if s.Bucket <= 0 {
+		s.Bucket = 100 * time.Millisecond
+	}
+	if c.SlowdownFactor <= 0 {
+		c.SlowdownFactor = 2
+	}
+	if c.SlowdownMultiple <= 0 {
+		c.SlowdownMultiple = 0.8
+	}
+	if c.NewFraction <= 0 || c.NewFraction > 1 {
+		c.NewFraction = 0.5
+	}
+	return nil
+}
+
+// point is one measurement the suite plans.
+type point struct {
+	scenario string
+	shape    Shape
+	spec     HandlerSpec // what the target serves (the slowdown's is slower)
+	multiple float64
+}
+
+// plan lists the points of one repeat for one target, grouped by the shape
+// whose capacity they are offered in multiples of.
+func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
+	points = make(map[string][]point)
+	add := func(sh Shape, p point) {
+		if _, ok := points[sh.Name]; !ok {
+			shapes = append(shapes, sh)
+		}
+		points[sh.Name] = append(points[sh.Name], p)
+	}
+	for _, sc := range c.Scenarios {
+		switch sc {
+		case ScenarioSweep:
+			for _, m := range c.Multiples {
+				add(c.Shape, point{sc, c.Shape, c.Shape.Spec, m})
+			}
+		case ScenarioShapes:
+			for _, sh := range c.Shapes {
+				for _, m := range c.ShapeMultiples {
+					add(sh, point{sc, sh, sh.Spec, m})
+				}
+			}
+		case ScenarioSlowdown:
+			slow := c.Shape.Spec
+			slow.DB = time.Duration(float64(slow.DB) * c.SlowdownFactor)
+			add(c.Shape, point{sc, c.Shape, slow, c.SlowdownMultiple})
+		case ScenarioMix:
+			for _, m := range c.ShapeMultiples {
+				add(c.Shape, point{sc, c.Shape, c.Shape.Spec, m})
+			}
+		case ScenarioStep:
+			add(c.Shape, point{sc, c.Shape, c.Shape.Spec, c.Step.High})
+		}
+	}
+	return shapes, points
+}
+
+// window returns a point's sending window.
+func (c *SuiteConfig) window(p point) time.Duration {
+	if p.scenario == ScenarioStep {
+		return c.Step.Before + c.Step.During + c.Step.After
+	}
+	return c.Duration
+}
+
+// RunSuite runs the overload benchmark: for each repeat, each handler
+// shape and each target (in an order rotated every repeat, so that targets
+// alternate), it starts the target in a child process, measures its
+// capacity C, then offers the planned multiples of C, each point on a
+// fresh child process, and records one Sample per point. Runs whose
+// generator fell behind are kept and marked. RunSuite stops early, with
+// the samples so far and ctx's error, when ctx ends.
+func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Command:  cfg.Command,
+		Started:  time.Now().UTC(),
+		Machine:  machine(),
+		Deadline: cfg.Deadline,
+		Repeats:  cfg.Repeats,
+	}
+	shapes, points := cfg.plan()
+	var total, done time.Duration
+	perTarget := time.Duration(0)
+	for _, sh := range shapes {
+		perTarget += cfg.Calibrate.Warmup + cfg.Calibrate.Duration
+		for _, p := range points[sh.Name] {
+			perTarget += cfg.window(p) + cfg.Deadline/2
+		}
+	}
+	total = perTarget * time.Duration(cfg.Repeats*len(cfg.Targets))
+	progress := func(d time.Duration, now string) {
+		done += d
+		if cfg.Progress != nil {
+			cfg.Progress(min(done, total), total, now)
+		}
+	}
+	run := 0
+	for r := range cfg.Repeats {
+		order := slices.Clone(cfg.Targets)
+		rot := r % len(order)
+		order = append(order[rot:], order[:rot]...)
+		for _, sh := range shapes {
+			for _, tgt := range order {
+				what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
+				progress(0, what)
+				capacity, capCPU, err := cfg.calibrate(ctx, tgt, sh.Spec)
+				progress(cfg.Calibrate.Warmup+cfg.Calibrate.Duration, what)
+				if err != nil {
+					return rep, err
+				}
+				for _, p := range points[sh.Name] {
+					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s %.3gx", r+1, cfg.Repeats, sh.Name, tgt, p.scenario, p.multiple)
+					progress(0, what)
+					s, err := cfg.measure(ctx, tgt, p, capacity, r, run)
+					if s != nil {
+						s.CapacityCPU = capCPU
+					}
+					run++
+					progress(cfg.window(p)+cfg.Deadline/2, what)
+					if s != nil {
+						rep.Samples = append(rep.Samples, *s)
+					}
+					if err != nil {
+						return rep, err
+					}
+				}
+			}
+		}
+	}
+	return rep, nil
+}
+
+// calibrate measures a target's capacity on a fresh child process, and the
+// CPU time the target used per second meanwhile.
+func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
+	p, err := StartProcess(ctx, cfg.Launch, target, spec)
+	if err != nil {
+		return 0, 0, err
+	}
+	cc := cfg.Calibrate
+	cc.URL = p.URL + weatherPath
+	tcpu0, t0 := p.cpu(), time.Now()
+	cal, err := Calibrate(ctx, cc)
+	tcpu, elapsed := p.cpu()-tcpu0, time.Since(t0)
+	err = errors.Join(err, p.Stop())
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: calibrate %s: %w", target, err)
+	}
+	if cal.Goodput <= 0 {
+		return 0, 0, fmt.Errorf("bench: calibrate %s: no request succeeded (%d rejected, %d failed)", target, cal.Rejected, cal.Failed)
+	}
+	return cal.Goodput, tcpu.Seconds() / elapsed.Seconds(), nil
+}
+
+// weatherPath is the request every run sends.
+const weatherPath = "/forecast?city=Lisbon"
+
+// measure runs one point on a fresh child process.
+func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
+	proc, err := StartProcess(ctx, cfg.Launch, target, p.spec)
+	if err != nil {
+		return nil, err
+	}
+	rc := Config{
+		URL:      proc.URL + weatherPath,
+		Deadline: cfg.Deadline,
+		Seed:     cfg.Seed + uint64(run),
+	}
+	if !cfg.Constant {
+		rc.Arrival = Poisson
+	}
+	s := &Sample{
+		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
+		Repeat: repeat, Capacity: capacity, Multiple: p.multiple,
+	}
+	switch p.scenario {
+	case ScenarioStep:
+		st := cfg.Step
+		rc.Phases = []Phase{
+			{Rate: st.Low * capacity, Duration: st.Before},
+			{Rate: st.High * capacity, Duration: st.During},
+			{Rate: st.Low * capacity, Duration: st.After},
+		}
+		rc.Bucket = st.Bucket
+		s.Step = &StepInfo{Low: st.Low, High: st.High, Up: st.Before, Down: st.Before + st.During, End: st.Before + st.During + st.After}
+	case ScenarioMix:
+		isNew := mixPattern(cfg.NewFraction)
+		rc.NewConn = isNew
+		rc.Classify = func(i int) (string, http.Header) {
+			if isNew(i) {
+				return "new", nil
+			}
+			return "kept", nil
+		}
+		fallthrough
+	default:
+		rc.Rate = p.multiple * capacity
+		rc.Duration = cfg.Duration
+	}
+	cpu0, tcpu0, t0 := selfCPU(), proc.cpu(), time.Now()
+	res, err := Run(ctx, rc)
+	gen, tcpu, elapsed := selfCPU()-cpu0, proc.cpu()-tcpu0, time.Since(t0)
+	err = errors.Join(err, proc.Stop())
+	if res == nil {
+		return nil, err
+	}
+	fill(s, res)
+	s.Server = proc.Stats
+	// Per second of the whole run: the sending window and the wait for
+	// the last answers.
+	if sec := elapsed.Seconds(); sec > 0 {
+		s.TargetCPU = tcpu.Seconds() / sec
+		s.GeneratorCPU = gen.Seconds() / sec
+	}
+	return s, err
+}
+
+// mixPattern returns whether request i goes on a new connection, spreading
+// a fraction f of the requests evenly.
+func mixPattern(f float64) func(i int) bool {
+	return func(i int) bool {
+		return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
+	}
+}
+
+// fill copies a Result into a Sample.
+func fill(s *Sample, res *Result) {
+	s.Requests = res.Offered
+	s.Rates = rates(res.Offered, res.OK, res.Rejected, res.Failed, res.Duration)
+	s.Behind = res.Behind
+	s.MaxLag = res.MaxLag
+	s.Late = res.Late
+	s.Series = res.Series
+	var all *hdrhistogram.Histogram
+	for _, c := range res.ByClass {
+		if all == nil {
+			all = hdrhistogram.New(c.Latency.LowestTrackableValue(), c.Latency.HighestTrackableValue(), int(c.Latency.SignificantFigures()))
+		}
+		all.Merge(c.Latency)
+	}
+	s.Latency = percentiles(all)
+	if len(res.ByClass) > 1 {
+		s.Classes = make(map[string]ClassSample, len(res.ByClass))
+		for name, c := range res.ByClass {
+			s.Classes[name] = ClassSample{
+				Rates:   rates(c.Offered, c.OK, c.Rejected, c.Failed, res.Duration),
+				Latency: percentiles(c.Latency),
+			}
+		}
+	}
+}
+
+func rates(offered, ok, rejected, failed int64, d time.Duration) Rates {
+	sec := d.Seconds()
+	if sec <= 0 {
+		return Rates{}
+	}
+	return Rates{
+		Offered:  float64(offered) / sec,
+		Goodput:  float64(ok) / sec,
+		Rejected: float64(rejected) / sec,
+		Failed:   float64(failed) / sec,
+	}
+}
+
+// percentiles reads a histogram of microseconds as milliseconds.
+func percentiles(h *hdrhistogram.Histogram) Percentiles {
+	if h == nil || h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	ms := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+	return Percentiles{P50: ms(50), P90: ms(90), P99: ms(99), P999: ms(99.9), Max: float64(h.Max()) / 1000}
+}
+
+// machine describes where the suite runs.
+func machine() string {
+	return fmt.Sprintf("%s/%s, %d CPUs, GOMAXPROCS %d, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+}
