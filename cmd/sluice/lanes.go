@@ -38,8 +38,8 @@ type demoResult struct {
 	workers            int
 }
 
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+func lanesDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lanes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c demoConfig
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each policy runs")

@@ -1,6 +1,12 @@
-// Command sluice runs sluice's demonstrations and tools.
+// Command sluice runs sluice's demonstrations and benchmarks.
 //
-//	sluice demo [flags]   run the executor demonstration (embedded, no services)
+//	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
+//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step
+//	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
+//	sluice report -in F    the table and plots of a saved report.json, again
+//
+// Each target of the benchmarks runs in a child process of this command (the
+// same executable, started with bench.ChildEnv set).
 package main
 
 import (
@@ -11,9 +17,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 func main() {
+	bench.ServeChild() // a benchmark target's child process serves and exits here
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -28,8 +37,15 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: sluice <command> [flags]
 
 commands:
-  demo   run the executor demonstration: priority lanes and Await on pinned
-         workers, under a load above capacity (embedded, a few seconds)
+  demo   sluice against net/http at 2x and 5x of each one's capacity: an
+         open-loop load on the weather service, a table, a JSON report and a
+         plot (embedded, about a minute)
+  bench  the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against
+         I/O-bound handlers, a database slowdown, kept-alive against new
+         connections, and a step from 0.5x to 3x and back (several minutes)
+  lanes  the executor's priority lanes and Await on pinned workers, under a
+         load above capacity (a few seconds)
+  report print the table of a saved report.json again and redraw its plots
 
 Run "sluice <command> -h" for a command's flags.`)
 }
@@ -42,6 +58,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "lanes":
+		return lanesDemo(ctx, args[1:], stdout, stderr)
+	case "report":
+		return reportCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return nil

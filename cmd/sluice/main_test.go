@@ -3,22 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
 func TestMain(m *testing.M) {
-	// Operations awaited by the demo may still sleep briefly after a run.
+	bench.ServeChild() // the demo's targets run as children of this binary
+	// Operations awaited by the lanes demo may still sleep briefly after a run.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("time.Sleep"))
 }
 
-func TestDemoPrintsTable(t *testing.T) {
+func TestLanesPrintsTable(t *testing.T) {
 	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"demo", "-duration", "200ms", "-workers", "1", "-pin=false"}, &out, &errOut)
+	err := run(context.Background(), []string{"lanes", "-duration", "200ms", "-workers", "1", "-pin=false"}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
 	s := out.String()
 	assert.Contains(t, s, "strict (default)")
@@ -26,21 +32,66 @@ func TestDemoPrintsTable(t *testing.T) {
 	assert.Contains(t, s, "of 1", "one worker reported")
 }
 
+// TestDemoWritesTableJSONAndPlot runs the demo small: both targets in child
+// processes, one light point each.
+func TestDemoWritesTableJSONAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"demo",
+		"-duration", "300ms", "-calibrate", "300ms", "-warmup", "100ms",
+		"-x", "0.3", "-cpu", "100us", "-db", "1ms", "-out", dir, "-progress", "off"}, &out, &errOut)
+	require.NoError(t, err, errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "sweep, shape io")
+	assert.Contains(t, s, "sluice")
+	assert.Contains(t, s, "nethttp")
+	assert.Contains(t, s, filepath.Join(dir, "report.json"))
+	assert.Contains(t, s, filepath.Join(dir, "goodput-io.png"))
+
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Report bench.Report `json:"report"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Len(t, doc.Report.Samples, 2)
+	for _, smp := range doc.Report.Samples {
+		assert.Positive(t, smp.Capacity, smp.Target)
+		assert.Positive(t, smp.Rates.Goodput, smp.Target)
+	}
+	assert.Contains(t, doc.Report.Command, "go run ./cmd/sluice demo")
+	png, err := os.ReadFile(filepath.Join(dir, "goodput-io.png"))
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
 func TestBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		nil,
 		{"nope"},
+		{"lanes", "-duration", "0s"},
+		{"lanes", "-load", "-1"},
+		{"lanes", "-cpu", "0s"},
+		{"lanes", "-workers", "-2"},
+		{"lanes", "-bogus"},
 		{"demo", "-duration", "0s"},
-		{"demo", "-load", "-1"},
-		{"demo", "-cpu", "0s"},
-		{"demo", "-workers", "-2"},
-		{"demo", "-bogus"},
+		{"demo", "-repeats", "0"},
+		{"demo", "-x", "2,abc"},
+		{"demo", "-x", "-1"},
+		{"demo", "-cpu", "0s", "-db", "0s"},
+		{"demo", "-targets", "apache"},
+		{"demo", "-scenarios", "chaos"},
+		{"demo", "-progress", "maybe"},
+		{"demo", "extra"},
+		{"bench", "-deadline", "0s"},
 	} {
 		var out, errOut bytes.Buffer
-		err := run(context.Background(), args, &out, &errOut)
+		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)
 		assert.Error(t, err, strings.Join(args, " "))
 	}
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"help"}, &out, &out))
 	assert.Contains(t, out.String(), "demo")
+	assert.Contains(t, out.String(), "bench")
+	assert.Contains(t, out.String(), "lanes")
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/report"
+)
+
+// suiteFlags are the flags demo and bench share; their defaults differ.
+type suiteFlags struct {
+	cfg       bench.SuiteConfig
+	targets   string
+	scenarios string
+	multiples string
+	shapeX    string
+	cpu, db   time.Duration
+	blocking  bool
+	out       string
+	progress  string
+}
+
+func (f *suiteFlags) register(fs *flag.FlagSet) {
+	c := &f.cfg
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
+	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
+	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half")
+	fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step")
+	fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
+	fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
+	fs.DurationVar(&f.cpu, "cpu", f.cpu, "CPU work per request of the weather handler")
+	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
+	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")
+	fs.DurationVar(&c.Deadline, "deadline", c.Deadline, "client deadline: an answer later than this counts as failed")
+	fs.DurationVar(&c.Calibrate.Duration, "calibrate", c.Calibrate.Duration, "capacity measurement per target (closed loop)")
+	fs.DurationVar(&c.Calibrate.Warmup, "warmup", c.Calibrate.Warmup, "warm-up before each capacity measurement")
+	fs.BoolVar(&c.Constant, "constant", c.Constant, "constant gaps between requests instead of Poisson arrivals")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the Poisson arrivals")
+	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
+	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+}
+
+// finish checks the flags and completes the suite's configuration.
+func (f *suiteFlags) finish(cmd string, args []string) error {
+	c := &f.cfg
+	switch {
+	case c.Duration <= 0 || c.Duration > time.Hour:
+		return fmt.Errorf("-duration must be in (0, 1h], got %v", c.Duration)
+	case c.Repeats < 1 || c.Repeats > 100:
+		return fmt.Errorf("-repeats must be in [1, 100], got %d", c.Repeats)
+	case c.Deadline <= 0 || c.Deadline > time.Minute:
+		return fmt.Errorf("-deadline must be in (0, 1m], got %v", c.Deadline)
+	case c.Calibrate.Duration <= 0 || c.Calibrate.Warmup < 0:
+		return fmt.Errorf("-calibrate must be positive and -warmup not negative")
+	case f.cpu < 0 || f.cpu > time.Second || f.db < 0 || f.db > 10*time.Second:
+		return fmt.Errorf("-cpu must be in [0, 1s] and -db in [0, 10s]")
+	case f.cpu == 0 && f.db == 0:
+		return errors.New("-cpu and -db are both zero: the handler would do no work")
+	case f.progress != "auto" && f.progress != "on" && f.progress != "off":
+		return fmt.Errorf("-progress must be auto, on or off, got %q", f.progress)
+	}
+	c.Targets = splitList(f.targets)
+	c.Scenarios = splitList(f.scenarios)
+	var err error
+	if c.Multiples, err = parseMultiples("-x", f.multiples); err != nil {
+		return err
+	}
+	if c.ShapeMultiples, err = parseMultiples("-shape-x", f.shapeX); err != nil {
+		return err
+	}
+	name := "io"
+	switch {
+	case f.blocking:
+		name = "blocking"
+	case f.db == 0:
+		name = "cpu"
+	}
+	c.Shape = bench.Shape{Name: name, Spec: bench.HandlerSpec{CPU: f.cpu, DB: f.db, Blocking: f.blocking}}
+	c.Command = strings.Join(append([]string{"go run ./cmd/sluice", cmd}, args...), " ")
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func parseMultiples(flagName, s string) ([]float64, error) {
+	var out []float64
+	for _, v := range splitList(s) {
+		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
+		if err != nil || !(x > 0) || x > 1000 {
+			return nil, fmt.Errorf("%s: %q is not a multiple in (0, 1000]", flagName, v)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// demo is the README's first command: sluice against net/http at 2x and 5x
+// of each one's capacity, about a minute, no services needed.
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := &suiteFlags{
+		cfg: bench.SuiteConfig{
+			Duration: 8 * time.Second,
+			Repeats:  1,
+			Deadline: bench.DefaultDeadline,
+			Calibrate: bench.CalibrateConfig{
+				Warmup:   500 * time.Millisecond,
+				Duration: 2 * time.Second,
+			},
+		},
+		targets:   "sluice,nethttp",
+		scenarios: bench.ScenarioSweep,
+		multiples: "2,5",
+		shapeX:    "2,5",
+		cpu:       bench.ShapeIO.Spec.CPU,
+		db:        bench.ShapeIO.Spec.DB,
+	}
+	return runSuiteCommand(ctx, "demo", f, args, stdout, stderr)
+}
+
+// benchCmd runs the whole overload benchmark (several minutes).
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := &suiteFlags{
+		cfg: bench.SuiteConfig{
+			Duration: 3 * time.Second,
+			Repeats:  3,
+			Deadline: bench.DefaultDeadline,
+			Calibrate: bench.CalibrateConfig{
+				Warmup:   500 * time.Millisecond,
+				Duration: 2 * time.Second,
+			},
+		},
+		targets:   "sluice,nethttp,semaphore,sluice-half",
+		scenarios: "sweep,shapes,slowdown,mix,step",
+		multiples: "0.5,1,2,3,5,7,10",
+		shapeX:    "2,5",
+		cpu:       bench.ShapeIO.Spec.CPU,
+		db:        bench.ShapeIO.Spec.DB,
+	}
+	return runSuiteCommand(ctx, "bench", f, args, stdout, stderr)
+}
+
+func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := f.finish(name, args); err != nil {
+		return err
+	}
+	out := f.out
+	if out == "" {
+		d, err := os.MkdirTemp("", "sluice-"+name+"-")
+		if err != nil {
+			return err
+		}
+		out = d
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+
+	stop := startProgress(&f.cfg, f.progress, stderr)
+	rep, err := bench.RunSuite(ctx, f.cfg)
+	stop()
+	if rep == nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	if werr := report.WriteTable(stdout, rep); werr != nil {
+		return errors.Join(err, werr)
+	}
+	jsonPath := filepath.Join(out, "report.json")
+	jf, jerr := os.Create(jsonPath)
+	if jerr == nil {
+		jerr = errors.Join(report.WriteJSON(jf, rep), jf.Close())
+	}
+	if jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	plots, perr := report.Plots(out, rep)
+	if perr != nil {
+		return errors.Join(err, perr)
+	}
+	fmt.Fprintf(stdout, "\nJSON:  %s\n", jsonPath)
+	for _, p := range plots {
+		fmt.Fprintf(stdout, "plot:  %s\n", p)
+	}
+	return err
+}
+
+// startProgress shows a progress bar on stderr while the suite runs, moving
+// with the clock between the suite's reports; the returned function stops
+// it.
+func startProgress(cfg *bench.SuiteConfig, mode string, stderr io.Writer) func() {
+	if mode == "off" {
+		return func() {}
+	}
+	if mode == "auto" {
+		f, ok := stderr.(*os.File)
+		if !ok || !term.IsTerminal(int(f.Fd())) {
+			return func() {}
+		}
+	}
+	var (
+		mu       sync.Mutex
+		bar      *progressbar.ProgressBar
+		lastDone time.Duration
+		lastAt   time.Time
+		total    time.Duration
+		shown    time.Duration // never moves back
+	)
+	show := func(d time.Duration) {
+		if d > shown {
+			shown = d
+			_ = bar.Set64(d.Milliseconds())
+		}
+	}
+	cfg.Progress = func(done, tot time.Duration, now string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar == nil {
+			total = tot
+			bar = progressbar.NewOptions64(tot.Milliseconds(),
+				progressbar.OptionSetWriter(stderr),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionShowDescriptionAtLineEnd(),
+				progressbar.OptionThrottle(100*time.Millisecond),
+			)
+		}
+		lastDone, lastAt = done, time.Now()
+		bar.Describe(now)
+		show(done)
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				mu.Lock()
+				if bar != nil {
+					show(min(lastDone+time.Since(lastAt), total))
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if bar != nil {
+			_ = bar.Finish()
+			fmt.Fprintln(stderr)
+		}
+	}
+}
