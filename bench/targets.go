@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
@@ -20,7 +21,7 @@ import (
 // service (examples/weather) shaped by its options.
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
-	// "semaphore", "sluice-half".
+	// "semaphore", "sluice-half", "gosched".
 	Name string
 	// Start starts the target.
 	Start func(opts weather.Options) (*Running, error)
@@ -54,7 +55,10 @@ const SemaphoreTimeout = 100 * time.Millisecond
 //     100 ms wait, the common fix;
 //   - sluice-half: sluice with the busy gate's default instead, admitting
 //     while at most half the workers are busy (the seeds' io_isolated
-//     default), to measure what that rule costs and buys.
+//     default), to measure what that rule costs and buys;
+//   - gosched: net/http behind package httpgate with the GoSched gate
+//     (running plus runnable goroutines at most twice GOMAXPROCS) and the
+//     same timed queue, for users who stay on net/http.
 //
 // The handler is the weather service in every one.
 func Targets() []Target {
@@ -71,7 +75,36 @@ func Targets() []Target {
 		{Name: "sluice-half", Start: func(o weather.Options) (*Running, error) {
 			return startSluice(o, gate.BusyOptions{})
 		}},
+		{Name: "gosched", Start: startGoSched},
 	}
+}
+
+// GoSchedFraction is the gosched target's gate setting: admit while the
+// running and runnable goroutines are at most twice GOMAXPROCS. The gate
+// counts every goroutine of the process (the server's own, timers, GC
+// workers), so at 1 it refused about half of a light load in the admission
+// benchmarks; 2 is the usable setting on a small machine
+// (docs/benchmarks.md, "GoSched on net/http").
+const GoSchedFraction = 2.0
+
+// startGoSched serves the handler on net/http behind package httpgate with
+// the GoSched gate and the 100 ms timed queue: the nearest thing to the
+// executor's busy count that plain net/http can have.
+func startGoSched(o weather.Options) (*Running, error) {
+	adm := httpgate.New(httpgate.Options{
+		Gate:  gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction}),
+		Queue: &queue.Options{},
+	})
+	url, stop, err := startNetHTTP(adm.Wrap(weather.Handler(o)))
+	if err != nil {
+		adm.Close()
+		return nil, err
+	}
+	return &Running{
+		URL:   url,
+		Stop:  func() error { err := stop(); adm.Close(); return err },
+		Stats: func() any { return adm.Stats() },
+	}, nil
 }
 
 // TargetByName returns the target of Targets with that name.

@@ -264,29 +264,37 @@ func TestStepMetrics(t *testing.T) {
 	assert.InDelta(t, 2000, m.HighOffered, 1e-6)
 	assert.InDelta(t, 1000, m.Level, 1e-6)
 	assert.True(t, m.Settled)
-	assert.Equal(t, 200*time.Millisecond, m.ReactTime)
+	assert.Equal(t, 300*time.Millisecond, m.ReactTime, "to the end of the first bucket within the band")
+	assert.InDelta(t, 1, m.Stable, 1e-9, "every later bucket within the band")
 	assert.True(t, m.Recovered)
 	assert.Equal(t, 300*time.Millisecond, m.RecoverTime)
 }
 
-func TestStepMetricsGoodputMustStayInBand(t *testing.T) {
+func TestStepMetricsStableShare(t *testing.T) {
 	s := stepSample("sluice", 0, 0, 0)
-	s.Series[25].OK = 80 // a dip at 2.5 s: settled only from 2.6 s
+	s.Series[25].OK = 80 // a dip at 2.5 s
 	m, ok := StepMetrics(s)
 	require.True(t, ok)
-	assert.Equal(t, 1600*time.Millisecond, m.ReactTime)
+	assert.Equal(t, 100*time.Millisecond, m.ReactTime, "at its level from the first high bucket")
+	assert.InDelta(t, 18.0/19, m.Stable, 1e-9, "one of the 19 later buckets out of the band")
 
-	s.Series[29].OK = 50 // the last high bucket is out of the band
+	s.Series[29].OK = 50
 	m, ok = StepMetrics(s)
 	require.True(t, ok)
-	assert.False(t, m.Settled)
-	assert.Equal(t, 2*time.Second, m.ReactTime, "the whole high phase")
+	assert.InDelta(t, 17.0/19, m.Stable, 1e-9)
+
+	// A slow rise: the level is reached in the second half.
+	s = stepSample("sluice", 0, 12, 0)
+	m, ok = StepMetrics(s)
+	require.True(t, ok)
+	assert.True(t, m.Settled)
+	assert.Equal(t, 1300*time.Millisecond, m.ReactTime)
 }
 
 func TestStepMetricsRecovery(t *testing.T) {
 	m, ok := StepMetrics(stepSample("sluice", 0, 0, 0))
 	require.True(t, ok)
-	assert.Zero(t, m.ReactTime)
+	assert.Equal(t, 100*time.Millisecond, m.ReactTime, "one bucket")
 	assert.Zero(t, m.RecoverTime, "no rejection after the step down")
 	assert.True(t, m.Recovered)
 
@@ -341,8 +349,9 @@ func TestSummarizeSteps(t *testing.T) {
 	assert.Equal(t, 1, s.Behind)
 	assert.Equal(t, 3, s.Measured)
 	assert.InDelta(t, 1000, s.Steady, 1e-6)
-	assert.Equal(t, 200*time.Millisecond, s.ReactTime)
+	assert.Equal(t, 300*time.Millisecond, s.ReactTime)
 	assert.Equal(t, 300*time.Millisecond, s.RecoverTime)
+	assert.InDelta(t, 1, s.Stable, 1e-9)
 	assert.Equal(t, 3, s.Settled)
 	assert.Equal(t, 2, s.Recovered)
 
@@ -397,10 +406,10 @@ func TestWriteTable(t *testing.T) {
 	assert.Contains(t, out, "* the generator fell behind its schedule in every run of this row")
 
 	assert.Contains(t, out, "step response, shape cpu")
-	// target x offered/s steady/s react settled recover recovered runs
-	assert.Equal(t, []string{"sluice", "0.5->4", "2000", "1000", "200", "3/3", "300", "2/3", "3/1"},
+	// target x offered/s steady/s react reached stable recover recovered runs
+	assert.Equal(t, []string{"sluice", "0.5->4", "2000", "1000", "300", "3/3", "100", "300", "2/3", "3/1"},
 		lineOf(out, "sluice", "0.5->4"))
-	assert.Equal(t, []string{"nethttp", "0.5->4", "behind", "-", "-", "-", "-", "-", "0/1"},
+	assert.Equal(t, []string{"nethttp", "0.5->4", "behind", "-", "-", "-", "-", "-", "-", "0/1"},
 		lineOf(out, "nethttp", "0.5->4"))
 }
 

@@ -21,14 +21,15 @@ const SettleBand = 0.10
 // high-phase buckets, and Level = min(Steady, HighOffered) the goodput the
 // target settles at.
 //
-// ReactTime is the time from Step.Up to the start of the first high-phase
-// bucket from which on every high-phase bucket, up to Step.Down, has a
-// goodput within SettleBand (10 %) of Level, above or below. It is a
-// multiple of the bucket width when Step.Up falls on a bucket boundary,
-// and 0 when goodput is at its level from the first high bucket on. When
-// even the last high-phase bucket is outside the band, Settled is false
-// and ReactTime is the whole high phase, Step.Down - Step.Up. (The
-// target: at most 200 ms.)
+// ReactTime is the time from Step.Up to the end of the first high-phase
+// bucket whose goodput is within SettleBand (10 %) of Level or above it:
+// the rise time to the level (a multiple of the bucket width when Step.Up
+// falls on a bucket boundary). Settled is false, and ReactTime the whole
+// high phase, when no bucket gets there. Stable is the share of the
+// high-phase buckets after that one whose goodput stays within the band,
+// above or below: how steady the level is once reached (100 ms buckets
+// of Poisson arrivals are noisy by a few percent on their own). (The
+// target: the level within 200 ms.)
 //
 // RecoverTime is the time from Step.Down to the end of the last bucket
 // ending after Step.Down that has any rejection or failure (a bucket's end
@@ -45,6 +46,7 @@ type Step struct {
 	Level       float64       `json:"level"`
 	ReactTime   time.Duration `json:"react"`
 	Settled     bool          `json:"settled"`
+	Stable      float64       `json:"stable"`
 	RecoverTime time.Duration `json:"recover"`
 	Recovered   bool          `json:"recovered"`
 }
@@ -106,16 +108,27 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	}
 	st.Level = math.Min(st.Steady, st.HighOffered)
 
-	settle := len(high)
-	for i := len(high) - 1; i >= 0; i-- {
-		if math.Abs(perSecond(high[i].OK, w)-st.Level) > SettleBand*st.Level {
+	reach := len(high)
+	for i, b := range high {
+		if perSecond(b.OK, w) >= (1-SettleBand)*st.Level {
+			reach = i
 			break
 		}
-		settle = i
 	}
-	if settle < len(high) {
+	if reach < len(high) {
 		st.Settled = true
-		st.ReactTime = high[settle].Start - info.Up
+		st.ReactTime = high[reach].Start + w - info.Up
+		if rest := high[reach+1:]; len(rest) > 0 {
+			in := 0
+			for _, b := range rest {
+				if math.Abs(perSecond(b.OK, w)-st.Level) <= SettleBand*st.Level {
+					in++
+				}
+			}
+			st.Stable = float64(in) / float64(len(rest))
+		} else {
+			st.Stable = 1
+		}
 	} else {
 		st.ReactTime = info.Down - info.Up
 	}
@@ -153,8 +166,10 @@ type StepRow struct {
 	HighOffered float64       `json:"high_offered"`
 	ReactTime   time.Duration `json:"react"`
 	RecoverTime time.Duration `json:"recover"`
-	// Settled and Recovered count the measured runs that settled and that
-	// recovered before the end of the run.
+	// Stable is the median of the runs' Step.Stable.
+	Stable float64 `json:"stable"`
+	// Settled and Recovered count the measured runs that reached the
+	// level and that recovered before the end of the run.
 	Settled   int `json:"settled"`
 	Recovered int `json:"recovered"`
 }
@@ -211,7 +226,7 @@ func SummarizeSteps(rep *bench.Report) []StepRow {
 // summarizeStep computes the StepRow of the samples of one key.
 func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 	r := StepRow{Shape: k.shape, Target: k.target, Low: k.low, High: k.high}
-	var steady, offered, react, recover []float64
+	var steady, offered, react, recover, stable []float64
 	for _, s := range samples {
 		if s.Behind {
 			r.Behind++
@@ -229,6 +244,7 @@ func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 		recover = append(recover, float64(m.RecoverTime))
 		if m.Settled {
 			r.Settled++
+			stable = append(stable, m.Stable)
 		}
 		if m.Recovered {
 			r.Recovered++
@@ -238,5 +254,6 @@ func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 	r.HighOffered = median(offered)
 	r.ReactTime = time.Duration(math.Round(median(react)))
 	r.RecoverTime = time.Duration(math.Round(median(recover)))
+	r.Stable = median(stable)
 	return r
 }

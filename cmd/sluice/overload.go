@@ -37,7 +37,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
-	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half")
+	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched")
 	fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step")
 	fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 	fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
