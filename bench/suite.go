@@ -69,8 +69,17 @@ type SuiteConfig struct {
 	// Seed seeds the Poisson arrivals (each run adds its index).
 	Seed uint64
 	// Calibrate configures the capacity measurement of each target, once
-	// per repeat and shape (its URL is ignored).
+	// per repeat and shape (its URL and Conns are ignored): a closed loop
+	// at each of CalibrateConns connections in turn, C being the best
+	// goodput of them.
 	Calibrate CalibrateConfig
+	// CalibrateConns are the closed-loop concurrencies the capacity is
+	// measured at; default 16, 32, 64 and 128. One level would favour one
+	// kind of target: a server with a timed queue and an age limit
+	// rejects what waits too long in a closed loop much deeper than it
+	// needs to saturate, where net/http only grows its latency, and
+	// net/http needs more requests in flight than sluice to fill the CPU.
+	CalibrateConns []int
 	// Step shapes the step scenario; default 0.5x for 2 s, 3x for 3 s,
 	// 0.5x for 3 s, in 100 ms buckets.
 	Step StepConfig
@@ -140,10 +149,18 @@ func (c *SuiteConfig) defaults() error {
 		c.Deadline = DefaultDeadline
 	}
 	if c.Calibrate.Warmup <= 0 {
-		c.Calibrate.Warmup = 500 * time.Millisecond
+		c.Calibrate.Warmup = 300 * time.Millisecond
 	}
 	if c.Calibrate.Duration <= 0 {
-		c.Calibrate.Duration = 2 * time.Second
+		c.Calibrate.Duration = time.Second
+	}
+	if len(c.CalibrateConns) == 0 {
+		c.CalibrateConns = []int{16, 32, 64, 128}
+	}
+	for _, n := range c.CalibrateConns {
+		if n <= 0 {
+			return fmt.Errorf("bench: calibration concurrency %d must be positive", n)
+		}
 	}
 	c.Calibrate.Deadline = c.Deadline
 	s := &c.Step
@@ -252,7 +269,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 	var total, done time.Duration
 	perTarget := time.Duration(0)
 	for _, sh := range shapes {
-		perTarget += cfg.Calibrate.Warmup + cfg.Calibrate.Duration
+		perTarget += time.Duration(len(cfg.CalibrateConns)) * (cfg.Calibrate.Warmup + cfg.Calibrate.Duration)
 		for _, p := range points[sh.Name] {
 			perTarget += cfg.window(p) + cfg.Deadline/2
 		}
@@ -274,7 +291,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 				what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
 				progress(0, what)
 				capacity, capCPU, err := cfg.calibrate(ctx, tgt, sh.Spec)
-				progress(cfg.Calibrate.Warmup+cfg.Calibrate.Duration, what)
+				progress(time.Duration(len(cfg.CalibrateConns))*(cfg.Calibrate.Warmup+cfg.Calibrate.Duration), what)
 				if err != nil {
 					return rep, err
 				}
@@ -309,17 +326,29 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 	}
 	cc := cfg.Calibrate
 	cc.URL = p.URL + weatherPath
-	tcpu0, t0 := p.cpu(), time.Now()
-	cal, err := Calibrate(ctx, cc)
-	tcpu, elapsed := p.cpu()-tcpu0, time.Since(t0)
+	var best Calibration
+	for _, n := range cfg.CalibrateConns {
+		cc.Conns = n
+		tcpu0, t0 := p.cpu(), time.Now()
+		cal, cerr := Calibrate(ctx, cc)
+		tcpu, elapsed := p.cpu()-tcpu0, time.Since(t0)
+		if cerr != nil {
+			err = cerr
+			break
+		}
+		if cal.Goodput > best.Goodput {
+			best = cal
+			cpu = tcpu.Seconds() / elapsed.Seconds()
+		}
+	}
 	err = errors.Join(err, p.Stop())
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench: calibrate %s: %w", target, err)
 	}
-	if cal.Goodput <= 0 {
-		return 0, 0, fmt.Errorf("bench: calibrate %s: no request succeeded (%d rejected, %d failed)", target, cal.Rejected, cal.Failed)
+	if best.Goodput <= 0 {
+		return 0, 0, fmt.Errorf("bench: calibrate %s: no request succeeded", target)
 	}
-	return cal.Goodput, tcpu.Seconds() / elapsed.Seconds(), nil
+	return best.Goodput, cpu, nil
 }
 
 // weatherPath is the request every run sends.

@@ -23,14 +23,15 @@ var suiteShape = Shape{Name: "light", Spec: HandlerSpec{CPU: 100 * time.Microsec
 // loads well below capacity.
 func tinySuite() SuiteConfig {
 	return SuiteConfig{
-		Targets:   []string{"nethttp", "sluice"},
-		Scenarios: []string{ScenarioSweep},
-		Shape:     suiteShape,
-		Multiples: []float64{0.2},
-		Duration:  300 * time.Millisecond,
-		Repeats:   1,
-		Constant:  true,
-		Calibrate: CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
+		Targets:        []string{"nethttp", "sluice"},
+		Scenarios:      []string{ScenarioSweep},
+		Shape:          suiteShape,
+		Multiples:      []float64{0.2},
+		Duration:       300 * time.Millisecond,
+		Repeats:        1,
+		Constant:       true,
+		Calibrate:      CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
+		CalibrateConns: []int{8, 16},
 	}
 }
 
@@ -219,6 +220,7 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"NaN multiple":            func(c *SuiteConfig) { c.Multiples = []float64{math.NaN()} },
 		"infinite multiple":       func(c *SuiteConfig) { c.Multiples = []float64{math.Inf(1)} },
 		"negative shape multiple": func(c *SuiteConfig) { c.ShapeMultiples = []float64{2, -0.5} },
+		"zero calibration conns":  func(c *SuiteConfig) { c.CalibrateConns = []int{16, 0} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()

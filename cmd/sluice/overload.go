@@ -45,7 +45,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
 	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")
 	fs.DurationVar(&c.Deadline, "deadline", c.Deadline, "client deadline: an answer later than this counts as failed")
-	fs.DurationVar(&c.Calibrate.Duration, "calibrate", c.Calibrate.Duration, "capacity measurement per target (closed loop)")
+	fs.DurationVar(&c.Calibrate.Duration, "calibrate", c.Calibrate.Duration, "capacity measurement per target and closed-loop concurrency (16, 32, 64, 128 connections; C is the best)")
 	fs.DurationVar(&c.Calibrate.Warmup, "warmup", c.Calibrate.Warmup, "warm-up before each capacity measurement")
 	fs.BoolVar(&c.Constant, "constant", c.Constant, "constant gaps between requests instead of Poisson arrivals")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the Poisson arrivals")
@@ -124,8 +124,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Repeats:  1,
 			Deadline: bench.DefaultDeadline,
 			Calibrate: bench.CalibrateConfig{
-				Warmup:   500 * time.Millisecond,
-				Duration: 2 * time.Second,
+				Warmup:   300 * time.Millisecond,
+				Duration: time.Second,
 			},
 		},
 		targets:   "sluice,nethttp",
@@ -146,8 +146,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Repeats:  3,
 			Deadline: bench.DefaultDeadline,
 			Calibrate: bench.CalibrateConfig{
-				Warmup:   500 * time.Millisecond,
-				Duration: 2 * time.Second,
+				Warmup:   300 * time.Millisecond,
+				Duration: time.Second,
 			},
 		},
 		targets:   "sluice,nethttp,semaphore,sluice-half",
