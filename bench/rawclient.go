@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/ascii"
 	"github.com/sluice-go/sluice/reject"
 )
 
@@ -292,19 +293,19 @@ func readOne(br *bufio.Reader, head bool) (res rawResult, keep bool, err error) 
 		}
 		v = bytes.TrimSpace(v)
 		switch {
-		case asciiEqualFold(k, "Content-Length"):
+		case ascii.EqualFold(string(k), "Content-Length"):
 			n, err := strconv.ParseInt(string(v), 10, 64)
 			if err != nil || n < 0 {
 				return res, false, fmt.Errorf("bench: bad Content-Length %q", v)
 			}
 			length = n
-		case asciiEqualFold(k, "Transfer-Encoding"):
-			chunked = asciiEqualFold(v, "chunked")
-		case asciiEqualFold(k, "Connection"):
-			if asciiEqualFold(v, "close") {
+		case ascii.EqualFold(string(k), "Transfer-Encoding"):
+			chunked = ascii.EqualFold(string(v), "chunked")
+		case ascii.EqualFold(string(k), "Connection"):
+			if ascii.EqualFold(string(v), "close") {
 				keep = false
 			}
-		case asciiEqualFold(k, reject.NotStartedHeader):
+		case ascii.EqualFold(string(k), reject.NotStartedHeader):
 			res.notStarted = string(v) == "1"
 		}
 	}
@@ -374,23 +375,4 @@ func discardChunked(br *bufio.Reader) error {
 			return errors.Join(err, errors.New("bench: chunk not followed by CRLF"))
 		}
 	}
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

@@ -738,25 +738,6 @@ func (c *conn) close() {
 	c.srv.connClosed()
 }
 
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // enqueue puts the current request in the admission queue: it starts when
 // the gate opens, or is rejected when its time is up. Nothing of it is read
 // meanwhile.

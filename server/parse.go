@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/sluice-go/sluice/internal/ascii"
 )
 
 // head is a parsed request head: the request line, the header fields and
@@ -324,7 +326,7 @@ func (h *head) check() *reqError {
 		}
 		// ASCII case only: with Unicode folding "chun\u212aed" (Kelvin
 		// sign) would be chunked here and unknown to net/http and proxies.
-		if len(te) != 1 || !asciiEqualFold(te[0], "chunked") {
+		if len(te) != 1 || !ascii.EqualFold(te[0], "chunked") {
 			return errUnsupportedTE
 		}
 		if len(cls) > 0 {
@@ -380,7 +382,7 @@ func hasToken(vv []string, tok string) bool {
 		for v != "" {
 			var t string
 			t, v, _ = strings.Cut(v, ",")
-			if asciiEqualFold(trimBlanks(t), tok) {
+			if ascii.EqualFold(trimBlanks(t), tok) {
 				return true
 			}
 		}

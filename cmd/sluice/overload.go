@@ -118,46 +118,37 @@ func parseMultiples(flagName, s string) ([]float64, error) {
 // demo is the README's first command: sluice against net/http at 2x and 5x
 // of each one's capacity, about a minute, no services needed.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := &suiteFlags{
-		cfg: bench.SuiteConfig{
-			Duration: 8 * time.Second,
-			Repeats:  1,
-			Deadline: bench.DefaultDeadline,
-			Calibrate: bench.CalibrateConfig{
-				Warmup:   300 * time.Millisecond,
-				Duration: time.Second,
-			},
-		},
-		targets:   "sluice,nethttp",
-		scenarios: bench.ScenarioSweep,
-		multiples: "2,5",
-		shapeX:    "2,5",
-		cpu:       bench.ShapeIO.Spec.CPU,
-		db:        bench.ShapeIO.Spec.DB,
-	}
+	f := newSuiteFlags(8*time.Second, 1, "sluice,nethttp", bench.ScenarioSweep, "2,5")
 	return runSuiteCommand(ctx, "demo", f, args, stdout, stderr)
 }
 
-// benchCmd runs the whole overload benchmark (several minutes).
+// benchCmd runs the whole overload benchmark (about 20 minutes).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := &suiteFlags{
+	f := newSuiteFlags(3*time.Second, 3, "sluice,nethttp,semaphore,sluice-half",
+		"sweep,shapes,slowdown,mix,step", "0.5,1,2,3,5,7,10")
+	return runSuiteCommand(ctx, "bench", f, args, stdout, stderr)
+}
+
+// newSuiteFlags returns the flags' defaults of a command: what differs
+// between demo and bench is given, the rest is common.
+func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, multiples string) *suiteFlags {
+	return &suiteFlags{
 		cfg: bench.SuiteConfig{
-			Duration: 3 * time.Second,
-			Repeats:  3,
+			Duration: duration,
+			Repeats:  repeats,
 			Deadline: bench.DefaultDeadline,
 			Calibrate: bench.CalibrateConfig{
 				Warmup:   300 * time.Millisecond,
 				Duration: time.Second,
 			},
 		},
-		targets:   "sluice,nethttp,semaphore,sluice-half",
-		scenarios: "sweep,shapes,slowdown,mix,step",
-		multiples: "0.5,1,2,3,5,7,10",
+		targets:   targets,
+		scenarios: scenarios,
+		multiples: multiples,
 		shapeX:    "2,5",
 		cpu:       bench.ShapeIO.Spec.CPU,
 		db:        bench.ShapeIO.Spec.DB,
 	}
-	return runSuiteCommand(ctx, "bench", f, args, stdout, stderr)
 }
 
 func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []string, stdout, stderr io.Writer) error {
