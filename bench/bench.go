@@ -20,9 +20,21 @@
 // drop one because too many are in flight, the Result is marked Behind, and
 // such a run does not count (the target was not offered the asked load).
 //
+// Requests to a plain http:// URL go through the package's own HTTP/1.1
+// client: a prebuilt GET on pooled kept-alive connections, parsing only the
+// status line, the framing fields and the not-started marker. On a machine
+// whose CPUs the generator shares with the target, net/http's Transport
+// took CPU the target needed (and fell behind its schedule at 5x); a
+// Config.Client (or an https URL) uses net/http instead.
+//
 // Calibrate measures a target's capacity the other way, closed loop: a
 // fixed number of workers, each sending its next request as soon as the
 // previous one is answered, and reports the goodput reached.
+//
+// On top of these, RunSuite runs the overload benchmark: the targets of
+// Targets in child processes (StartProcess, ServeChild), their capacity,
+// and the scenarios (sweep, shapes, slowdown, mix, step), into a Report of
+// Samples that package bench/report renders.
 package bench
 
 import (
