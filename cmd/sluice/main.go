@@ -26,9 +26,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "sluice:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: the usage was asked for, and printed
 		}
+		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(2)
 	}
 }
