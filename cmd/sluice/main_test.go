@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,25 @@ func TestBadInput(t *testing.T) {
 	assert.Contains(t, out.String(), "demo")
 	assert.Contains(t, out.String(), "bench")
 	assert.Contains(t, out.String(), "lanes")
+}
+
+func TestProgressBarMovesAndStops(t *testing.T) {
+	var cfg bench.SuiteConfig
+	var buf bytes.Buffer
+	stop := startProgress(&cfg, "on", &buf)
+	require.NotNil(t, cfg.Progress, "mode on sets the suite's progress hook")
+	cfg.Progress(0, 10*time.Second, "calibrating")
+	cfg.Progress(5*time.Second, 10*time.Second, "sweep 2x")
+	cfg.Progress(4*time.Second, 10*time.Second, "never backwards")
+	stop()
+	out := buf.String()
+	assert.Contains(t, out, "calibrating", "the first report draws the bar") // later ones are throttled
+	assert.Contains(t, out, "100%", "Finish fills the bar")
+
+	var off bench.SuiteConfig
+	startProgress(&off, "off", &buf)()
+	assert.Nil(t, off.Progress)
+	var auto bench.SuiteConfig
+	startProgress(&auto, "auto", &buf)() // a buffer is not a terminal
+	assert.Nil(t, auto.Progress)
 }
