@@ -1,8 +1,11 @@
 package reject
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +29,11 @@ type Reason struct {
 	length []string // the body's Content-Length
 	// Body is the text body: "request not started: <reason>\n".
 	Body string
+	// Fields is the wire form of the answer's header fields for this
+	// reason, Content-Length included, each "Name: value\r\n", in sorted
+	// order; a server that writes the answer itself appends its status
+	// line, these, its Date field, the empty line and Body.
+	Fields []byte
 }
 
 // NewAnswer builds the answer: status (zero means 503), Retry-After rounded
@@ -66,12 +74,36 @@ func (a *Answer) reason(reason string) *Reason {
 		return v.(*Reason)
 	}
 	body := "request not started: " + reason + "\n"
-	v, _ := a.reasons.LoadOrStore(reason, &Reason{
+	e := &Reason{
 		field:  []string{reason},
 		length: []string{strconv.Itoa(len(body))},
 		Body:   body,
-	})
+	}
+	h := http.Header{}
+	a.SetHeader(h, e, true)
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
+			continue // not a field name: dropped, as net/http does
+		}
+		for _, v := range h[k] {
+			b.WriteString(k + ": " + wireValue(v) + "\r\n")
+		}
+	}
+	e.Fields = []byte(b.String())
+	v, _ := a.reasons.LoadOrStore(reason, e)
 	return v.(*Reason)
+}
+
+// wireValue replaces CR and LF with spaces, so that a configured field or a
+// reason cannot split the answer.
+func wireValue(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, v)
 }
 
 // SetHeader fills h with the fields of a rejection for e, Content-Length

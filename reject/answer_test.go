@@ -34,3 +34,17 @@ func TestAnswer(t *testing.T) {
 	assert.Empty(t, h.Get("Retry-After"))
 	assert.Empty(t, h.Get("Content-Length"))
 }
+
+func TestReasonFieldsAreTheWireForm(t *testing.T) {
+	a := NewAnswer(0, 0, http.Header{"X-Extra": {"a\r\nInjected: 1"}, "Bad Name": {"x"}})
+	e := a.Count("busy")
+	want := "Content-Length: 26\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Retry-After: 1\r\n" +
+		"Sluice-Not-Started: 1\r\n" +
+		"Sluice-Reject-Reason: busy\r\n" +
+		"X-Extra: a  Injected: 1\r\n"
+	assert.Equal(t, want, string(e.Fields))
+	assert.Equal(t, "request not started: busy\n", e.Body)
+	assert.Len(t, e.Body, 26)
+}

@@ -117,3 +117,39 @@ func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
 		assert.Equal(t, want, "queue-"+r.String())
 	}
 }
+
+// TestDirectRejectionMatchesTheCoroutines compares the rejections written
+// directly (bodiless HTTP/1.1, no OnReject) with those written by a
+// request's coroutine (OnReject set, HEAD): same status, fields and body,
+// for pipelined requests on one kept connection.
+func TestDirectRejectionMatchesTheCoroutines(t *testing.T) {
+	raw := "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /2 HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /3 HTTP/1.1\r\nHost: x\r\n\r\n"
+	answers := func(cfg Config) ([]*http.Response, []string, *Server) {
+		srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), cfg)
+		resps, bodies, closed := rawExchange(t, addr, raw, "GET")
+		assert.False(t, closed)
+		require.Len(t, resps, 3)
+		head, headBodies, _ := rawExchange(t, addr, "HEAD /4 HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD")
+		require.Len(t, head, 1)
+		return append(resps, head[0]), append(bodies, headBodies[0]), srv
+	}
+	extra := http.Header{"X-Extra": {"yes"}}
+	direct, directBodies, srv := answers(Config{Gate: &switchGate{}, Reject: Rejection{Header: extra}})
+	viaCoro, coroBodies, _ := answers(Config{Gate: &switchGate{}, Reject: Rejection{Header: extra,
+		OnReject: func(*Request, string) {}}})
+	for i := range direct {
+		d, c := direct[i], viaCoro[i]
+		assert.Equal(t, 503, d.StatusCode)
+		assert.Equal(t, c.StatusCode, d.StatusCode)
+		d.Header.Del("Date")
+		c.Header.Del("Date")
+		assert.Equal(t, c.Header, d.Header, "request %d", i+1)
+		assert.Equal(t, coroBodies[i], directBodies[i])
+	}
+	assert.Equal(t, "request not started: switch\n", directBodies[0])
+	assert.Empty(t, directBodies[3], "HEAD: no body")
+	assert.Equal(t, "yes", direct[1].Header.Get("X-Extra"))
+	assert.Equal(t, map[string]int64{"switch": 4}, srv.Stats().RejectedBy)
+}
