@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -289,7 +290,7 @@ func (q *Queue) Len() int { return int(q.length.Load()) }
 // not panic; if one does, the other callbacks due in the same call still
 // run, then the panic continues in the caller.
 func (q *Queue) Push(e *Entry, c Class, start func(), reject func(Reason)) {
-	q.push(e, c, 0, false, start, reject)
+	q.PushArrived(e, c, math.MaxInt64, start, reject) // later than any clock: now
 }
 
 // PushArrived is Push for a request that arrived at arrived (on the queue's
@@ -300,10 +301,6 @@ func (q *Queue) Push(e *Entry, c Class, start func(), reject func(Reason)) {
 // past its deadline is rejected with [Timeout] before PushArrived returns.
 // An arrived later than the queue's clock counts as now.
 func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reject func(Reason)) {
-	q.push(e, c, arrived, true, start, reject)
-}
-
-func (q *Queue) push(e *Entry, c Class, arrived int64, early bool, start func(), reject func(Reason)) {
 	if start == nil || reject == nil {
 		panic("queue: Push with a nil callback")
 	}
@@ -323,9 +320,7 @@ func (q *Queue) push(e *Entry, c Class, arrived int64, early bool, start func(),
 		return
 	}
 	now := q.clock()
-	if !early || arrived > now {
-		arrived = now
-	}
+	arrived = min(arrived, now)
 	standing := q.standing(now)
 	timeout := q.timeout
 	if standing && q.order == CoDel {

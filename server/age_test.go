@@ -34,20 +34,20 @@ func TestAgeSettingsFromConfig(t *testing.T) {
 	s := schedtest.Start(t, 1)
 	h := HTTPHandler(http.NotFoundHandler())
 	for _, tc := range []struct {
-		name             string
-		cfg              Config
-		maxAge, target   time.Duration
-		stamps, pumpsAll bool
+		name           string
+		cfg            Config
+		maxAge, target time.Duration
+		pumpsAll       bool
 	}{
-		{"no queue", Config{}, 0, 0, false, false},
-		{"max age alone", Config{MaxAge: 50 * time.Millisecond}, 50 * time.Millisecond, 0, true, false},
+		{"no queue", Config{}, 0, 0, false},
+		{"max age alone", Config{MaxAge: 50 * time.Millisecond}, 50 * time.Millisecond, 0, false},
 		{"queue timeout", Config{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: 30 * time.Millisecond}},
-			30 * time.Millisecond, 0, true, true},
+			30 * time.Millisecond, 0, true},
 		{"default timeout, busy gate", Config{Gate: gate.NewBusy(s, gate.BusyOptions{}), Queue: &queue.Options{}},
-			queue.DefaultTimeout, 0, true, false},
+			queue.DefaultTimeout, 0, false},
 		{"codel", Config{Gate: gate.NewBusy(s, gate.BusyOptions{Isolated: true}), Queue: &queue.Options{Order: queue.CoDel}},
-			queue.DefaultTimeout, queue.DefaultTarget, true, false},
-		{"off", Config{Gate: gate.NewConcurrency(1), Queue: &queue.Options{}, MaxAge: -1}, 0, 0, false, true},
+			queue.DefaultTimeout, queue.DefaultTarget, false},
+		{"off", Config{Gate: gate.NewConcurrency(1), Queue: &queue.Options{}, MaxAge: -1}, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := Listen(s, "127.0.0.1:0", h, tc.cfg)
@@ -59,7 +59,6 @@ func TestAgeSettingsFromConfig(t *testing.T) {
 			}()
 			assert.Equal(t, int64(tc.maxAge), srv.maxAge)
 			assert.Equal(t, int64(tc.target), srv.ageTarget)
-			assert.Equal(t, tc.stamps, srv.stamps)
 			assert.Equal(t, tc.pumpsAll, srv.pumpAll, "a concurrency gate reserves slots; the busy gate does not")
 		})
 	}

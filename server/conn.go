@@ -220,7 +220,7 @@ func (c *conn) readHead() {
 // requests from their arrival and nothing unconsumed is buffered, the bytes
 // read begin a new request: their kernel receive stamp becomes c.arrived.
 func (c *conn) read() (int, error) {
-	if !c.srv.stamps {
+	if c.srv.maxAge <= 0 {
 		return c.nc.Read(c.buf[c.n:])
 	}
 	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])

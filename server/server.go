@@ -119,11 +119,10 @@ type Server struct {
 	log     *slog.Logger
 	maxHead int
 	pumpAll bool  // the gate reserves slots: a pump may start several
-	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none
+	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none (reads need no stamps)
 	// With a CoDel queue, the age limit drops to ageTarget once requests
 	// have all been older than it for ageInterval (0: no CoDel).
 	ageTarget, ageInterval int64
-	stamps                 bool // read with kernel receive stamps (maxAge > 0)
 	ws                     []*workerState
 
 	adm      admission
@@ -178,13 +177,12 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	case cfg.MaxAge == 0 && srv.q != nil:
 		srv.maxAge = int64(cmp.Or(max(cfg.Queue.Timeout, 0), queue.DefaultTimeout))
 	}
-	srv.stamps = srv.maxAge > 0
-	if srv.stamps && srv.q != nil && cfg.Queue.Order == queue.CoDel {
+	if srv.maxAge > 0 && srv.q != nil && cfg.Queue.Order == queue.CoDel {
 		srv.ageTarget = min(int64(cmp.Or(max(cfg.Queue.Target, 0), queue.DefaultTarget)), srv.maxAge)
 		srv.ageInterval = int64(cmp.Or(max(cfg.Queue.Interval, 0), queue.DefaultInterval))
 	}
 	lopts := cfg.Listen
-	lopts.Timestamps = lopts.Timestamps || srv.stamps
+	lopts.Timestamps = lopts.Timestamps || srv.maxAge > 0
 	if lopts.OnError == nil {
 		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }
 	}
