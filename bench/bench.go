@@ -41,7 +41,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -51,8 +50,6 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-
-	"github.com/sluice-go/sluice/reject"
 )
 
 // SendTick is the shortest sleep of Run's dispatcher: requests due within
@@ -284,26 +281,6 @@ func (r *runner) bucket(off time.Duration) *Bucket {
 	}
 	i := min(int(off/r.cfg.Bucket), len(r.res.Series)-1)
 	return &r.res.Series[i]
-}
-
-// exchange sends req with client, reads the answer's body to the end and
-// classifies the answer. It does not look at the time taken.
-func exchange(client *http.Client, req *http.Request) outcome {
-	resp, err := client.Do(req)
-	if err != nil {
-		return outFailed
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	switch {
-	case err != nil:
-		return outFailed
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return outOK
-	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(reject.NotStartedHeader) == "1":
-		return outRejected
-	}
-	return outFailed
 }
 
 // send performs one request scheduled at at, on a new connection when

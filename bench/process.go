@@ -128,9 +128,6 @@ type Process struct {
 	// Stats is the target's counters as JSON, reported when it stopped
 	// (nil for a target without any, or before Stop).
 	Stats json.RawMessage
-	// CPU is the CPU time (user and system) the child used, known after
-	// Stop.
-	CPU   time.Duration
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
@@ -222,9 +219,6 @@ func (p *Process) Stop() error {
 	defer timer.Stop()
 	select {
 	case err := <-p.done:
-		if st := p.cmd.ProcessState; st != nil {
-			p.CPU = st.UserTime() + st.SystemTime()
-		}
 		if err != nil {
 			return fmt.Errorf("bench: target exit: %w (stderr: %q)", err, p.errb.String())
 		}

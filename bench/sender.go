@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/sluice-go/sluice/reject"
 )
 
 // sender sends one request and classifies its answer; Run and Calibrate
@@ -74,7 +77,28 @@ func (s *httpSender) send(ctx context.Context, deadline time.Time, fresh bool, h
 	if fresh && s.fresh != nil {
 		c = s.fresh
 	}
-	return exchange(c, req)
+	resp, err := c.Do(req)
+	if err != nil {
+		return outFailed
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return outFailed
+	}
+	return classify(resp.StatusCode, resp.Header.Get(reject.NotStartedHeader) == "1")
+}
+
+// classify turns a complete answer into an outcome: OK for a 2xx, Rejected
+// for a 503 marked not started, Failed for anything else.
+func classify(status int, notStarted bool) outcome {
+	switch {
+	case status >= 200 && status < 300:
+		return outOK
+	case status == http.StatusServiceUnavailable && notStarted:
+		return outRejected
+	}
+	return outFailed
 }
 
 func (s *httpSender) close() {
@@ -98,13 +122,8 @@ func (s *rawSender) close() {
 // send is the raw client's sender method.
 func (c *rawClient) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
 	res, err := c.do(ctx, deadline, fresh, hdr)
-	switch {
-	case err != nil:
+	if err != nil {
 		return outFailed
-	case res.status >= 200 && res.status < 300:
-		return outOK
-	case res.status == http.StatusServiceUnavailable && res.notStarted:
-		return outRejected
 	}
-	return outFailed
+	return classify(res.status, res.notStarted)
 }
