@@ -24,8 +24,8 @@ const SettleBand = 0.10
 // ReactTime is the time from Step.Up to the end of the first high-phase
 // bucket whose goodput is within SettleBand (10 %) of Level or above it:
 // the rise time to the level (a multiple of the bucket width when Step.Up
-// falls on a bucket boundary). Settled is false, and ReactTime the whole
-// high phase, when no bucket gets there. Stable is the share of the
+// falls on a bucket boundary). Some bucket always gets there: Level is at
+// most the median of the second half's buckets. Stable is the share of the
 // high-phase buckets after that one whose goodput stays within the band,
 // above or below: how steady the level is once reached (100 ms buckets
 // of Poisson arrivals are noisy by a few percent on their own). (The
@@ -45,7 +45,6 @@ type Step struct {
 	HighOffered float64       `json:"high_offered"`
 	Level       float64       `json:"level"`
 	ReactTime   time.Duration `json:"react"`
-	Settled     bool          `json:"settled"`
 	Stable      float64       `json:"stable"`
 	RecoverTime time.Duration `json:"recover"`
 	Recovered   bool          `json:"recovered"`
@@ -108,29 +107,20 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	}
 	st.Level = math.Min(st.Steady, st.HighOffered)
 
-	reach := len(high)
-	for i, b := range high {
-		if perSecond(b.OK, w) >= (1-SettleBand)*st.Level {
-			reach = i
-			break
-		}
+	reach := 0
+	for perSecond(high[reach].OK, w) < (1-SettleBand)*st.Level {
+		reach++
 	}
-	if reach < len(high) {
-		st.Settled = true
-		st.ReactTime = high[reach].Start + w - info.Up
-		if rest := high[reach+1:]; len(rest) > 0 {
-			in := 0
-			for _, b := range rest {
-				if math.Abs(perSecond(b.OK, w)-st.Level) <= SettleBand*st.Level {
-					in++
-				}
+	st.ReactTime = high[reach].Start + w - info.Up
+	st.Stable = 1
+	if rest := high[reach+1:]; len(rest) > 0 {
+		in := 0
+		for _, b := range rest {
+			if math.Abs(perSecond(b.OK, w)-st.Level) <= SettleBand*st.Level {
+				in++
 			}
-			st.Stable = float64(in) / float64(len(rest))
-		} else {
-			st.Stable = 1
 		}
-	} else {
-		st.ReactTime = info.Down - info.Up
+		st.Stable = float64(in) / float64(len(rest))
 	}
 
 	st.Recovered = true
@@ -168,9 +158,8 @@ type StepRow struct {
 	RecoverTime time.Duration `json:"recover"`
 	// Stable is the median of the runs' Step.Stable.
 	Stable float64 `json:"stable"`
-	// Settled and Recovered count the measured runs that reached the
-	// level and that recovered before the end of the run.
-	Settled   int `json:"settled"`
+	// Recovered counts the measured runs that recovered before the end of
+	// the run.
 	Recovered int `json:"recovered"`
 }
 
@@ -242,10 +231,7 @@ func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 		offered = append(offered, m.HighOffered)
 		react = append(react, float64(m.ReactTime))
 		recover = append(recover, float64(m.RecoverTime))
-		if m.Settled {
-			r.Settled++
-			stable = append(stable, m.Stable)
-		}
+		stable = append(stable, m.Stable)
 		if m.Recovered {
 			r.Recovered++
 		}

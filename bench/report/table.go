@@ -183,7 +183,7 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 	fmt.Fprintf(buf, "\nstep response, shape %s (react: until goodput is within %.0f%% of its level; stable: share of the later\nhigh buckets within that band; recover: until the last rejection or failure after the step down)\n",
 		orDash(shape), 100*SettleBand)
 	tw := newTab(buf)
-	line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "reached", "stable %", "recover ms", "recovered", "runs")
+	line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "stable %", "recover ms", "recovered", "runs")
 	for _, r := range rows {
 		cells := []string{r.Target, formatMultiple(r.Low) + "->" + formatMultiple(r.High)}
 		if r.Measured == 0 {
@@ -191,13 +191,12 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 			if r.Runs == 0 {
 				first = "behind"
 			}
-			cells = append(cells, first, "-", "-", "-", "-", "-", "-")
+			cells = append(cells, first, "-", "-", "-", "-", "-")
 		} else {
 			cells = append(cells,
 				fmt.Sprintf("%.0f", r.HighOffered),
 				fmt.Sprintf("%.0f", r.Steady),
 				formatDurationMS(r.ReactTime),
-				fmt.Sprintf("%d/%d", r.Settled, r.Measured),
 				fmt.Sprintf("%.0f", 100*r.Stable),
 				formatDurationMS(r.RecoverTime),
 				fmt.Sprintf("%d/%d", r.Recovered, r.Measured),
