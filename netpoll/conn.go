@@ -93,19 +93,11 @@ func (c *Conn) ReadStamped(p []byte) (n int, stamp int64, err error) {
 	// SOL_SOCKET/SCM_TIMESTAMPNS: a cmsghdr (16 bytes on 64-bit Linux,
 	// 12 on 32-bit, padded to the word) then a timespec.
 	var oob [64]byte
-	for {
-		var oobn int
-		n, oobn, _, _, err = unix.Recvmsg(c.fd, p, oob[:], 0)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, 0, err
-		case n == 0 && len(p) > 0:
-			return 0, 0, ErrEOF
-		}
-		return n, parseStamp(oob[:oobn]), nil
+	n, oobn, err := recvFD(c.fd, p, oob[:])
+	if err != nil {
+		return 0, 0, err
 	}
+	return n, parseStamp(oob[:oobn]), nil
 }
 
 // parseStamp returns the SCM_TIMESTAMPNS stamp among the control messages
@@ -129,17 +121,29 @@ func parseStamp(oob []byte) int64 {
 }
 
 func readFD(fd int, p []byte) (int, error) {
+	n, _, err := recvFD(fd, p, nil)
+	return n, err
+}
+
+// recvFD reads from fd into p, with read(2), or with recvmsg(2) when oob
+// is not nil to take the control messages too; it retries on EINTR and
+// reports the end of the stream as ErrEOF.
+func recvFD(fd int, p, oob []byte) (n, oobn int, err error) {
 	for {
-		n, err := unix.Read(fd, p)
+		if oob == nil {
+			n, err = unix.Read(fd, p)
+		} else {
+			n, oobn, _, _, err = unix.Recvmsg(fd, p, oob, 0)
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return 0, err
+			return 0, 0, err
 		case n == 0 && len(p) > 0:
-			return 0, ErrEOF
+			return 0, 0, ErrEOF
 		}
-		return n, nil
+		return n, oobn, nil
 	}
 }
 
