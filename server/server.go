@@ -292,7 +292,7 @@ type workerState struct {
 
 	// ageAbove is the worker clock since when every request parsed here
 	// has been older than the CoDel target (0: the last one was not);
-	// see conn.tooOld.
+	// see Server.ageLimit.
 	ageAbove int64
 }
 
