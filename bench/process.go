@@ -141,6 +141,12 @@ const processStartTimeout = 30 * time.Second
 // by spec in a child process made by launch (nil: this executable), and
 // returns once it listens. Stop ends it.
 func StartProcess(ctx context.Context, launch Launcher, target string, spec HandlerSpec) (*Process, error) {
+	return startProcess(ctx, launch, target, spec, nil)
+}
+
+// startProcess is StartProcess with the child restricted to cpus (none:
+// the parent's CPUs).
+func startProcess(ctx context.Context, launch Launcher, target string, spec HandlerSpec, cpus []int) (*Process, error) {
 	if _, ok := TargetByName(target); !ok {
 		return nil, fmt.Errorf("bench: unknown target %q", target)
 	}
@@ -165,7 +171,7 @@ func StartProcess(ctx context.Context, launch Launcher, target string, spec Hand
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOn(cmd, cpus); err != nil {
 		return nil, fmt.Errorf("bench: start target %s: %w", target, err)
 	}
 	lines := make(chan string, 1)

@@ -123,5 +123,10 @@ type Report struct {
 	Machine  string        `json:"machine"`
 	Deadline time.Duration `json:"deadline"`
 	Repeats  int           `json:"repeats"`
-	Samples  []Sample      `json:"samples"`
+	// TargetCPUs and GeneratorCPUs are the CPUs the targets and the load
+	// generator were restricted to (SuiteConfig); empty when they shared
+	// the machine.
+	TargetCPUs    []int    `json:"target_cpus,omitempty"`
+	GeneratorCPUs []int    `json:"generator_cpus,omitempty"`
+	Samples       []Sample `json:"samples"`
 }

@@ -91,6 +91,14 @@ type SuiteConfig struct {
 	// NewFraction is the share of requests on new connections in the mix
 	// scenario, the rest on kept-alive ones; default 0.5.
 	NewFraction float64
+	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
+	// the CPUs: every target's child process runs on TargetCPUs only (its
+	// GOMAXPROCS and sluice's worker count follow from that mask) and
+	// this process, the load generator, on GeneratorCPUs only, for the
+	// whole suite. Without them both share every CPU, and the generator's
+	// CPU time, which grows with the offered load, is taken from the
+	// target's.
+	TargetCPUs, GeneratorCPUs []int
 	// Launch starts the targets' child processes; nil runs this
 	// executable (which must call ServeChild first).
 	Launch Launcher
@@ -191,7 +199,7 @@ func (c *SuiteConfig) defaults() error {
 	if c.NewFraction <= 0 || c.NewFraction > 1 {
 		c.NewFraction = 0.5
 	}
-	return nil
+	return checkSplit(c.TargetCPUs, c.GeneratorCPUs)
 }
 
 // point is one measurement the suite plans.
@@ -254,16 +262,25 @@ func (c *SuiteConfig) window(p point) time.Duration {
 // fresh child process, and records one Sample per point. Runs whose
 // generator fell behind are kept and marked. RunSuite stops early, with
 // the samples so far and ctx's error, when ctx ends.
-func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
+func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &Report{
-		Command:  cfg.Command,
-		Started:  time.Now().UTC(),
-		Machine:  machine(),
-		Deadline: cfg.Deadline,
-		Repeats:  cfg.Repeats,
+	rep = &Report{
+		Command:       cfg.Command,
+		Started:       time.Now().UTC(),
+		Machine:       machine(),
+		Deadline:      cfg.Deadline,
+		Repeats:       cfg.Repeats,
+		TargetCPUs:    cfg.TargetCPUs,
+		GeneratorCPUs: cfg.GeneratorCPUs,
+	}
+	if len(cfg.GeneratorCPUs) > 0 {
+		unpin, err := pinSelf(cfg.GeneratorCPUs)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, unpin()) }()
 	}
 	shapes, points := cfg.plan()
 	var total, done time.Duration
@@ -320,7 +337,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 // calibrate measures a target's capacity on a fresh child process, and the
 // CPU time the target used per second meanwhile.
 func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
-	p, err := StartProcess(ctx, cfg.Launch, target, spec)
+	p, err := startProcess(ctx, cfg.Launch, target, spec, cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -356,7 +373,7 @@ const weatherPath = "/forecast?city=Lisbon"
 
 // measure runs one point on a fresh child process.
 func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
-	proc, err := StartProcess(ctx, cfg.Launch, target, p.spec)
+	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
 	}

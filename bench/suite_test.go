@@ -206,6 +206,28 @@ func TestSuiteRotatesTargets(t *testing.T) {
 	assert.Len(t, calibrations, 4, "%q", calibrations)
 }
 
+func TestSuiteSplitsCPUs(t *testing.T) {
+	a, b := twoCPUs(t)
+	before := threadMasks(t, "self")
+	cfg := tinySuite()
+	cfg.Targets = []string{"sluice"}
+	cfg.TargetCPUs, cfg.GeneratorCPUs = []int{b}, []int{a}
+	var during map[string]int
+	cfg.Progress = func(time.Duration, time.Duration, string) {
+		if during == nil {
+			during = threadMasks(t, "self")
+		}
+	}
+	rep, err := RunSuite(context.Background(), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []int{b}, rep.TargetCPUs)
+	assert.Equal(t, []int{a}, rep.GeneratorCPUs)
+	require.Len(t, rep.Samples, 1)
+	assert.Positive(t, rep.Samples[0].Rates.Goodput)
+	assert.Equal(t, map[string]int{FormatCPUList([]int{a}): during[FormatCPUList([]int{a})]}, during, "the generator ran on CPU %d only", a)
+	assert.Equal(t, before, mapKeysOnly(threadMasks(t, "self"), before), "unpinned at the end")
+}
+
 func TestSuiteRefusesBadConfig(t *testing.T) {
 	var launched atomic.Int64
 	launch := func() (*exec.Cmd, error) {
@@ -221,6 +243,10 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"infinite multiple":       func(c *SuiteConfig) { c.Multiples = []float64{math.Inf(1)} },
 		"negative shape multiple": func(c *SuiteConfig) { c.ShapeMultiples = []float64{2, -0.5} },
 		"zero calibration conns":  func(c *SuiteConfig) { c.CalibrateConns = []int{16, 0} },
+		"target CPUs alone":       func(c *SuiteConfig) { c.TargetCPUs = []int{0} },
+		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
+		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
+		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()

@@ -379,6 +379,14 @@ func lineOf(text string, first string, want ...string) []string {
 	return nil
 }
 
+func TestWriteTableNamesTheCPUSplit(t *testing.T) {
+	rep := sweepReport()
+	rep.TargetCPUs, rep.GeneratorCPUs = []int{4, 5, 6, 7}, []int{0, 1}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, rep))
+	assert.Contains(t, buf.String(), "CPUs:     targets on 4-7, generator on 0-1\n")
+}
+
 func TestWriteTable(t *testing.T) {
 	rep := sweepReport()
 	rep.Samples = append(rep.Samples, stepReport().Samples...)
@@ -388,6 +396,7 @@ func TestWriteTable(t *testing.T) {
 
 	assert.Contains(t, out, "Command:  go run ./cmd/bench -scenario sweep")
 	assert.Contains(t, out, "Machine:  2 CPUs, GOMAXPROCS 2, go1.26")
+	assert.Contains(t, out, "CPUs:     targets and generator share all")
 	assert.Contains(t, out, "Deadline: 1s  Repeats: 3")
 	assert.Contains(t, out, "sweep, shape cpu (cpu 1ms, db 0s)")
 	assert.Less(t, strings.Index(out, "sweep, shape cpu"), strings.Index(out, "step, shape cpu"))

@@ -62,6 +62,11 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 func writeHeader(buf *bytes.Buffer, rep *bench.Report) {
 	fmt.Fprintf(buf, "Command:  %s\n", orDash(rep.Command))
 	fmt.Fprintf(buf, "Machine:  %s\n", orDash(rep.Machine))
+	if len(rep.TargetCPUs) > 0 {
+		fmt.Fprintf(buf, "CPUs:     targets on %s, generator on %s\n", bench.FormatCPUList(rep.TargetCPUs), bench.FormatCPUList(rep.GeneratorCPUs))
+	} else {
+		buf.WriteString("CPUs:     targets and generator share all\n")
+	}
 	started := "-"
 	if !rep.Started.IsZero() {
 		started = rep.Started.UTC().Format(time.RFC3339)

@@ -85,6 +85,12 @@ func TestBadInput(t *testing.T) {
 		{"demo", "-progress", "maybe"},
 		{"demo", "extra"},
 		{"bench", "-deadline", "0s"},
+		{"demo", "-target-cpus", "1"},
+		{"demo", "-generator-cpus", "0"},
+		{"demo", "-target-cpus", "one", "-generator-cpus", "0"},
+		{"demo", "-target-cpus", "1", "-generator-cpus", "0-"},
+		{"demo", "-target-cpus", "0", "-generator-cpus", "0"},
+		{"demo", "-target-cpus", "1000", "-generator-cpus", "0"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)

@@ -31,6 +31,8 @@ type suiteFlags struct {
 	blocking  bool
 	out       string
 	progress  string
+	// targetCPUs and genCPUs are CPU lists ("1", "0-7"); empty: shared.
+	targetCPUs, genCPUs string
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
@@ -49,6 +51,8 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Calibrate.Warmup, "warmup", c.Calibrate.Warmup, "warm-up before each capacity measurement")
 	fs.BoolVar(&c.Constant, "constant", c.Constant, "constant gaps between requests instead of Poisson arrivals")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the Poisson arrivals")
+	fs.StringVar(&f.targetCPUs, "target-cpus", "", "CPU list the targets run on (for example 1, or 0-7); with -generator-cpus, splits the CPUs so the generator takes none of the target's")
+	fs.StringVar(&f.genCPUs, "generator-cpus", "", "CPU list the load generator runs on (for example 0, or 8-15); set with -target-cpus")
 	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 }
@@ -80,6 +84,17 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	}
 	if c.ShapeMultiples, err = parseMultiples("-shape-x", f.shapeX); err != nil {
 		return err
+	}
+	if (f.targetCPUs == "") != (f.genCPUs == "") {
+		return errors.New("-target-cpus and -generator-cpus go together: set both or neither")
+	}
+	if f.targetCPUs != "" {
+		if c.TargetCPUs, err = bench.ParseCPUList(f.targetCPUs); err != nil {
+			return fmt.Errorf("-target-cpus: %w", err)
+		}
+		if c.GeneratorCPUs, err = bench.ParseCPUList(f.genCPUs); err != nil {
+			return fmt.Errorf("-generator-cpus: %w", err)
+		}
 	}
 	name := "io"
 	switch {

@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxCPU bounds the CPU numbers a list may name: the size of the kernel
+// mask that unix.CPUSet holds.
+const maxCPU = len(unix.CPUSet{}) * 64
+
+// ParseCPUList reads a CPU list as taskset and /proc write them: numbers
+// and inclusive ranges separated by commas ("1", "0-3", "0-3,8,10-11"). It
+// returns the CPUs ascending, without duplicates; an empty list is an
+// error.
+func ParseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := parseCPU(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bench: CPU list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = parseCPU(hi); err != nil {
+				return nil, fmt.Errorf("bench: CPU list %q: %w", s, err)
+			}
+			if b < a {
+				return nil, fmt.Errorf("bench: CPU list %q: range %s ends before it starts", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	slices.Sort(cpus)
+	return slices.Compact(cpus), nil
+}
+
+func parseCPU(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	n, err := strconv.Atoi(s)
+	if err != nil || s[0] < '0' || s[0] > '9' || n >= maxCPU {
+		return 0, fmt.Errorf("%q is not a CPU number in [0, %d)", s, maxCPU)
+	}
+	return n, nil
+}
+
+// FormatCPUList writes ascending CPUs as a CPU list with ranges ("0-3,8"),
+// the form ParseCPUList reads.
+func FormatCPUList(cpus []int) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// allowedCPUs returns the CPUs of the calling thread's affinity mask.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("bench: read CPU affinity: %w", err)
+	}
+	var cpus []int
+	for c := range maxCPU {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// checkSplit checks a split of the CPUs between the targets and the load
+// generator: both sets or neither, disjoint, each CPU one this process may
+// run on.
+func checkSplit(target, generator []int) error {
+	if len(target) == 0 && len(generator) == 0 {
+		return nil
+	}
+	if len(target) == 0 || len(generator) == 0 {
+		return errors.New("bench: set both TargetCPUs and GeneratorCPUs, or neither")
+	}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
+	for _, c := range slices.Concat(target, generator) {
+		if c < 0 || c >= maxCPU {
+			return fmt.Errorf("bench: CPU %d out of range [0, %d)", c, maxCPU)
+		}
+		if !slices.Contains(allowed, c) {
+			return fmt.Errorf("bench: CPU %d is not one this process may run on (%s)", c, FormatCPUList(allowed))
+		}
+	}
+	for _, c := range target {
+		if slices.Contains(generator, c) {
+			return fmt.Errorf("bench: CPU %d is in both the target's and the generator's set", c)
+		}
+	}
+	return nil
+}
+
+func cpuSet(cpus []int) unix.CPUSet {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	return set
+}
+
+// pinSelf restricts every thread of this process to cpus and sets
+// GOMAXPROCS to their number, as the runtime would have chosen had the
+// process started with that mask. The returned function gives every thread
+// the mask the calling thread had before and GOMAXPROCS its old value.
+func pinSelf(cpus []int) (restore func() error, err error) {
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, fmt.Errorf("bench: read CPU affinity: %w", err)
+	}
+	setAll := func(set unix.CPUSet) error {
+		return eachThread(func(tid int) error { return unix.SchedSetaffinity(tid, &set) })
+	}
+	if err := setAll(cpuSet(cpus)); err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: pin the generator to CPUs %s: %w", FormatCPUList(cpus), err), setAll(old))
+	}
+	prev := runtime.GOMAXPROCS(len(cpus))
+	return func() error {
+		runtime.GOMAXPROCS(prev)
+		if err := setAll(old); err != nil {
+			return fmt.Errorf("bench: unpin the generator: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// startOn starts cmd with its affinity mask set to cpus (all CPUs of the
+// parent's mask when empty), from the first instruction on: the child is
+// forked from a thread given that mask, so its Go runtime sizes GOMAXPROCS
+// and sluice its workers from it. The thread gets its mask back after the
+// fork; should that fail, it stays locked to a goroutine that ends, and the
+// runtime retires it.
+func startOn(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var old unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("read CPU affinity: %w", err)
+			return
+		}
+		set := cpuSet(cpus)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			runtime.UnlockOSThread() // the mask is unchanged
+			errc <- fmt.Errorf("pin to CPUs %s: %w", FormatCPUList(cpus), err)
+			return
+		}
+		err := cmd.Start()
+		if unix.SchedSetaffinity(0, &old) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}

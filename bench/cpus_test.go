@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{
+		"0":            {0},
+		"1":            {1},
+		"0-3":          {0, 1, 2, 3},
+		"0-3,8,10-11":  {0, 1, 2, 3, 8, 10, 11},
+		" 8 , 2-3 ,2 ": {2, 3, 8},
+		"5-5":          {5},
+		"1023":         {1023},
+	} {
+		got, err := ParseCPUList(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, got, in)
+			assert.Equal(t, got, mustParse(t, FormatCPUList(got)), "%q round trip", in)
+		}
+	}
+	for _, in := range []string{"", " ", "a", "1,", ",1", "3-1", "-1", "1-", "1-2-3", "1024", "0-1024", "1.5", "+1"} {
+		_, err := ParseCPUList(in)
+		assert.Error(t, err, "%q", in)
+	}
+	assert.Equal(t, "0-3,8,10-11", FormatCPUList([]int{0, 1, 2, 3, 8, 10, 11}))
+	assert.Equal(t, "", FormatCPUList(nil))
+}
+
+func mustParse(t *testing.T, s string) []int {
+	t.Helper()
+	cpus, err := ParseCPUList(s)
+	require.NoError(t, err, s)
+	return cpus
+}
+
+func TestCheckSplit(t *testing.T) {
+	allowed, err := allowedCPUs()
+	require.NoError(t, err)
+	require.NotEmpty(t, allowed)
+	assert.NoError(t, checkSplit(nil, nil), "no split")
+	assert.ErrorContains(t, checkSplit([]int{allowed[0]}, nil), "both")
+	assert.ErrorContains(t, checkSplit(nil, []int{allowed[0]}), "both")
+	assert.ErrorContains(t, checkSplit([]int{allowed[0]}, []int{allowed[0]}), "in both")
+	assert.ErrorContains(t, checkSplit([]int{-1}, []int{allowed[0]}), "out of range")
+	assert.ErrorContains(t, checkSplit([]int{allowed[0]}, []int{maxCPU}), "out of range")
+	if !slices.Contains(allowed, maxCPU-1) {
+		assert.ErrorContains(t, checkSplit([]int{maxCPU - 1}, []int{allowed[0]}), "not one this process may run on")
+	}
+	if len(allowed) >= 2 {
+		assert.NoError(t, checkSplit(allowed[1:], allowed[:1]))
+	}
+}
+
+// threadMasks returns the CPU list of each thread of process pid ("self"
+// for this one), from /proc.
+func threadMasks(t *testing.T, pid string) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob("/proc/" + pid + "/task/*/status")
+	require.NoError(t, err)
+	masks := make(map[string]int)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				masks[strings.TrimSpace(v)]++
+			}
+		}
+	}
+	require.NotEmpty(t, masks)
+	return masks
+}
+
+// twoCPUs returns two CPUs this process may use, or skips the test.
+func twoCPUs(t *testing.T) (a, b int) {
+	t.Helper()
+	allowed, err := allowedCPUs()
+	require.NoError(t, err)
+	if len(allowed) < 2 {
+		t.Skipf("needs 2 CPUs to split, this process may use %v", allowed)
+	}
+	return allowed[0], allowed[len(allowed)-1]
+}
+
+func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
+	a, _ := twoCPUs(t)
+	allowed, err := allowedCPUs()
+	require.NoError(t, err)
+	before := threadMasks(t, "self")
+	require.Len(t, before, 1, "every thread starts with one mask")
+	procs := runtime.GOMAXPROCS(0)
+
+	restore, err := pinSelf([]int{a})
+	require.NoError(t, err)
+	pinned := threadMasks(t, "self")
+	assert.Len(t, pinned, 1, "every thread pinned: %v", pinned)
+	assert.Contains(t, pinned, FormatCPUList([]int{a}))
+	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
+	// A thread started now inherits the mask.
+	done := make(chan []int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpus, _ := allowedCPUs()
+		done <- cpus
+	}()
+	assert.Equal(t, []int{a}, <-done)
+
+	require.NoError(t, restore())
+	assert.Equal(t, before, mapKeysOnly(threadMasks(t, "self"), before), "every thread back to its mask")
+	assert.Equal(t, procs, runtime.GOMAXPROCS(0))
+	now, err := allowedCPUs()
+	require.NoError(t, err)
+	assert.Equal(t, allowed, now)
+}
+
+// mapKeysOnly returns got with the counts of want, if it has the same
+// keys (the number of threads may change between two readings).
+func mapKeysOnly(got, want map[string]int) map[string]int {
+	if len(got) != len(want) {
+		return got
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			return got
+		}
+	}
+	return want
+}
+
+func TestStartProcessOnCPUs(t *testing.T) {
+	_, b := twoCPUs(t)
+	before := threadMasks(t, "self")
+	p, err := startProcess(context.Background(), nil, "sluice", HandlerSpec{CPU: 100 * time.Microsecond}, []int{b})
+	require.NoError(t, err)
+	child := threadMasks(t, strconv.Itoa(p.cmd.Process.Pid))
+	assert.Equal(t, map[string]int{FormatCPUList([]int{b}): child[FormatCPUList([]int{b})]}, child, "every thread of the child on CPU %d", b)
+	assert.NoError(t, p.Stop())
+	assert.Equal(t, before, mapKeysOnly(threadMasks(t, "self"), before), "this process's threads keep their masks")
+}
