@@ -140,8 +140,10 @@ type Config struct {
 	// Bucket, when set, makes Run also report Result.Series: the outcomes
 	// of the requests scheduled in each Bucket of the run (100 ms for a
 	// step response), counted by scheduled time, so a bucket's goodput is
-	// what the target did with the load offered then. The buckets cover
-	// the whole run, every phase included.
+	// what the target did with the load offered then; and the OK answers
+	// that ended in each bucket, whatever their schedule, which is the
+	// target's output then. The buckets cover the whole run, every phase
+	// included.
 	Bucket time.Duration
 }
 
@@ -185,11 +187,17 @@ type Result struct {
 	Series []Bucket
 }
 
-// Bucket counts the requests scheduled in one interval of a run, by outcome.
+// Bucket counts the requests scheduled in one interval of a run, by outcome,
+// and the OK answers that ended in it.
 type Bucket struct {
 	// Start is the interval's start, from the start of the run.
 	Start                                  time.Duration
 	Offered, OK, Rejected, Failed, Dropped int64
+	// Completed counts the OK answers that ended within the interval,
+	// whatever their schedule (answers ending after the sending window
+	// are in no bucket): the target's goodput by the clock of its
+	// answers, where OK counts it by the clock of the load.
+	Completed int64
 }
 
 // Goodput is the rate of OK answers (2xx within the deadline) per second of
@@ -226,6 +234,7 @@ type runner struct {
 	snd      sender
 	deadline time.Duration
 	histMax  int64
+	start    time.Time // the run's, for the series of completions
 
 	mu  sync.Mutex
 	res Result
@@ -262,6 +271,11 @@ func (r *runner) record(c *ClassResult, b *Bucket, o outcome, lat time.Duration)
 		c.Failed++
 	}
 	if b != nil {
+		if o == outOK {
+			if i := int(time.Since(r.start) / r.cfg.Bucket); i < len(r.res.Series) {
+				r.res.Series[i].Completed++
+			}
+		}
 		switch o {
 		case outOK:
 			b.OK++
@@ -412,6 +426,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	start := time.Now()
+	r.start = start
 	window := p.total
 dispatch:
 	for i := 0; ; i++ {

@@ -256,6 +256,35 @@ func TestSeriesCountsByScheduledTime(t *testing.T) {
 	assert.Nil(t, res.Series, "no series without Config.Bucket")
 }
 
+func TestSeriesCountsCompletionsByEndTime(t *testing.T) {
+	var start atomic.Int64
+	var held atomic.Int64
+	// Holds what arrives in the first 100 ms until 250 ms into the run.
+	url := testServer(t, func(w http.ResponseWriter, r *http.Request) {
+		began := time.Unix(0, start.Load())
+		if time.Since(began) < 100*time.Millisecond {
+			held.Add(1)
+			time.Sleep(time.Until(began.Add(250 * time.Millisecond)))
+		}
+		ok(w, r)
+	})
+	start.Store(time.Now().UnixNano())
+	res, err := Run(context.Background(), Config{URL: url, Rate: 200, Duration: 500 * time.Millisecond, Bucket: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, res.Series, 5)
+	require.Positive(t, held.Load())
+	assert.Zero(t, res.Series[0].Completed, "nothing answered in the first 100 ms")
+	assert.Positive(t, res.Series[0].OK, "though the requests sent then were served")
+	var completed int64
+	for _, b := range res.Series {
+		completed += b.Completed
+	}
+	assert.LessOrEqual(t, completed, res.OK, "answers after the window are in no bucket")
+	assert.GreaterOrEqual(t, completed, res.OK-20, "only the last few end after it")
+	// Generous: the held answers leave at 250 ms, in bucket 2.
+	assert.GreaterOrEqual(t, res.Series[2].Completed, held.Load())
+}
+
 func TestRefusesBadPhases(t *testing.T) {
 	ctx := context.Background()
 	u := "http://127.0.0.1:1/"

@@ -437,14 +437,21 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 	p.Legend.Left, p.Legend.XOffs = false, -legendInset
 	ymax := 0.0
 	for _, r := range runs {
-		var good, offered, rejected plotter.XYs
+		var good, done, offered, rejected plotter.XYs
+		hasDone := false
+		for _, b := range r.sample.Series {
+			hasDone = hasDone || b.Completed > 0
+		}
 		for _, b := range r.sample.Series {
 			x := (b.Start + r.width/2).Seconds()
 			good = append(good, plotter.XY{X: x, Y: perSecond(b.OK, r.width)})
+			if hasDone {
+				done = append(done, plotter.XY{X: x, Y: perSecond(b.Completed, r.width)})
+			}
 			offered = append(offered, plotter.XY{X: x, Y: perSecond(b.Offered, r.width)})
 			rejected = append(rejected, plotter.XY{X: x, Y: perSecond(b.Rejected, r.width)})
 		}
-		for _, xys := range []plotter.XYs{good, offered, rejected} {
+		for _, xys := range []plotter.XYs{good, done, offered, rejected} {
 			for _, xy := range xys {
 				ymax = math.Max(ymax, xy.Y)
 			}
@@ -456,10 +463,14 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 			width  vg.Length
 			dashes []vg.Length
 		}{
-			{"goodput", good, vg.Points(1.5), nil},
+			{"goodput (by send time)", good, vg.Points(1.5), nil},
+			{"goodput (by end time)", done, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}},
 			{"offered", offered, vg.Points(1), []vg.Length{vg.Points(5), vg.Points(3)}},
 			{"rejected", rejected, vg.Points(0.5), nil},
 		} {
+			if len(ln.xys) == 0 {
+				continue
+			}
 			l, err := plotter.NewLine(ln.xys)
 			if err != nil {
 				return nil, name, fmt.Errorf("report: step %s of %s: %w", ln.name, r.target, err)

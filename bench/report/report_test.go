@@ -244,6 +244,7 @@ func stepSample(target string, repeat, settle, dirty int) bench.Sample {
 		case i >= 30 && i < 30+dirty:
 			b.OK, b.Rejected = 40, 10
 		}
+		b.Completed = b.OK
 		s.Series = append(s.Series, b)
 	}
 	return s
@@ -287,6 +288,38 @@ func TestStepMetricsStableShare(t *testing.T) {
 	m, ok = StepMetrics(s)
 	require.True(t, ok)
 	assert.Equal(t, 1300*time.Millisecond, m.ReactTime)
+}
+
+func TestStepMetricsOutput(t *testing.T) {
+	// A queue built up and flushed: the load of every other bucket is
+	// served, the rest rejected, while the answers leave at a level rate.
+	s := stepSample("sluice", 0, 0, 0)
+	for i := 10; i < 30; i++ {
+		s.Series[i].OK = 150
+		if i%2 == 1 {
+			s.Series[i].OK = 50
+		}
+		s.Series[i].Rejected = s.Series[i].Offered - s.Series[i].OK
+	}
+	s.Series[10].Completed = 30 // answers start to leave in the second bucket
+	m, ok := StepMetrics(s)
+	require.True(t, ok)
+	assert.True(t, m.HasOutput)
+	assert.InDelta(t, 1000, m.Steady, 1e-6, "the median of 1500s and 500s")
+	assert.Equal(t, 100*time.Millisecond, m.ReactTime)
+	assert.InDelta(t, 0, m.Stable, 1e-9, "no later bucket by send time within 10%")
+	assert.InDelta(t, 1000, m.OutputSteady, 1e-6)
+	assert.Equal(t, 200*time.Millisecond, m.OutputReact)
+	assert.InDelta(t, 1, m.OutputStable, 1e-9, "every later bucket by end time at the level")
+
+	for i := range s.Series {
+		s.Series[i].Completed = 0
+	}
+	m, ok = StepMetrics(s)
+	require.True(t, ok, "a series without completions still has the send-time metrics")
+	assert.False(t, m.HasOutput)
+	assert.Zero(t, m.OutputReact)
+	assert.Zero(t, m.OutputStable)
 }
 
 func TestStepMetricsRecovery(t *testing.T) {
@@ -351,6 +384,9 @@ func TestSummarizeSteps(t *testing.T) {
 	assert.Equal(t, 300*time.Millisecond, s.RecoverTime)
 	assert.InDelta(t, 1, s.Stable, 1e-9)
 	assert.Equal(t, 2, s.Recovered)
+	assert.Equal(t, 3, s.OutputMeasured)
+	assert.Equal(t, 300*time.Millisecond, s.OutputReact)
+	assert.InDelta(t, 1, s.OutputStable, 1e-9)
 
 	n := rows[1]
 	assert.Equal(t, "nethttp", n.Target)
@@ -412,10 +448,10 @@ func TestWriteTable(t *testing.T) {
 	assert.Contains(t, out, "* the generator fell behind its schedule in every run of this row")
 
 	assert.Contains(t, out, "step response, shape cpu")
-	// target x offered/s steady/s react stable recover recovered runs
-	assert.Equal(t, []string{"sluice", "0.5->4", "2000", "1000", "300", "100", "300", "2/3", "3/1"},
+	// target x offered/s steady/s react stable done-react done-stable recover recovered runs
+	assert.Equal(t, []string{"sluice", "0.5->4", "2000", "1000", "300", "100", "300", "100", "300", "2/3", "3/1"},
 		lineOf(out, "sluice", "0.5->4"))
-	assert.Equal(t, []string{"nethttp", "0.5->4", "behind", "-", "-", "-", "-", "-", "0/1"},
+	assert.Equal(t, []string{"nethttp", "0.5->4", "behind", "-", "-", "-", "-", "-", "-", "-", "0/1"},
 		lineOf(out, "nethttp", "0.5->4"))
 }
 

@@ -31,6 +31,15 @@ const SettleBand = 0.10
 // of Poisson arrivals are noisy by a few percent on their own). (The
 // target: the level within 200 ms.)
 //
+// These read each request in the bucket of its scheduled time: what the
+// target made of the load offered then. OutputSteady, OutputReact and
+// OutputStable are the same computed on the OK answers by the bucket in
+// which they ended (bench.Bucket.Completed): the target's output over
+// time. The two differ when a target serves the load of some moments and
+// rejects that of others while its output stays level (a queue that
+// builds up and is flushed). HasOutput is false for series without
+// completions (older reports), and the Output fields are then zero.
+//
 // RecoverTime is the time from Step.Down to the end of the last bucket
 // ending after Step.Down that has any rejection or failure (a bucket's end
 // is capped at Step.End), or 0 when no such bucket has one. Recovered is
@@ -48,6 +57,11 @@ type Step struct {
 	Stable      float64       `json:"stable"`
 	RecoverTime time.Duration `json:"recover"`
 	Recovered   bool          `json:"recovered"`
+
+	HasOutput    bool          `json:"has_output"`
+	OutputSteady float64       `json:"output_steady"`
+	OutputReact  time.Duration `json:"output_react"`
+	OutputStable float64       `json:"output_stable"`
 }
 
 // bucketWidth returns the smallest positive gap between consecutive bucket
@@ -86,41 +100,24 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	}
 	mid := info.Up + (info.Down-info.Up)/2
 	var high []bench.Bucket
-	var steady, offered []float64
+	var offered []float64
 	for _, b := range s.Series {
 		if b.Start < info.Up || b.Start+w > info.Down {
 			continue
 		}
 		high = append(high, b)
 		offered = append(offered, perSecond(b.Offered, w))
-		if b.Start >= mid {
-			steady = append(steady, perSecond(b.OK, w))
-		}
 	}
-	if len(steady) == 0 {
+	st := Step{Bucket: w, HighOffered: median(offered)}
+	var ok bool
+	if st.Steady, st.Level, st.ReactTime, st.Stable, ok = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.OK }); !ok {
 		return Step{}, false
 	}
-	st := Step{
-		Bucket:      w,
-		Steady:      median(steady),
-		HighOffered: median(offered),
+	for _, b := range s.Series {
+		st.HasOutput = st.HasOutput || b.Completed > 0
 	}
-	st.Level = math.Min(st.Steady, st.HighOffered)
-
-	reach := 0
-	for perSecond(high[reach].OK, w) < (1-SettleBand)*st.Level {
-		reach++
-	}
-	st.ReactTime = high[reach].Start + w - info.Up
-	st.Stable = 1
-	if rest := high[reach+1:]; len(rest) > 0 {
-		in := 0
-		for _, b := range rest {
-			if math.Abs(perSecond(b.OK, w)-st.Level) <= SettleBand*st.Level {
-				in++
-			}
-		}
-		st.Stable = float64(in) / float64(len(rest))
+	if st.HasOutput {
+		st.OutputSteady, _, st.OutputReact, st.OutputStable, _ = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.Completed })
 	}
 
 	st.Recovered = true
@@ -136,6 +133,42 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 		st.Recovered = i < len(s.Series)-1
 	}
 	return st, true
+}
+
+// settle reads a step response from the high-phase buckets high, counting
+// count of each: steady is the median rate of the buckets starting at or
+// after mid, level the lower of it and offered, react the time from up to
+// the end of the first bucket within SettleBand of level or above, and
+// stable the share of the later buckets within the band. It returns false
+// when no bucket starts at or after mid.
+func settle(high []bench.Bucket, mid, w, up time.Duration, offered float64, count func(bench.Bucket) int64) (steady, level float64, react time.Duration, stable float64, ok bool) {
+	var late []float64
+	for _, b := range high {
+		if b.Start >= mid {
+			late = append(late, perSecond(count(b), w))
+		}
+	}
+	if len(late) == 0 {
+		return 0, 0, 0, 0, false
+	}
+	steady = median(late)
+	level = math.Min(steady, offered)
+	reach := 0
+	for perSecond(count(high[reach]), w) < (1-SettleBand)*level {
+		reach++
+	}
+	react = high[reach].Start + w - up
+	stable = 1
+	if rest := high[reach+1:]; len(rest) > 0 {
+		in := 0
+		for _, b := range rest {
+			if math.Abs(perSecond(count(b), w)-level) <= SettleBand*level {
+				in++
+			}
+		}
+		stable = float64(in) / float64(len(rest))
+	}
+	return steady, level, react, stable, true
 }
 
 // StepRow summarises the step samples of one target, handler shape and
@@ -161,6 +194,12 @@ type StepRow struct {
 	// Recovered counts the measured runs that recovered before the end of
 	// the run.
 	Recovered int `json:"recovered"`
+	// OutputReact and OutputStable are the medians of the runs' Step
+	// fields of those names, over the runs with completions
+	// (OutputMeasured of them).
+	OutputMeasured int           `json:"output_measured"`
+	OutputReact    time.Duration `json:"output_react"`
+	OutputStable   float64       `json:"output_stable"`
 }
 
 // stepKey identifies the repeats one StepRow summarises.
@@ -215,7 +254,7 @@ func SummarizeSteps(rep *bench.Report) []StepRow {
 // summarizeStep computes the StepRow of the samples of one key.
 func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 	r := StepRow{Shape: k.shape, Target: k.target, Low: k.low, High: k.high}
-	var steady, offered, react, recover, stable []float64
+	var steady, offered, react, recover, stable, outReact, outStable []float64
 	for _, s := range samples {
 		if s.Behind {
 			r.Behind++
@@ -235,11 +274,18 @@ func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 		if m.Recovered {
 			r.Recovered++
 		}
+		if m.HasOutput {
+			r.OutputMeasured++
+			outReact = append(outReact, float64(m.OutputReact))
+			outStable = append(outStable, m.OutputStable)
+		}
 	}
 	r.Steady = median(steady)
 	r.HighOffered = median(offered)
 	r.ReactTime = time.Duration(math.Round(median(react)))
 	r.RecoverTime = time.Duration(math.Round(median(recover)))
 	r.Stable = median(stable)
+	r.OutputReact = time.Duration(math.Round(median(outReact)))
+	r.OutputStable = median(outStable)
 	return r
 }

@@ -185,10 +185,10 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(buf, "\nstep response, shape %s (react: until goodput is within %.0f%% of its level; stable: share of the later\nhigh buckets within that band; recover: until the last rejection or failure after the step down)\n",
+	fmt.Fprintf(buf, "\nstep response, shape %s (react: until goodput is within %.0f%% of its level; stable: share of the later\nhigh buckets within that band; both by the requests' scheduled time, and as \"done\" by the time the answers\nended; recover: until the last rejection or failure after the step down)\n",
 		orDash(shape), 100*SettleBand)
 	tw := newTab(buf)
-	line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "stable %", "recover ms", "recovered", "runs")
+	line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "stable %", "done react ms", "done stable %", "recover ms", "recovered", "runs")
 	for _, r := range rows {
 		cells := []string{r.Target, formatMultiple(r.Low) + "->" + formatMultiple(r.High)}
 		if r.Measured == 0 {
@@ -196,13 +196,18 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 			if r.Runs == 0 {
 				first = "behind"
 			}
-			cells = append(cells, first, "-", "-", "-", "-", "-")
+			cells = append(cells, first, "-", "-", "-", "-", "-", "-", "-")
 		} else {
+			doneReact, doneStable := "-", "-"
+			if r.OutputMeasured > 0 {
+				doneReact, doneStable = formatDurationMS(r.OutputReact), fmt.Sprintf("%.0f", 100*r.OutputStable)
+			}
 			cells = append(cells,
 				fmt.Sprintf("%.0f", r.HighOffered),
 				fmt.Sprintf("%.0f", r.Steady),
 				formatDurationMS(r.ReactTime),
 				fmt.Sprintf("%.0f", 100*r.Stable),
+				doneReact, doneStable,
 				formatDurationMS(r.RecoverTime),
 				fmt.Sprintf("%d/%d", r.Recovered, r.Measured),
 			)
