@@ -92,6 +92,19 @@ func allowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
+// SplitCPUs divides the CPUs this process may run on between the targets
+// and the load generator: the generator gets the first quarter of them (at
+// least one), the targets the rest. With fewer than two CPUs there is
+// nothing to split, and both are nil.
+func SplitCPUs() (target, generator []int, err error) {
+	allowed, err := allowedCPUs()
+	if err != nil || len(allowed) < 2 {
+		return nil, nil, err
+	}
+	n := max(1, len(allowed)/4)
+	return allowed[n:], allowed[:n], nil
+}
+
 // checkSplit checks a split of the CPUs between the targets and the load
 // generator: both sets or neither, disjoint, each CPU one this process may
 // run on.

@@ -46,6 +46,21 @@ func mustParse(t *testing.T, s string) []int {
 	return cpus
 }
 
+func TestSplitCPUs(t *testing.T) {
+	allowed, err := allowedCPUs()
+	require.NoError(t, err)
+	target, gen, err := SplitCPUs()
+	require.NoError(t, err)
+	if len(allowed) < 2 {
+		assert.Nil(t, target)
+		assert.Nil(t, gen)
+		return
+	}
+	assert.Len(t, gen, max(1, len(allowed)/4))
+	assert.Equal(t, allowed, slices.Concat(gen, target), "the generator first, every CPU once")
+	assert.NoError(t, checkSplit(target, gen))
+}
+
 func TestCheckSplit(t *testing.T) {
 	allowed, err := allowedCPUs()
 	require.NoError(t, err)

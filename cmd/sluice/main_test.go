@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,8 @@ func TestBadInput(t *testing.T) {
 		{"demo", "-target-cpus", "1", "-generator-cpus", "0-"},
 		{"demo", "-target-cpus", "0", "-generator-cpus", "0"},
 		{"demo", "-target-cpus", "1000", "-generator-cpus", "0"},
+		{"demo", "-cpus", "half"},
+		{"demo", "-cpus", "shared", "-target-cpus", "1", "-generator-cpus", "0"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)
@@ -101,6 +104,32 @@ func TestBadInput(t *testing.T) {
 	assert.Contains(t, out.String(), "demo")
 	assert.Contains(t, out.String(), "bench")
 	assert.Contains(t, out.String(), "lanes")
+}
+
+func TestCPUSplitFlags(t *testing.T) {
+	parse := func(args ...string) (*suiteFlags, error) {
+		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioSweep, "2")
+		fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+		f.register(fs)
+		require.NoError(t, fs.Parse(args))
+		return f, f.finish("demo", args)
+	}
+	target, gen, err := bench.SplitCPUs()
+	require.NoError(t, err)
+	f, err := parse()
+	require.NoError(t, err)
+	assert.Equal(t, target, f.cfg.TargetCPUs, "split by default")
+	assert.Equal(t, gen, f.cfg.GeneratorCPUs)
+
+	f, err = parse("-cpus", "shared")
+	require.NoError(t, err)
+	assert.Nil(t, f.cfg.TargetCPUs)
+	assert.Nil(t, f.cfg.GeneratorCPUs)
+
+	f, err = parse("-target-cpus", "3-4,1", "-generator-cpus", "0")
+	require.NoError(t, err, "the lists are parsed here, checked against the machine by the suite")
+	assert.Equal(t, []int{1, 3, 4}, f.cfg.TargetCPUs)
+	assert.Equal(t, []int{0}, f.cfg.GeneratorCPUs)
 }
 
 func TestProgressBarMovesAndStops(t *testing.T) {

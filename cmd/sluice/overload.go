@@ -31,8 +31,9 @@ type suiteFlags struct {
 	blocking  bool
 	out       string
 	progress  string
-	// targetCPUs and genCPUs are CPU lists ("1", "0-7"); empty: shared.
-	targetCPUs, genCPUs string
+	// cpus is "split" or "shared"; targetCPUs and genCPUs are CPU lists
+	// ("1", "0-7") that replace the automatic split.
+	cpus, targetCPUs, genCPUs string
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
@@ -51,8 +52,9 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Calibrate.Warmup, "warmup", c.Calibrate.Warmup, "warm-up before each capacity measurement")
 	fs.BoolVar(&c.Constant, "constant", c.Constant, "constant gaps between requests instead of Poisson arrivals")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the Poisson arrivals")
-	fs.StringVar(&f.targetCPUs, "target-cpus", "", "CPU list the targets run on (for example 1, or 0-7); with -generator-cpus, splits the CPUs so the generator takes none of the target's")
-	fs.StringVar(&f.genCPUs, "generator-cpus", "", "CPU list the load generator runs on (for example 0, or 8-15); set with -target-cpus")
+	fs.StringVar(&f.cpus, "cpus", "split", "split: the load generator on CPUs of its own (the first quarter, at least one; none to split on 1 CPU), the targets on the rest; shared: both on every CPU")
+	fs.StringVar(&f.targetCPUs, "target-cpus", "", "with -generator-cpus, the CPU list the targets run on (for example 1, or 4-15) instead of the automatic split")
+	fs.StringVar(&f.genCPUs, "generator-cpus", "", "with -target-cpus, the CPU list the load generator runs on (for example 0, or 0-3)")
 	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 }
@@ -85,16 +87,8 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	if c.ShapeMultiples, err = parseMultiples("-shape-x", f.shapeX); err != nil {
 		return err
 	}
-	if (f.targetCPUs == "") != (f.genCPUs == "") {
-		return errors.New("-target-cpus and -generator-cpus go together: set both or neither")
-	}
-	if f.targetCPUs != "" {
-		if c.TargetCPUs, err = bench.ParseCPUList(f.targetCPUs); err != nil {
-			return fmt.Errorf("-target-cpus: %w", err)
-		}
-		if c.GeneratorCPUs, err = bench.ParseCPUList(f.genCPUs); err != nil {
-			return fmt.Errorf("-generator-cpus: %w", err)
-		}
+	if err := f.splitCPUs(); err != nil {
+		return err
 	}
 	name := "io"
 	switch {
@@ -106,6 +100,34 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	c.Shape = bench.Shape{Name: name, Spec: bench.HandlerSpec{CPU: f.cpu, DB: f.db, Blocking: f.blocking}}
 	c.Command = strings.Join(append([]string{"go run ./cmd/sluice", cmd}, args...), " ")
 	return nil
+}
+
+// splitCPUs sets the suite's CPU split from -cpus, -target-cpus and
+// -generator-cpus.
+func (f *suiteFlags) splitCPUs() error {
+	c := &f.cfg
+	if (f.targetCPUs == "") != (f.genCPUs == "") {
+		return errors.New("-target-cpus and -generator-cpus go together: set both or neither")
+	}
+	var err error
+	switch {
+	case f.cpus != "split" && f.cpus != "shared":
+		return fmt.Errorf("-cpus must be split or shared, got %q", f.cpus)
+	case f.cpus == "shared" && f.targetCPUs != "":
+		return errors.New("-cpus shared takes no -target-cpus or -generator-cpus")
+	case f.cpus == "shared":
+		c.TargetCPUs, c.GeneratorCPUs = nil, nil
+	case f.targetCPUs == "":
+		c.TargetCPUs, c.GeneratorCPUs, err = bench.SplitCPUs()
+	default:
+		if c.TargetCPUs, err = bench.ParseCPUList(f.targetCPUs); err != nil {
+			return fmt.Errorf("-target-cpus: %w", err)
+		}
+		if c.GeneratorCPUs, err = bench.ParseCPUList(f.genCPUs); err != nil {
+			return fmt.Errorf("-generator-cpus: %w", err)
+		}
+	}
+	return err
 }
 
 func splitList(s string) []string {
