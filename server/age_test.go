@@ -16,15 +16,31 @@ import (
 
 func TestAgeLimitFollowsCoDel(t *testing.T) {
 	ms := int64(time.Millisecond)
-	srv := &Server{maxAge: 100 * ms, ageTarget: 5 * ms, ageInterval: 100 * ms}
+	srv := &Server{maxAge: 100 * ms, ageTarget: 5 * ms, ageInterval: 100 * ms, ageExit: 10 * ms}
 	ws := &workerState{}
 	assert.Equal(t, 100*ms, srv.ageLimit(ws, 1*ms, 0), "young: the full limit")
 	assert.Equal(t, 100*ms, srv.ageLimit(ws, 20*ms, 10*ms), "first old one starts the interval")
 	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 60*ms), "old for less than an interval")
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 30*ms, 110*ms), "old for an interval: standing, the target applies")
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 8*ms, 150*ms))
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 2*ms, 160*ms), "a young one ends the standing state")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 170*ms), "and a new interval must pass")
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 2*ms, 70*ms), "a young one restarts it")
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 20*ms, 80*ms))
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 170*ms), "old for less than an interval since the young one")
+	assert.Equal(t, 5*ms, srv.ageLimit(ws, 30*ms, 180*ms), "old for an interval: standing, the target applies")
+	assert.Equal(t, 5*ms, srv.ageLimit(ws, 8*ms, 190*ms))
+	// Under overload the fresh requests it serves are young: they do not
+	// end the standing state while old ones keep coming.
+	for now := 200 * ms; now < 400*ms; now += ms {
+		age := 3 * ms
+		if now/ms%2 == 1 {
+			age = 40 * ms
+		}
+		require.Equal(t, 5*ms, srv.ageLimit(ws, age, now), "at %d ms", now/ms)
+	}
+	assert.Equal(t, 5*ms, srv.ageLimit(ws, 2*ms, 400*ms), "young since 400 ms")
+	assert.Equal(t, 5*ms, srv.ageLimit(ws, 1*ms, 409*ms), "young for less than the exit time")
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 2*ms, 410*ms), "young for the exit time: the standing queue is gone")
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 420*ms), "and a new interval must pass")
+	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 519*ms))
+	assert.Equal(t, 5*ms, srv.ageLimit(ws, 30*ms, 520*ms))
 
 	plain := &Server{maxAge: 100 * ms}
 	assert.Equal(t, 100*ms, plain.ageLimit(ws, 30*ms, 10_000*ms), "no CoDel: MaxAge only")
@@ -59,6 +75,10 @@ func TestAgeSettingsFromConfig(t *testing.T) {
 			}()
 			assert.Equal(t, int64(tc.maxAge), srv.maxAge)
 			assert.Equal(t, int64(tc.target), srv.ageTarget)
+			if tc.target > 0 {
+				assert.Equal(t, int64(queue.DefaultInterval), srv.ageInterval)
+				assert.Equal(t, int64(queue.DefaultInterval/ageExitDivisor), srv.ageExit)
+			}
 			assert.Equal(t, tc.pumpsAll, srv.pumpAll, "a concurrency gate reserves slots; the busy gate does not")
 		})
 	}

@@ -405,22 +405,48 @@ func (c *conn) tooOld() bool {
 	return age >= c.srv.ageLimit(c.ws, age, now)
 }
 
+// ageExitDivisor sets how long a standing queue must have been gone before
+// the age limit goes back up: a tenth of the CoDel interval (10 ms by
+// default). Ending the standing state at the first young request, as
+// CoDel's own exit would, ends it at once under overload, since the
+// fresh requests it serves are young by definition: the limit then swings
+// between MaxAge and the target, and the load of whole stretches of time
+// is rejected while that of others waits 100 ms. A whole interval of young
+// requests keeps it too long at 1x: bursts of Poisson arrivals then lose
+// requests that would have been served in time.
+const ageExitDivisor = 10
+
 // ageLimit returns the age limit for a request of age parsed at now on the
 // worker of ws: MaxAge, or with a CoDel queue the CoDel target once every
 // request parsed there for a whole interval was older than it (a standing
-// queue in the sockets), until a younger one comes.
+// queue in the sockets), until every one parsed there for ageExit was
+// younger (the standing queue is gone).
 func (srv *Server) ageLimit(ws *workerState, age, now int64) int64 {
 	target := srv.ageTarget
 	if target <= 0 {
 		return srv.maxAge
 	}
+	st := &ws.age
+	if st.standing {
+		switch {
+		case age >= target:
+			st.young = 0
+		case st.young == 0:
+			st.young = now
+		case now-st.young >= srv.ageExit:
+			*st = ageState{}
+			return srv.maxAge
+		}
+		return target // standing: serve the fresh, reject the old
+	}
 	switch {
 	case age < target:
-		ws.ageAbove = 0
-	case ws.ageAbove == 0:
-		ws.ageAbove = now
-	case now-ws.ageAbove >= srv.ageInterval:
-		return target // standing: serve the fresh, reject the old
+		st.above = 0
+	case st.above == 0:
+		st.above = now
+	case now-st.above >= srv.ageInterval:
+		st.standing, st.young = true, 0
+		return target
 	}
 	return srv.maxAge
 }

@@ -103,8 +103,9 @@ type Config struct {
 	// With a queue in CoDel order, the limit follows CoDel as the queue
 	// does: once every request parsed on a worker for a whole Interval
 	// has been older than Target (a standing queue in the sockets), the
-	// limit there drops to Target until a younger request comes; old
-	// requests are then rejected at once and the fresh ones served.
+	// limit there drops to Target until every request parsed there for a
+	// tenth of the Interval has been younger; old requests are then
+	// rejected at once and the fresh ones served.
 	// Zero means the queue's timeout when Queue and Gate are set, and no
 	// limit otherwise; negative means no limit.
 	MaxAge time.Duration
@@ -121,9 +122,10 @@ type Server struct {
 	pumpAll bool  // the gate reserves slots: a pump may start several
 	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none (reads need no stamps)
 	// With a CoDel queue, the age limit drops to ageTarget once requests
-	// have all been older than it for ageInterval (0: no CoDel).
-	ageTarget, ageInterval int64
-	ws                     []*workerState
+	// have all been older than it for ageInterval, until they have all
+	// been younger for ageExit (0: no CoDel).
+	ageTarget, ageInterval, ageExit int64
+	ws                              []*workerState
 
 	adm      admission
 	q        *queue.Queue
@@ -180,6 +182,7 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	if srv.maxAge > 0 && srv.q != nil && cfg.Queue.Order == queue.CoDel {
 		srv.ageTarget = min(int64(cmp.Or(max(cfg.Queue.Target, 0), queue.DefaultTarget)), srv.maxAge)
 		srv.ageInterval = int64(cmp.Or(max(cfg.Queue.Interval, 0), queue.DefaultInterval))
+		srv.ageExit = srv.ageInterval / ageExitDivisor
 	}
 	lopts := cfg.Listen
 	lopts.Timestamps = lopts.Timestamps || srv.maxAge > 0
@@ -290,10 +293,22 @@ type workerState struct {
 	admitted atomic.Int64
 	inFlight atomic.Int64
 
-	// ageAbove is the worker clock since when every request parsed here
-	// has been older than the CoDel target (0: the last one was not);
-	// see Server.ageLimit.
-	ageAbove int64
+	// age is the worker's state of the CoDel age limit (Server.ageLimit).
+	age ageState
+}
+
+// ageState is one worker's state of the CoDel age limit, in worker clock
+// nanoseconds (see Server.ageLimit).
+type ageState struct {
+	// above is since when every request parsed here has been older than
+	// the CoDel target (0: the last one was not).
+	above int64
+	// standing is set while the sockets hold a standing queue: the limit
+	// is the target.
+	standing bool
+	// young is, while standing, since when every request parsed here has
+	// been younger than the target (0: the last one was not).
+	young int64
 }
 
 // bump adds d to a counter only one goroutine writes: a load and a store,
