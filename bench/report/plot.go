@@ -463,10 +463,10 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 			width  vg.Length
 			dashes []vg.Length
 		}{
-			{"goodput (by send time)", good, vg.Points(1.5), nil},
-			{"goodput (by end time)", done, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}},
-			{"offered", offered, vg.Points(1), []vg.Length{vg.Points(5), vg.Points(3)}},
-			{"rejected", rejected, vg.Points(0.5), nil},
+			{"goodput/s by send time", good, vg.Points(1.5), nil},
+			{"goodput/s by end time", done, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}},
+			{"offered/s", offered, vg.Points(1), []vg.Length{vg.Points(5), vg.Points(3)}},
+			{"rejected/s", rejected, vg.Points(0.5), nil},
 		} {
 			if len(ln.xys) == 0 {
 				continue
@@ -477,7 +477,7 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 			}
 			l.Color, l.Width, l.Dashes = c, ln.width, ln.dashes
 			p.Add(l)
-			p.Legend.Add(r.target+" "+ln.name+"/s", l)
+			p.Legend.Add(r.target+" "+ln.name, l)
 		}
 	}
 	if ymax <= 0 {
