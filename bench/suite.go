@@ -199,6 +199,8 @@ func (c *SuiteConfig) defaults() error {
 	if c.NewFraction <= 0 || c.NewFraction > 1 {
 		c.NewFraction = 0.5
 	}
+	c.TargetCPUs = slices.Compact(slices.Sorted(slices.Values(c.TargetCPUs)))
+	c.GeneratorCPUs = slices.Compact(slices.Sorted(slices.Values(c.GeneratorCPUs)))
 	return checkSplit(c.TargetCPUs, c.GeneratorCPUs)
 }
 

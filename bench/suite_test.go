@@ -211,7 +211,7 @@ func TestSuiteSplitsCPUs(t *testing.T) {
 	before := threadMasks(t, "self")
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.TargetCPUs, cfg.GeneratorCPUs = []int{b}, []int{a}
+	cfg.TargetCPUs, cfg.GeneratorCPUs = []int{b, b}, []int{a}
 	var during map[string]int
 	cfg.Progress = func(time.Duration, time.Duration, string) {
 		if during == nil {
@@ -220,7 +220,7 @@ func TestSuiteSplitsCPUs(t *testing.T) {
 	}
 	rep, err := RunSuite(context.Background(), cfg)
 	require.NoError(t, err)
-	assert.Equal(t, []int{b}, rep.TargetCPUs)
+	assert.Equal(t, []int{b}, rep.TargetCPUs, "sorted, without duplicates")
 	assert.Equal(t, []int{a}, rep.GeneratorCPUs)
 	require.Len(t, rep.Samples, 1)
 	assert.Positive(t, rep.Samples[0].Rates.Goodput)
