@@ -121,9 +121,17 @@ func (c *conn) idle() {
 	}
 	if c.fresh {
 		c.arm(c.srv.cfg.ReadHeaderTimeout)
-	} else {
-		c.arm(c.srv.cfg.IdleTimeout)
+		// A client usually writes its first request right after
+		// connecting: read it now, queued behind the accept, instead of
+		// after the worker's next poll reports it and behind the queue
+		// once more. Under a standing overload, whose age limit is 5 ms,
+		// that second wait had nearly every new connection's first
+		// request rejected. Nothing there yet: the readiness above
+		// still calls.
+		c.w.Push(lanes.Upstream, c.onData)
+		return
 	}
+	c.arm(c.srv.cfg.IdleTimeout)
 	if c.r < c.n {
 		// A pipelined request is already here: start it as new work.
 		c.w.Push(lanes.Upstream, c.parseBuffered)

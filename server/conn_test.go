@@ -516,3 +516,25 @@ func TestBodyAndResponseFromAnotherGoroutine(t *testing.T) {
 	assert.Equal(t, 4*len(body), len(got))
 	assert.True(t, bytes.Equal(body, got[:len(body)]))
 }
+
+// TestFirstRequestAfterAQuietStart: the read right after accept finds
+// nothing; the request written later still comes through the readiness
+// the accept registered (and one written at once is read by that read).
+func TestFirstRequestAfterAQuietStart(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		time.Sleep(wait)
+		_, err = io.WriteString(c, "GET /late HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "after %v", wait)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "GET /late", string(b))
+		c.Close()
+	}
+}
