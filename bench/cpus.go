@@ -145,23 +145,40 @@ func cpuSet(cpus []int) unix.CPUSet {
 
 // pinSelf restricts every thread of this process to cpus and sets
 // GOMAXPROCS to their number, as the runtime would have chosen had the
-// process started with that mask. The returned function gives every thread
-// the mask the calling thread had before and GOMAXPROCS its old value.
+// process started with that mask. The returned function gives each thread
+// the mask it had before (one started meanwhile, the mask the calling
+// thread had) and GOMAXPROCS its old value.
 func pinSelf(cpus []int) (restore func() error, err error) {
-	var old unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
+	var def unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &def); err != nil {
 		return nil, fmt.Errorf("bench: read CPU affinity: %w", err)
 	}
-	setAll := func(set unix.CPUSet) error {
-		return eachThread(func(tid int) error { return unix.SchedSetaffinity(tid, &set) })
+	old := make(map[int]unix.CPUSet)
+	unpin := func() error {
+		return eachThread(func(tid int) error {
+			set, ok := old[tid]
+			if !ok {
+				set = def
+			}
+			return unix.SchedSetaffinity(tid, &set)
+		})
 	}
-	if err := setAll(cpuSet(cpus)); err != nil {
-		return nil, errors.Join(fmt.Errorf("bench: pin the generator to CPUs %s: %w", FormatCPUList(cpus), err), setAll(old))
+	pinned := cpuSet(cpus)
+	err = eachThread(func(tid int) error {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			return err
+		}
+		old[tid] = set
+		return unix.SchedSetaffinity(tid, &pinned)
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: pin the generator to CPUs %s: %w", FormatCPUList(cpus), err), unpin())
 	}
 	prev := runtime.GOMAXPROCS(len(cpus))
 	return func() error {
 		runtime.GOMAXPROCS(prev)
-		if err := setAll(old); err != nil {
+		if err := unpin(); err != nil {
 			return fmt.Errorf("bench: unpin the generator: %w", err)
 		}
 		return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -113,11 +114,27 @@ func twoCPUs(t *testing.T) (a, b int) {
 }
 
 func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
-	a, _ := twoCPUs(t)
+	a, b := twoCPUs(t)
 	allowed, err := allowedCPUs()
 	require.NoError(t, err)
+	// A thread of its own mask, as a pinned worker of an in-process
+	// runtime would have, gets it back.
+	own := make(chan struct{})
+	ownDone := make(chan []int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		set := cpuSet([]int{b})
+		assert.NoError(t, unix.SchedSetaffinity(0, &set))
+		own <- struct{}{}
+		<-own
+		cpus, _ := allowedCPUs()
+		set = cpuSet(allowed)
+		assert.NoError(t, unix.SchedSetaffinity(0, &set))
+		ownDone <- cpus
+	}()
+	<-own
 	before := threadMasks(t, "self")
-	require.Len(t, before, 1, "every thread starts with one mask")
 	procs := runtime.GOMAXPROCS(0)
 
 	restore, err := pinSelf([]int{a})
@@ -126,7 +143,7 @@ func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 	assert.Len(t, pinned, 1, "every thread pinned: %v", pinned)
 	assert.Contains(t, pinned, FormatCPUList([]int{a}))
 	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
-	// A thread started now inherits the mask.
+	// Whatever thread a goroutine runs on now is pinned.
 	done := make(chan []int)
 	go func() {
 		runtime.LockOSThread()
@@ -138,6 +155,8 @@ func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 
 	require.NoError(t, restore())
 	assert.Equal(t, before, mapKeysOnly(threadMasks(t, "self"), before), "every thread back to its mask")
+	own <- struct{}{}
+	assert.Equal(t, []int{b}, <-ownDone, "a thread with a mask of its own gets it back")
 	assert.Equal(t, procs, runtime.GOMAXPROCS(0))
 	now, err := allowedCPUs()
 	require.NoError(t, err)
