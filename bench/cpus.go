@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // maxCPU bounds the CPU numbers a list may name: the size of the kernel
@@ -77,27 +79,12 @@ func FormatCPUList(cpus []int) string {
 	return b.String()
 }
 
-// allowedCPUs returns the CPUs of the calling thread's affinity mask.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("bench: read CPU affinity: %w", err)
-	}
-	var cpus []int
-	for c := range maxCPU {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
-
 // SplitCPUs divides the CPUs this process may run on between the targets
 // and the load generator: the generator gets the first quarter of them (at
 // least one), the targets the rest. With fewer than two CPUs there is
 // nothing to split, and both are nil.
 func SplitCPUs() (target, generator []int, err error) {
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	if err != nil || len(allowed) < 2 {
 		return nil, nil, err
 	}
@@ -115,7 +102,7 @@ func checkSplit(target, generator []int) error {
 	if len(target) == 0 || len(generator) == 0 {
 		return errors.New("bench: set both TargetCPUs and GeneratorCPUs, or neither")
 	}
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	if err != nil {
 		return err
 	}

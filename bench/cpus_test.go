@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -48,7 +50,7 @@ func mustParse(t *testing.T, s string) []int {
 }
 
 func TestSplitCPUs(t *testing.T) {
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	require.NoError(t, err)
 	target, gen, err := SplitCPUs()
 	require.NoError(t, err)
@@ -63,7 +65,7 @@ func TestSplitCPUs(t *testing.T) {
 }
 
 func TestCheckSplit(t *testing.T) {
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	require.NoError(t, err)
 	require.NotEmpty(t, allowed)
 	assert.NoError(t, checkSplit(nil, nil), "no split")
@@ -105,7 +107,7 @@ func threadMasks(t *testing.T, pid string) map[string]int {
 // twoCPUs returns two CPUs this process may use, or skips the test.
 func twoCPUs(t *testing.T) (a, b int) {
 	t.Helper()
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	require.NoError(t, err)
 	if len(allowed) < 2 {
 		t.Skipf("needs 2 CPUs to split, this process may use %v", allowed)
@@ -115,7 +117,7 @@ func twoCPUs(t *testing.T) (a, b int) {
 
 func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 	a, b := twoCPUs(t)
-	allowed, err := allowedCPUs()
+	allowed, err := srt.AffinityCPUs()
 	require.NoError(t, err)
 	// A thread of its own mask, as a pinned worker of an in-process
 	// runtime would have, gets it back.
@@ -128,7 +130,7 @@ func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 		assert.NoError(t, unix.SchedSetaffinity(0, &set))
 		own <- struct{}{}
 		<-own
-		cpus, _ := allowedCPUs()
+		cpus, _ := srt.AffinityCPUs()
 		set = cpuSet(allowed)
 		assert.NoError(t, unix.SchedSetaffinity(0, &set))
 		ownDone <- cpus
@@ -148,7 +150,7 @@ func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		cpus, _ := allowedCPUs()
+		cpus, _ := srt.AffinityCPUs()
 		done <- cpus
 	}()
 	assert.Equal(t, []int{a}, <-done)
@@ -158,7 +160,7 @@ func TestPinSelfPinsEveryThreadAndRestores(t *testing.T) {
 	own <- struct{}{}
 	assert.Equal(t, []int{b}, <-ownDone, "a thread with a mask of its own gets it back")
 	assert.Equal(t, procs, runtime.GOMAXPROCS(0))
-	now, err := allowedCPUs()
+	now, err := srt.AffinityCPUs()
 	require.NoError(t, err)
 	assert.Equal(t, allowed, now)
 }

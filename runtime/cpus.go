@@ -31,18 +31,29 @@ func (c CPUInfo) Usable() int {
 	return max(1, n)
 }
 
-// DetectCPUs reads the calling thread's affinity mask (sched_getaffinity)
-// and the cgroup CPU quota (through go.uber.org/automaxprocs).
-func DetectCPUs() (CPUInfo, error) {
-	var info CPUInfo
+// AffinityCPUs returns the CPUs of the calling thread's affinity mask
+// (sched_getaffinity), ascending.
+func AffinityCPUs() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return info, fmt.Errorf("runtime: read CPU affinity: %w", err)
+		return nil, fmt.Errorf("runtime: read CPU affinity: %w", err)
 	}
+	var cpus []int
 	for c := 0; c < len(set)*64; c++ {
 		if set.IsSet(c) {
-			info.Allowed = append(info.Allowed, c)
+			cpus = append(cpus, c)
 		}
+	}
+	return cpus, nil
+}
+
+// DetectCPUs reads the calling thread's affinity mask (AffinityCPUs) and
+// the cgroup CPU quota (through go.uber.org/automaxprocs).
+func DetectCPUs() (CPUInfo, error) {
+	var info CPUInfo
+	var err error
+	if info.Allowed, err = AffinityCPUs(); err != nil {
+		return info, err
 	}
 	// automaxprocs has no read-only call: capture the quota through its
 	// rounding hook, then undo the GOMAXPROCS change it makes.

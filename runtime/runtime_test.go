@@ -33,6 +33,9 @@ func TestDetectCPUs(t *testing.T) {
 	assert.True(t, slices.IsSorted(info.Allowed))
 	assert.GreaterOrEqual(t, info.Usable(), 1)
 	assert.LessOrEqual(t, info.Usable(), len(info.Allowed))
+	aff, err := AffinityCPUs()
+	require.NoError(t, err)
+	assert.Equal(t, info.Allowed, aff, "the affinity mask, as DetectCPUs reads it")
 
 	assert.Equal(t, 4, CPUInfo{Allowed: []int{0, 1, 2, 3}}.Usable())
 	assert.Equal(t, 2, CPUInfo{Allowed: []int{0, 1, 2, 3}, Quota: 2.5}.Usable())
