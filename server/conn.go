@@ -453,7 +453,7 @@ func (srv *Server) ageLimit(ws *workerState, age, now int64) int64 {
 	case st.above == 0:
 		st.above = now
 	case now-st.above >= srv.ageInterval:
-		st.standing, st.young = true, 0
+		st.standing = true // young is 0: it is only set while standing
 		return target
 	}
 	return srv.maxAge

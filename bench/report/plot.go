@@ -438,10 +438,7 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 	ymax := 0.0
 	for _, r := range runs {
 		var good, done, offered, rejected plotter.XYs
-		hasDone := false
-		for _, b := range r.sample.Series {
-			hasDone = hasDone || b.Completed > 0
-		}
+		hasDone := hasCompletions(r.sample.Series)
 		for _, b := range r.sample.Series {
 			x := (b.Start + r.width/2).Seconds()
 			good = append(good, plotter.XY{X: x, Y: perSecond(b.OK, r.width)})

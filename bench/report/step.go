@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -113,10 +114,7 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	if st.Steady, st.Level, st.ReactTime, st.Stable, ok = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.OK }); !ok {
 		return Step{}, false
 	}
-	for _, b := range s.Series {
-		st.HasOutput = st.HasOutput || b.Completed > 0
-	}
-	if st.HasOutput {
+	if st.HasOutput = hasCompletions(s.Series); st.HasOutput {
 		st.OutputSteady, _, st.OutputReact, st.OutputStable, _ = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.Completed })
 	}
 
@@ -133,6 +131,12 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 		st.Recovered = i < len(s.Series)-1
 	}
 	return st, true
+}
+
+// hasCompletions reports whether a series counts its answers by end time
+// (bench.Bucket.Completed); series of older reports do not.
+func hasCompletions(series []bench.Bucket) bool {
+	return slices.ContainsFunc(series, func(b bench.Bucket) bool { return b.Completed > 0 })
 }
 
 // settle reads a step response from the high-phase buckets high, counting
