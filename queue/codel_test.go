@@ -5,17 +5,63 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestCoDelScript follows one queue through Facebook's adaptive LIFO with
-// CoDel, with the defaults: Timeout 100 ms, Target 5 ms, Interval 100 ms.
+// TestDetectorScript follows one Detector through entering, holding and
+// leaving the standing state, with the defaults: target 5 ms, interval
+// 100 ms, exit 10 ms.
+func TestDetectorScript(t *testing.T) {
+	d := NewDetector(0, 0)
+	assert.Equal(t, DefaultTarget, d.Target())
+	assert.Equal(t, DefaultInterval, d.Interval())
+	obs := func(now, sojourn int64) bool { return d.Observe(now*ms, sojourn*ms) }
+
+	assert.False(t, obs(0, 1), "young")
+	assert.False(t, obs(10, 20), "the first old one starts the interval")
+	assert.False(t, obs(60, 30), "old for less than an interval")
+	assert.False(t, obs(70, 2), "a young one restarts it")
+	assert.False(t, obs(80, 20))
+	assert.False(t, obs(170, 30), "old for less than an interval since the young one")
+	assert.True(t, obs(180, 30), "old for an interval: standing")
+	assert.True(t, d.Standing())
+	assert.True(t, obs(190, 8))
+	// While standing, the requests served fresh are young: they do not end
+	// the state while old ones keep coming.
+	for now := int64(200); now < 400; now++ {
+		sojourn := int64(3)
+		if now%2 == 1 {
+			sojourn = 40
+		}
+		require.True(t, obs(now, sojourn), "at %d ms", now)
+	}
+	assert.True(t, obs(400, 2), "young since 400 ms")
+	assert.True(t, obs(409, 1), "young for less than the exit time")
+	assert.False(t, obs(410, 2), "young for the exit time: the standing queue is gone")
+	assert.False(t, d.Standing())
+	assert.False(t, obs(420, 30), "and a new interval must pass")
+	assert.False(t, obs(519, 30))
+	assert.True(t, obs(520, 30))
+
+	// A sojourn of exactly the target is old; a clock reading of 0 counts
+	// as 1 ns.
+	d = NewDetector(5*time.Millisecond, 10*time.Millisecond)
+	assert.False(t, d.Observe(0, 5*ms))
+	assert.False(t, d.Observe(10*ms, 5*ms))
+	assert.True(t, d.Observe(10*ms+1, 5*ms))
+}
+
+// TestCoDelScript follows one queue through adaptive LIFO with CoDel, with
+// the defaults: Timeout 100 ms, Target 5 ms, Interval 100 ms. The queue's
+// Detector observes what leaves it: starts and timeouts.
 func TestCoDelScript(t *testing.T) {
 	q, clk := newQueue(Options{Order: CoDel})
 	var l log
 	at := func(msec int64) { clk.set(msec * ms) }
 	overloaded := func() bool { return q.Stats().Overloaded }
 
-	// A queue that has just filled is not standing: FIFO, full timeouts.
+	// A queue whose entries have not waited long is not standing: FIFO,
+	// full timeouts.
 	at(0)
 	l.push(q, "a", Default) // deadline 100
 	at(50)
@@ -23,85 +69,88 @@ func TestCoDelScript(t *testing.T) {
 	at(60)
 	assert.Equal(t, 1, q.Pump(budget(1)))
 	assert.Equal(t, []string{"start a"}, l.take(), "FIFO: oldest first")
+	assert.False(t, overloaded(), "a waited 60 ms: the first old sojourn starts the interval")
 
-	// Non-empty since 0. At exactly 100 ms it has been empty within the
-	// last interval (at its start), so it is not standing yet.
-	at(100)
+	// b waits out its timeout at 150 ms: old too, but only 90 ms since a.
+	at(150)
+	l.push(q, "c", Default) // full timeout: deadline 250
+	q.Expire()
+	assert.Equal(t, []string{"timeout b"}, l.take())
 	assert.False(t, overloaded())
-	l.push(q, "c", Default) // full timeout: deadline 200
 
-	// At 101 ms it has not been empty for more than the interval: standing.
-	at(101)
+	// c starts at 160 ms after 10 ms: old for 100 ms: standing.
+	at(160)
+	assert.Equal(t, 1, q.Pump(budget(1)))
+	assert.Equal(t, []string{"start c"}, l.take())
 	assert.True(t, overloaded())
-	l.push(q, "d", Default) // short timeout: deadline 106
-	at(102)
-	l.push(q, "e", Default) // deadline 107
-	at(103)
+
+	l.push(q, "d", Default) // short timeout: deadline 165
+	at(161)
+	l.push(q, "e", Default) // deadline 166
+	at(162)
 	assert.Equal(t, 1, q.Pump(budget(1)))
 	assert.Equal(t, []string{"start e"}, l.take(), "LIFO: newest first")
 
-	// The short timeout is exact: d goes at 106 ms, not before. b and c keep
-	// the full timeouts they were given at push.
-	at(105)
+	// The short timeout is exact: d goes at 165 ms, not before.
+	at(164)
 	next, ok := q.Expire()
 	assert.True(t, ok)
-	assert.Equal(t, 106*ms, next)
+	assert.Equal(t, 165*ms, next)
 	assert.Empty(t, l.take())
-	at(106)
-	next, ok = q.Expire()
+	at(165)
+	_, ok = q.Expire()
 	assert.Equal(t, []string{"timeout d"}, l.take())
-	assert.True(t, ok)
-	assert.Equal(t, 150*ms, next)
+	assert.False(t, ok)
+	assert.True(t, overloaded(), "d's 5 ms count as old")
 
-	at(110)
-	l.push(q, "f", Default) // deadline 115
-	l.push(q, "g", Default) // deadline 115
-	at(111)
-	assert.Equal(t, 2, q.Pump(budget(2)))
-	assert.Equal(t, []string{"start g", "start f"}, l.take())
-
-	// The queue empties: from then on FIFO and full timeouts again.
-	at(112)
-	assert.Equal(t, 2, q.Pump(always))
-	assert.Equal(t, []string{"start c", "start b"}, l.take(), "still LIFO while standing")
-	assert.False(t, overloaded())
-	at(113)
-	l.push(q, "h", Default)
-	l.push(q, "i", Default)
+	// Young starts for the exit time (10 ms) end the standing state.
+	for i, at0 := range []int64{170, 175, 180} {
+		at(at0)
+		l.push(q, string(rune('f'+i)), Default)
+		assert.Equal(t, 1, q.Pump(always))
+	}
+	assert.Equal(t, []string{"start f", "start g", "start h"}, l.take())
+	assert.False(t, overloaded(), "young since 170 ms, for 10 ms at 180 ms")
 	at(200)
+	l.push(q, "i", Default)
+	l.push(q, "j", Default)
+	at(201)
 	assert.Equal(t, 2, q.Pump(always))
-	assert.Equal(t, []string{"start h", "start i"}, l.take(), "back to FIFO once emptied")
-
-	// A queue kept occupied only by entries that time out is standing too:
-	// j waits from 220 ms to its deadline at 320 ms; k arrives at 320 ms
-	// before j is expired, so the queue is never empty.
-	at(220)
-	l.push(q, "j", Default) // deadline 320
-	at(320)
-	l.push(q, "k", Default) // 320-220 = 100 ms: not standing, deadline 420
-	at(321)
-	q.Expire()
-	assert.Equal(t, []string{"timeout j"}, l.take())
-	assert.True(t, overloaded())
-	l.push(q, "m", Default) // standing: deadline 326
-	at(326)
-	assert.Equal(t, 0, q.Pump(never))
-	assert.Equal(t, []string{"timeout m"}, l.take())
-	assert.Equal(t, 1, q.Pump(always))
-	assert.Equal(t, []string{"start k"}, l.take())
+	assert.Equal(t, []string{"start i", "start j"}, l.take(), "back to FIFO")
 
 	st := q.Stats()
-	assert.Equal(t, uint64(3), st.Rejected[Timeout])
-	assert.Equal(t, uint64(9), st.Started)
+	assert.Equal(t, uint64(2), st.Rejected[Timeout])
+	assert.Equal(t, uint64(8), st.Started)
+}
+
+// standingQueue returns a CoDel queue whose Detector is standing.
+func standingQueue(t *testing.T, o Options) (*Queue, *fakeClock) {
+	t.Helper()
+	o.Order = CoDel
+	q, clk := newQueue(o)
+	clk.set(200 * ms)
+	makeStanding(t, q.Detector(), 200*ms)
+	return q, clk
+}
+
+// makeStanding makes d standing at now by observations from outside the
+// queue, as the admission pipeline makes with the ages of the requests it
+// parses: a young one, then old ones for an interval.
+func makeStanding(t *testing.T, d *Detector, now int64) {
+	t.Helper()
+	iv := int64(d.Interval())
+	d.Observe(now-iv-1, 0)
+	d.Observe(now-iv, int64(time.Second))
+	d.Observe(now, int64(time.Second))
+	require.True(t, d.Standing())
 }
 
 // TestCoDelWithClasses: classes still come first in a standing queue; the
 // order only changes within a class.
 func TestCoDelWithClasses(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel, Timeout: time.Second})
+	q, clk := standingQueue(t, Options{Timeout: time.Second})
 	var l log
-	l.push(q, "s0", Sheddable) // holds the queue non-empty from 0
-	clk.set(200 * ms)
+	l.push(q, "s0", Sheddable)
 	l.push(q, "d1", Default)
 	l.push(q, "c1", Critical)
 	clk.add(ms)
@@ -119,6 +168,7 @@ func TestCoDelEviction(t *testing.T) {
 	var l log
 	l.push(q, "s1", Sheddable) // full timeout, list 2*Sheddable
 	clk.set(150 * ms)
+	makeStanding(t, q.Detector(), 150*ms)
 	l.push(q, "s2", Sheddable) // standing: short timeout, the other list
 	l.push(q, "s3", Sheddable)
 	l.push(q, "c", Critical)
@@ -129,6 +179,7 @@ func TestCoDelEviction(t *testing.T) {
 	assert.Equal(t, []string{"start c", "start d", "start s3"}, l.take())
 
 	// Not standing: the newest goes, as under FIFO.
+	q, _ = newQueue(Options{Order: CoDel, MaxLen: 3, Timeout: time.Second})
 	l.push(q, "x1", Sheddable)
 	l.push(q, "x2", Sheddable)
 	l.push(q, "x3", Sheddable)
@@ -142,9 +193,11 @@ func TestCoDelEviction(t *testing.T) {
 // and LIFO picks compare arrival across the two lists.
 func TestCoDelMixedListsOrder(t *testing.T) {
 	q, clk := newQueue(Options{Order: CoDel, Timeout: time.Second})
+	d := q.Detector()
 	var l log
 	l.push(q, "a", Default) // long list
 	clk.set(150 * ms)
+	makeStanding(t, d, 150*ms)
 	l.push(q, "b", Default) // short list, deadline 155
 	clk.set(160 * ms)       // b expired, a remains: still standing
 	q.Expire()
@@ -152,31 +205,30 @@ func TestCoDelMixedListsOrder(t *testing.T) {
 	l.push(q, "c", Default) // short, deadline 165
 	assert.Equal(t, 1, q.Pump(budget(1)))
 	assert.Equal(t, []string{"start c"}, l.take(), "LIFO across both lists")
-	// The queue empties and refills: FIFO over the long and short lists.
-	q.Pump(always)
-	assert.Equal(t, []string{"start a"}, l.take())
-	l.push(q, "d", Default)
-	clk.set(300 * ms)
-	l.push(q, "e", Default) // standing again (non-empty since 160): short
-	l.push(q, "f", Default)
-	clk.set(301 * ms)
+	l.push(q, "e", Default) // short, deadline 165
 	// Starts are LIFO while standing, so test the FIFO comparison through
-	// Expire's earliest deadline instead: e's (305) precedes d's (1160).
+	// Expire's earliest deadline instead: e's (165) precedes a's (1000).
 	next, ok := q.Expire()
 	assert.True(t, ok)
-	assert.Equal(t, 305*ms, next)
+	assert.Equal(t, 165*ms, next)
 	q.Pump(always)
-	assert.Equal(t, []string{"start f", "start e", "start d"}, l.take())
+	assert.Equal(t, []string{"start e", "start a"}, l.take(), "newest first, across both lists")
 }
 
+// TestOverloadedUnderFIFO: the Detector is fed under every order, and only
+// CoDel order acts on it.
 func TestOverloadedUnderFIFO(t *testing.T) {
 	q, clk := newQueue(Options{Timeout: time.Second})
 	var l log
 	l.push(q, "a", Default)
-	clk.set(101 * ms)
-	assert.True(t, q.Stats().Overloaded)
 	l.push(q, "b", Default)
+	clk.set(10 * ms)
+	assert.Equal(t, 1, q.Pump(budget(1)))
+	clk.set(110 * ms)
+	l.push(q, "c", Default)
+	assert.Equal(t, 1, q.Pump(budget(1)))
+	assert.True(t, q.Stats().Overloaded, "sojourns of 10 and 110 ms, 100 ms apart")
+	l.push(q, "d", Default)
 	q.Pump(always)
-	assert.Equal(t, []string{"start a", "start b"}, l.take(), "FIFO ignores the state")
-	assert.False(t, q.Stats().Overloaded)
+	assert.Equal(t, []string{"start a", "start b", "start c", "start d"}, l.take(), "FIFO ignores the state")
 }

@@ -36,11 +36,11 @@ const (
 	// their deadline unless the queue drains. Every entry may wait
 	// [Options.Timeout].
 	LIFO
-	// CoDel is Facebook's controlled delay with adaptive LIFO ("Fail at
-	// Scale", ACM Queue, 2015). The queue is standing at time now when it has
-	// not been empty at any moment of [now-Interval, now]; that is, it holds
-	// entries and the last instant it held none is more than Interval ago
-	// (Facebook: lastEmptyTime < now - N). Then:
+	// CoDel is controlled delay with adaptive LIFO, as Facebook applied
+	// it to request queues ("Fail at Scale", Ben Maurer, ACM Queue, 2015;
+	// see docs/background.md). The queue's [Detector] says whether it is
+	// standing: every entry that left it (started or timed out) for a whole
+	// Interval had waited at least Target. Then:
 	//
 	//   - an entry pushed while the queue is standing may wait only
 	//     min(Target, Timeout); an entry pushed otherwise may wait Timeout.
@@ -49,13 +49,12 @@ const (
 	//   - each start picks the newest entry of the class (LIFO) while the
 	//     queue is standing and the oldest (FIFO) otherwise, the state being
 	//     read when Pump runs;
-	//   - once the queue empties, it is not standing again until it has been
-	//     non-empty for more than Interval, so it is back to FIFO and full
-	//     timeouts at once.
+	//   - once the entries leaving it have all been younger than Target for
+	//     Interval / [ExitDivisor], it is back to FIFO and full timeouts.
 	//
 	// Defaults: Target 5 ms, Interval 100 ms, Facebook's M and N. With the
-	// default Timeout of 100 ms, a queue that drains at least once every
-	// 100 ms behaves as FIFO; a standing one keeps newcomers at most 5 ms and
+	// default Timeout of 100 ms, a queue whose entries start within 5 ms
+	// behaves as FIFO; a standing one keeps newcomers at most 5 ms and
 	// serves them newest first, so the work that does start is fresh and the
 	// rest is rejected quickly enough to be retried elsewhere.
 	CoDel
@@ -128,10 +127,20 @@ type Options struct {
 	// An entry never evicts one of its own class.
 	MaxLen int
 
-	// Target and Interval are CoDel's parameters (see [CoDel]); zero or less
-	// means [DefaultTarget] and [DefaultInterval]. Interval also defines
-	// [Stats.Overloaded] under every order.
+	// Target and Interval are CoDel's parameters (see [CoDel] and
+	// [Detector]); zero or less means [DefaultTarget] and
+	// [DefaultInterval]. They are ignored when Detector is set.
 	Target, Interval time.Duration
+
+	// Detector, optional, is the standing-queue state the queue reads and
+	// feeds: it observes the sojourn of every entry that starts or times
+	// out, and under [CoDel] order decides the short timeout and the
+	// newest-first order. Nil means a Detector of the queue's own, made
+	// from Target and Interval. An owner that has more waiting places than
+	// this queue (the sluice admission pipeline, whose requests wait in the
+	// kernel's socket buffers first) passes one Detector that it feeds too.
+	// It must observe on the queue's Clock.
+	Detector *Detector
 
 	// Clock returns monotonic nanoseconds; nil means the real clock. It is
 	// called with the queue's lock held and, by [Queue.Stats], without it,
@@ -195,32 +204,31 @@ type Queue struct {
 	// those with CoDel's short one. Bit i of mask is set when lists[i] is
 	// non-empty, so finding the most and least important classes present
 	// is one bit scan.
-	lists     [2 * MaxClasses]list
-	mask      uint16
-	n         int
-	seq       uint64
-	lastEmpty int64 // the last Clock reading at which the queue was empty
-	armed     int64 // the deadline last reported through Arm or Expire
-	armedOK   bool
-	closed    bool
+	lists   [2 * MaxClasses]list
+	mask    uint16
+	n       int
+	seq     uint64
+	armed   int64 // the deadline last reported through Arm or Expire
+	armedOK bool
+	closed  bool
 
-	timeout, target, interval int64
-	maxLen                    int
-	order                     Order
-	clock                     func() int64
-	admit                     func() bool
-	arm                       func(int64)
+	timeout, target int64 // target: the short timeout of CoDel order
+	maxLen          int
+	order           Order
+	det             *Detector
+	clock           func() int64
+	admit           func() bool
+	arm             func(int64)
 
 	// Counters, written under mu, read by Stats without it.
-	length     atomic.Int64
-	lastEmptyA atomic.Int64
-	pushes     atomic.Uint64
-	started    atomic.Uint64
-	removed    atomic.Uint64
-	waits      atomic.Uint64
-	waitSum    atomic.Int64
-	waitMax    atomic.Int64
-	rejected   [numReasons]atomic.Uint64
+	length   atomic.Int64
+	pushes   atomic.Uint64
+	started  atomic.Uint64
+	removed  atomic.Uint64
+	waits    atomic.Uint64
+	waitSum  atomic.Int64
+	waitMax  atomic.Int64
+	rejected [numReasons]atomic.Uint64
 }
 
 var epoch = time.Now()
@@ -231,25 +239,21 @@ func realClock() int64 { return int64(time.Since(epoch)) }
 // defaults).
 func New(opts Options) *Queue {
 	q := &Queue{
-		timeout:  int64(opts.Timeout),
-		target:   int64(opts.Target),
-		interval: int64(opts.Interval),
-		maxLen:   opts.MaxLen,
-		order:    opts.Order,
-		clock:    opts.Clock,
-		admit:    opts.Admit,
-		arm:      opts.Arm,
+		timeout: int64(opts.Timeout),
+		maxLen:  opts.MaxLen,
+		order:   opts.Order,
+		det:     opts.Detector,
+		clock:   opts.Clock,
+		admit:   opts.Admit,
+		arm:     opts.Arm,
 	}
 	if q.timeout <= 0 {
 		q.timeout = int64(DefaultTimeout)
 	}
-	if q.target <= 0 {
-		q.target = int64(DefaultTarget)
+	if q.det == nil {
+		q.det = NewDetector(opts.Target, opts.Interval)
 	}
-	q.target = min(q.target, q.timeout)
-	if q.interval <= 0 {
-		q.interval = int64(DefaultInterval)
-	}
+	q.target = min(q.det.target, q.timeout)
 	if q.maxLen <= 0 {
 		q.maxLen = DefaultMaxLen
 	}
@@ -259,10 +263,11 @@ func New(opts Options) *Queue {
 	if q.clock == nil {
 		q.clock = realClock
 	}
-	q.lastEmpty = q.clock()
-	q.lastEmptyA.Store(q.lastEmpty)
 	return q
 }
+
+// Detector returns the standing-queue state the queue reads and feeds.
+func (q *Queue) Detector() *Detector { return q.det }
 
 // Now returns the queue's clock: the time base of deadlines given to
 // [Options.Arm] and returned by [Queue.Expire].
@@ -321,7 +326,7 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 	}
 	now := q.clock()
 	arrived = min(arrived, now)
-	standing := q.standing(now)
+	standing := q.det.Standing()
 	timeout := q.timeout
 	if standing && q.order == CoDel {
 		timeout = q.target
@@ -345,9 +350,6 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 		q.rejected[Evicted].Add(1)
 		evict = victim.reject
 		victim.start, victim.reject = nil, nil
-	}
-	if q.n == 0 {
-		q.setLastEmpty(now)
 	}
 	i := 2 * int(c)
 	if standing && q.order == CoDel {
@@ -409,13 +411,14 @@ func (q *Queue) pump(admit func() bool, limit int) int {
 	now := q.clock()
 	q.expire(now, &b)
 	if admit != nil && q.n > 0 {
-		lifo := q.lifo(q.standing(now))
+		lifo := q.lifo(q.det.Standing())
 		for q.n > 0 && started != limit {
 			e := q.next(lifo)
 			if !admit() {
 				break
 			}
 			q.leave(e, now)
+			q.det.Observe(now, now-e.enq)
 			b.add(e, outStart)
 			started++
 		}
@@ -485,20 +488,9 @@ func (q *Queue) Close() {
 	b.run()
 }
 
-// standing reports whether the queue has not been empty at any moment of
-// [now-interval, now]. Called with mu held.
-func (q *Queue) standing(now int64) bool {
-	return q.n > 0 && now-q.lastEmpty > q.interval
-}
-
 // lifo reports whether starts and evictions follow LIFO now.
 func (q *Queue) lifo(standing bool) bool {
 	return q.order == LIFO || (q.order == CoDel && standing)
-}
-
-func (q *Queue) setLastEmpty(now int64) {
-	q.lastEmpty = now
-	q.lastEmptyA.Store(now)
 }
 
 // next returns the entry to start next: of the most important class present,
@@ -579,6 +571,7 @@ func (q *Queue) expire(now int64, b *batch) {
 		for l.head != nil && l.head.deadline <= now {
 			e := l.head
 			q.leave(e, now)
+			q.det.Observe(now, now-e.enq)
 			q.rejected[Timeout].Add(1)
 			b.add(e, 1+uint8(Timeout))
 		}
@@ -619,9 +612,6 @@ func (q *Queue) leave(e *Entry, now int64) {
 	e.prev, e.next, e.q = nil, nil, nil
 	q.n--
 	q.length.Store(int64(q.n))
-	if q.n == 0 {
-		q.setLastEmpty(now)
-	}
 	w := max(now-e.enq, 0)
 	q.waits.Add(1)
 	q.waitSum.Add(w)

@@ -13,7 +13,8 @@ func TestDefaults(t *testing.T) {
 	q := New(Options{})
 	assert.Equal(t, int64(100*time.Millisecond), q.timeout)
 	assert.Equal(t, int64(5*time.Millisecond), q.target)
-	assert.Equal(t, int64(100*time.Millisecond), q.interval)
+	assert.Equal(t, 100*time.Millisecond, q.Detector().Interval())
+	assert.Equal(t, 5*time.Millisecond, q.Detector().Target())
 	assert.Equal(t, 4096, q.maxLen)
 	assert.Equal(t, FIFO, q.order)
 	assert.Positive(t, q.Now())
@@ -26,6 +27,12 @@ func TestDefaults(t *testing.T) {
 	// The short timeout never exceeds the full one.
 	q = New(Options{Timeout: 2 * time.Millisecond, Order: CoDel})
 	assert.Equal(t, int64(2*time.Millisecond), q.target)
+
+	// A Detector given replaces Target and Interval.
+	d := NewDetector(7*time.Millisecond, time.Second)
+	q = New(Options{Detector: d, Target: time.Millisecond, Interval: time.Millisecond})
+	assert.Same(t, d, q.Detector())
+	assert.Equal(t, int64(7*time.Millisecond), q.target)
 }
 
 func TestFIFOOrder(t *testing.T) {
@@ -427,9 +434,10 @@ func TestArm(t *testing.T) {
 	assert.Equal(t, []string{"timeout a"}, l.take())
 	assert.Equal(t, []int64{100 * ms, 150 * ms}, armed)
 
-	// The queue has not been empty since 0: at 101 ms it is standing, and a
-	// new entry gets the short timeout, earlier than the armed deadline.
+	// Standing at 101 ms (the pipeline's observations say so): a new entry
+	// gets the short timeout, earlier than the armed deadline.
 	clk.set(101 * ms)
+	makeStanding(t, q.Detector(), 101*ms)
 	l.push(q, "c", Default)
 	assert.Equal(t, []int64{100 * ms, 150 * ms, 106 * ms}, armed)
 	clk.set(106 * ms)
@@ -441,6 +449,9 @@ func TestArm(t *testing.T) {
 	// later Push does not arm, and the Expire at 150 ms re-arms.
 	q.Pump(always)
 	assert.Equal(t, []string{"start b"}, l.take())
+	// Young sojourns for the exit time end the standing state.
+	q.Detector().Observe(107*ms, 0)
+	require.False(t, q.Detector().Observe(117*ms, 0))
 	clk.set(120 * ms)
 	l.push(q, "d", Default) // 220 ms
 	assert.Equal(t, 150*ms, armed[len(armed)-1])

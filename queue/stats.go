@@ -26,9 +26,10 @@ type Stats struct {
 	Waits     uint64
 	WaitTotal time.Duration
 	WaitMax   time.Duration
-	// Overloaded reports a standing queue: one that has held entries
-	// continuously for more than Interval. Under [CoDel] this is the state
-	// in which entries get the short timeout and are started newest first.
+	// Overloaded reports a standing queue, as its [Detector] judges it
+	// from the sojourn times of the entries that left (whatever the
+	// order). Under [CoDel] this is the state in which entries get the
+	// short timeout and are started newest first.
 	Overloaded bool
 }
 
@@ -54,6 +55,6 @@ func (q *Queue) Stats() Stats {
 	for i := range s.Rejected {
 		s.Rejected[i] = q.rejected[i].Load()
 	}
-	s.Overloaded = s.Len > 0 && q.clock()-q.lastEmptyA.Load() > q.interval
+	s.Overloaded = q.det.Standing()
 	return s
 }

@@ -401,6 +401,34 @@ func TestIdleHookRunsWhenWorkerGoesIdle(t *testing.T) {
 	}
 }
 
+// TestIdleHookRemoved: a removed hook is not called at the worker's later
+// parks, and the other hooks still are.
+func TestIdleHookRemoved(t *testing.T) {
+	s := start(t, Config{Workers: 1})
+	var gone, kept atomic.Int32
+	remove := s.OnIdle(func(*Worker) { gone.Add(1) })
+	s.OnIdle(func(*Worker) { kept.Add(1) })
+	park := func() {
+		done := make(chan struct{})
+		require.NoError(t, s.Worker(0).Submit(lanes.Upstream, func() { close(done) }))
+		<-done
+		// The worker parks after the task: wait until the kept hook says so.
+		n := kept.Load()
+		require.Eventually(t, func() bool { return kept.Load() > n || s.Busy() == 0 }, waitFor, time.Millisecond)
+	}
+	park()
+	require.Eventually(t, func() bool { return gone.Load() > 0 }, waitFor, time.Millisecond)
+	remove()
+	remove() // twice is harmless
+	park()   // a park that began before remove may still have called it
+	before := gone.Load()
+	for range 5 {
+		park()
+	}
+	assert.Equal(t, before, gone.Load(), "a removed hook is not called again")
+	assert.Positive(t, kept.Load())
+}
+
 func TestWatchDeliversReadiness(t *testing.T) {
 	s := start(t, Config{})
 	w := s.Worker(0)

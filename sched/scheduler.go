@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,7 +94,7 @@ type Scheduler struct {
 	state   atomic.Int32
 	busy    atomic.Int32
 	rr      atomic.Uint32
-	hooks   atomic.Pointer[[]func(*Worker)]
+	hooks   atomic.Pointer[[]*idleHook]
 	wg      sync.WaitGroup
 	stopMu  sync.Mutex
 	logger  *slog.Logger
@@ -164,15 +165,35 @@ func (s *Scheduler) Busy() int { return int(s.busy.Load()) }
 // after the busy count has dropped and before the worker parks. fn runs on
 // that worker and may Push work there (for example a request waiting for
 // admission), in which case the worker does not park. Hooks may be added at
-// any time; they cannot be removed.
-func (s *Scheduler) OnIdle(fn func(w *Worker)) {
+// any time; the returned function removes fn again (a worker may still be
+// calling it while remove runs, but never after a worker's next park has
+// begun) and may be called more than once.
+func (s *Scheduler) OnIdle(fn func(w *Worker)) (remove func()) {
+	h := &idleHook{fn: fn}
+	s.editHooks(func(hs []*idleHook) []*idleHook { return append(hs, h) })
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.editHooks(func(hs []*idleHook) []*idleHook {
+				return slices.DeleteFunc(hs, func(x *idleHook) bool { return x == h })
+			})
+		})
+	}
+}
+
+// idleHook is one OnIdle registration; its pointer is its identity.
+type idleHook struct{ fn func(w *Worker) }
+
+// editHooks replaces the hook list by edit's result on a copy of it:
+// copy-on-write, so that a worker reads the list with one atomic load.
+func (s *Scheduler) editHooks(edit func([]*idleHook) []*idleHook) {
 	for {
 		old := s.hooks.Load()
-		var hs []func(*Worker)
+		var hs []*idleHook
 		if old != nil {
-			hs = append(hs, *old...)
+			hs = slices.Clone(*old)
 		}
-		hs = append(hs, fn)
+		hs = edit(hs)
 		if s.hooks.CompareAndSwap(old, &hs) {
 			return
 		}

@@ -385,7 +385,7 @@ func (w *Worker) park(st int32) {
 	w.busyEnd()
 	if hooks := w.s.hooks.Load(); hooks != nil {
 		for _, h := range *hooks {
-			w.callHook(h)
+			w.callHook(h.fn)
 		}
 		if w.ready != 0 {
 			w.busyStart()
