@@ -10,12 +10,12 @@
 // machine and 50 to 200 ms across a continent, and routing state is always a
 // little stale, so a quick retry often lands on this same server again.
 // Queueing without bound keeps every request until its client has given up,
-// so the server spends its capacity on answers nobody reads. The seeds' answer
-// (taipei's) is in between: queue for a fixed time, then reject. A short spike
-// is smoothed out; a request that would wait longer than the timeout goes back
-// to its client early, untouched, and is safe to retry elsewhere. Every
-// request carries the same timeout, 100 ms by default, which the seeds do not
-// recommend changing ([DefaultTimeout]).
+// so the server spends its capacity on answers nobody reads. The timed queue
+// sits in between: wait a fixed time, then reject. A short spike is smoothed
+// out; a request that would wait longer than the timeout goes back to its
+// client early, untouched, and is safe to retry elsewhere. Every request
+// carries the same timeout, 100 ms by default ([DefaultTimeout]), as the
+// article "Rejecting requests" recommends (see docs/background.md).
 //
 // # Bufferbloat, and why CoDel
 //
@@ -24,14 +24,15 @@
 // gets through has waited almost the whole timeout: 100 ms of latency added
 // for nothing, the bufferbloat of network routers. The fix that networks use
 // is CoDel (Nichols and Jacobson, "Controlling Queue Delay", 2012): tell a
-// good queue, which fills and drains, from a bad, standing one, which has not
-// drained for a while, and in a standing queue keep only a short delay.
+// good queue, which fills and drains, from a bad, standing one, whose
+// requests have all waited long for a while ([Detector]), and in a standing
+// queue keep only a short delay.
 // Facebook applied this to server request queues ("Fail at Scale", Ben
 // Maurer, ACM Queue, 2015) together with adaptive LIFO: normally serve in
 // arrival order, but while a queue is standing serve the newest request
-// first, since the oldest has most likely been abandoned already (seed 03
-// wonders whether "a stack is a better data structure than a queue" for the
-// same reason). The order [CoDel] implements that combination; see its
+// first, since the oldest has most likely been abandoned already ("How To
+// Build Servers That Don't Crash When Overloaded" asks whether a stack would
+// serve better than a queue for the same reason). The order [CoDel] implements that combination; see its
 // documentation for the exact rule.
 //
 // # Priority classes

@@ -16,7 +16,7 @@ func ExampleQueue() {
 	var now int64 // a fake clock, in nanoseconds
 	q := queue.New(queue.Options{Clock: func() int64 { return now }})
 	free := 1
-	admit := func() bool {
+	admit := func(*queue.Entry) bool {
 		if free == 0 {
 			return false
 		}
@@ -28,7 +28,7 @@ func ExampleQueue() {
 		name        string
 	}
 	handle := func(r *request, c queue.Class) {
-		if q.Len() == 0 && admit() { // nobody waits and the gate is open
+		if q.Len() == 0 && admit(nil) { // nobody waits and the gate is open
 			fmt.Println("start", r.name)
 			return
 		}
@@ -60,7 +60,7 @@ func ExampleQueue() {
 // runs Expire.
 func ExampleQueue_Wait() {
 	var inFlight atomic.Int64
-	tryAcquire := func() bool {
+	tryAcquire := func(*queue.Entry) bool {
 		if inFlight.Add(1) <= 64 {
 			return true
 		}
@@ -78,7 +78,7 @@ func ExampleQueue_Wait() {
 
 	middleware := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if q.Len() > 0 || !tryAcquire() {
+			if q.Len() > 0 || !tryAcquire(nil) {
 				c := queue.ClassFromHeader(r.Header, "X-Priority")
 				if err := q.Wait(r.Context(), c); err != nil {
 					if errors.Is(err, queue.ErrRejected) {

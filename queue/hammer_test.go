@@ -99,7 +99,7 @@ func TestHammer(t *testing.T) {
 				}
 				if r.IntN(8) == 0 {
 					n := r.IntN(3)
-					q.Pump(func() bool { n--; return n >= 0 })
+					q.Pump(func(*Entry) bool { n--; return n >= 0 })
 				}
 			}
 		}()
@@ -144,7 +144,7 @@ func TestHammer(t *testing.T) {
 					return
 				default:
 				}
-				q.Pump(func() bool { return r.IntN(3) != 0 })
+				q.Pump(func(*Entry) bool { return r.IntN(3) != 0 })
 				runtime.Gosched() // let the owners and waiters run
 			}
 		}()

@@ -54,13 +54,13 @@ func (l *log) push(q *Queue, name string, c Class) *Entry {
 	return e
 }
 
-func always() bool { return true }
-func never() bool  { return false }
+func always(*Entry) bool { return true }
+func never(*Entry) bool  { return false }
 
 // budget returns an admit function that admits n times, like a gate with n
 // free slots.
-func budget(n int) func() bool {
-	return func() bool {
+func budget(n int) func(*Entry) bool {
+	return func(*Entry) bool {
 		if n == 0 {
 			return false
 		}

@@ -10,8 +10,8 @@ import (
 
 // Defaults used where an [Options] field is zero.
 const (
-	// DefaultTimeout is the longest an entry waits: 100 ms, the seeds'
-	// recommendation (see the package documentation).
+	// DefaultTimeout is the longest an entry waits: 100 ms (see the
+	// package documentation).
 	DefaultTimeout = 100 * time.Millisecond
 	// DefaultMaxLen bounds the number of waiting entries.
 	DefaultMaxLen = 4096
@@ -152,7 +152,7 @@ type Options struct {
 	// Admit, optional, is the gate that [Queue.Wait] pumps with right after
 	// it pushes, so that a gate that opened between the caller's refusal and
 	// the push is not missed, and that [Queue.Pump] uses when given nil.
-	Admit func() bool
+	Admit func(e *Entry) bool
 
 	// Arm, optional, tells the owner when to call [Queue.Expire]: it is
 	// called with a deadline (on Clock's time base) whenever the earliest
@@ -178,6 +178,13 @@ const MaxClasses = 8
 // callback ran (another goroutine's Pump has it) corrupts that Pump's batch,
 // and is the caller's bug.
 type Entry struct {
+	// Value is the caller's: the queue never reads or writes it. An owner
+	// that embeds the Entry in its per-request struct points it at that
+	// struct, so that the admit function of a Pump, which is given the
+	// Entry, can decide for that request (by its class, its route, its
+	// tenant).
+	Value any
+
 	q          *Queue // the queue that holds it; nil when not waiting
 	prev, next *Entry // links in its list while waiting, then in a batch
 	start      func()
@@ -217,7 +224,7 @@ type Queue struct {
 	order           Order
 	det             *Detector
 	clock           func() int64
-	admit           func() bool
+	admit           func(*Entry) bool
 	arm             func(int64)
 
 	// Counters, written under mu, read by Stats without it.
@@ -264,6 +271,25 @@ func New(opts Options) *Queue {
 		q.clock = realClock
 	}
 	return q
+}
+
+// SetTimeout changes the timeout of the entries pushed from now on (zero or
+// less means [DefaultTimeout]); entries already waiting keep theirs.
+func (q *Queue) SetTimeout(d time.Duration) {
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	q.mu.Lock()
+	q.timeout = int64(d)
+	q.target = min(q.det.target, q.timeout)
+	q.mu.Unlock()
+}
+
+// Timeout returns the timeout of entries pushed now.
+func (q *Queue) Timeout() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return time.Duration(q.timeout)
 }
 
 // Detector returns the standing-queue state the queue reads and feeds.
@@ -377,28 +403,33 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 // important class first, then the order) and asks admit whether it may
 // start: while admit returns true, the entry leaves the queue and its start
 // is called; the first false ends the Pump. admit is called only when there
-// is an entry to start, so a gate that reserves a slot when it returns true
-// (a concurrency limit) never reserves one for nothing. admit nil means
-// [Options.Admit]; if that is nil too, Pump only rejects expired entries.
+// is an entry to start, and is given that entry, so a gate that reserves a
+// slot when it returns true (a concurrency limit) never reserves one for
+// nothing. admit nil means [Options.Admit]; if that is nil too, Pump only
+// rejects expired entries.
 //
 // admit runs with the queue's lock held: it must be quick and must not call
 // the Queue's methods. The callbacks run after the lock is released, on the
 // calling goroutine, in the order the entries left the queue. Pump returns
 // the number of entries started.
-func (q *Queue) Pump(admit func() bool) int {
+func (q *Queue) Pump(admit func(e *Entry) bool) int {
 	return q.pump(admit, -1)
 }
 
-// PumpOne is Pump that starts at most one entry. It is for a gate whose
-// Acquire reserves nothing and reads a measurement that admitting does not
-// change at once (a busy-worker count goes up only when the started request
-// runs): Pump would start every waiting entry on one reading, PumpOne starts
-// one per opening. It reports whether it started one.
-func (q *Queue) PumpOne(admit func() bool) bool {
-	return q.pump(admit, 1) == 1
+// PumpN is Pump that starts at most n entries (n <= 0: no limit). It is for
+// a gate whose admission reserves nothing and reads a measurement that
+// admitting does not change at once (a busy-worker count goes up only when
+// the started request runs): Pump would start every waiting entry on one
+// reading, while PumpN(1) starts one per opening, and PumpN(k) as many as
+// the gate says have opened.
+func (q *Queue) PumpN(n int, admit func(e *Entry) bool) int {
+	if n <= 0 {
+		n = -1
+	}
+	return q.pump(admit, n)
 }
 
-func (q *Queue) pump(admit func() bool, limit int) int {
+func (q *Queue) pump(admit func(*Entry) bool, limit int) int {
 	if admit == nil {
 		admit = q.admit
 	}
@@ -414,7 +445,7 @@ func (q *Queue) pump(admit func() bool, limit int) int {
 		lifo := q.lifo(q.det.Standing())
 		for q.n > 0 && started != limit {
 			e := q.next(lifo)
-			if !admit() {
+			if !admit(e) {
 				break
 			}
 			q.leave(e, now)

@@ -28,6 +28,13 @@ func TestDefaults(t *testing.T) {
 	q = New(Options{Timeout: 2 * time.Millisecond, Order: CoDel})
 	assert.Equal(t, int64(2*time.Millisecond), q.target)
 
+	// The timeout changes live, for entries pushed afterwards.
+	q.SetTimeout(time.Second)
+	assert.Equal(t, time.Second, q.Timeout())
+	assert.Equal(t, int64(5*time.Millisecond), q.target)
+	q.SetTimeout(-1)
+	assert.Equal(t, DefaultTimeout, q.Timeout())
+
 	// A Detector given replaces Target and Interval.
 	d := NewDetector(7*time.Millisecond, time.Second)
 	q = New(Options{Detector: d, Target: time.Millisecond, Interval: time.Millisecond})
@@ -357,7 +364,7 @@ func TestPushMisuse(t *testing.T) {
 func TestStartsWhenGateOpens(t *testing.T) {
 	q, _ := newQueue(Options{})
 	free := 0 // the gate: slots free
-	admit := func() bool {
+	admit := func(*Entry) bool {
 		if free == 0 {
 			return false
 		}
@@ -384,7 +391,7 @@ func TestStartsWhenGateOpens(t *testing.T) {
 
 func TestPumpNilUsesOptionsAdmit(t *testing.T) {
 	open := false
-	q, _ := newQueue(Options{Admit: func() bool { return open }})
+	q, _ := newQueue(Options{Admit: func(*Entry) bool { return open }})
 	var l log
 	l.push(q, "a", Default)
 	assert.Equal(t, 0, q.Pump(nil))
@@ -406,7 +413,7 @@ func TestPumpNilUsesOptionsAdmit(t *testing.T) {
 func TestAdmitCalledOnlyForAnEntry(t *testing.T) {
 	q, clk := newQueue(Options{})
 	calls := 0
-	admit := func() bool { calls++; return true }
+	admit := func(*Entry) bool { calls++; return true }
 	var l log
 	l.push(q, "a", Default)
 	clk.set(100 * ms)
@@ -579,12 +586,12 @@ func TestPumpOneStartsAtMostOne(t *testing.T) {
 		l.push(q, n, Default)
 		clk.add(ms)
 	}
-	assert.True(t, q.PumpOne(always))
+	assert.True(t, q.PumpN(1, always) == 1)
 	assert.Equal(t, []string{"start a"}, l.take())
-	assert.False(t, q.PumpOne(never))
+	assert.False(t, q.PumpN(1, never) == 1)
 	assert.Empty(t, l.take())
-	assert.True(t, q.PumpOne(always))
-	assert.True(t, q.PumpOne(always))
-	assert.False(t, q.PumpOne(always), "empty")
+	assert.True(t, q.PumpN(1, always) == 1)
+	assert.True(t, q.PumpN(1, always) == 1)
+	assert.False(t, q.PumpN(1, always) == 1, "empty")
 	assert.Equal(t, []string{"start b", "start c"}, l.take())
 }

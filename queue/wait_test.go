@@ -91,7 +91,7 @@ func TestWaitCancelled(t *testing.T) {
 func TestWaitCancelledAfterStart(t *testing.T) {
 	for range 50 {
 		ctx, cancel := context.WithCancel(context.Background())
-		q, _ := newQueue(Options{Admit: func() bool { cancel(); return true }})
+		q, _ := newQueue(Options{Admit: func(*Entry) bool { cancel(); return true }})
 		require.NoError(t, q.Wait(ctx, Default))
 		assert.Equal(t, uint64(1), q.Stats().Started)
 		assert.Equal(t, uint64(0), q.Stats().Removed)
@@ -102,7 +102,7 @@ func TestWaitAdmitPumpsAfterPush(t *testing.T) {
 	// The gate refused before the caller pushed, then opened: with
 	// Options.Admit the Wait starts at once instead of waiting its timeout.
 	open := true
-	q, _ := newQueue(Options{Admit: func() bool { return open }})
+	q, _ := newQueue(Options{Admit: func(*Entry) bool { return open }})
 	require.NoError(t, q.Wait(context.Background(), Default))
 	assert.Equal(t, uint64(1), q.Stats().Started)
 }
