@@ -9,12 +9,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
-	srt "github.com/sluice-go/sluice/runtime"
-	"github.com/sluice-go/sluice/server"
 )
 
 // Target is a server under test, started on 127.0.0.1 with the weather
@@ -43,28 +43,46 @@ type Running struct {
 // design to collapse at 5x.
 const SemaphoreTimeout = 100 * time.Millisecond
 
+// SluiceConfig is the configuration of the "sluice" target, the one the
+// README shows: the default runtime (one pinned worker per CPU) and the
+// age limit, which rejects unstarted a request that has waited 100 ms since
+// the kernel received it (5 ms while every request has waited that long
+// for 100 ms).
+func SluiceConfig() sluice.Config {
+	return sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}}
+}
+
+// SluiceHalfConfig is the configuration of the "sluice-half" target: the
+// age limit, the busy-worker gate at its default (admit while at most half
+// the workers are busy, for I/O-bound handlers) and the timed queue in CoDel
+// order.
+func SluiceHalfConfig() sluice.Config {
+	return sluice.Config{Admission: admit.Config{
+		MaxAge: 100 * time.Millisecond,
+		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
+		Queue:  &admit.QueueOptions{Order: queue.CoDel},
+	}}
+}
+
 // Targets returns the targets of the overload benchmark:
 //
-//   - sluice: the default runtime (one pinned worker per CPU), the busy
-//     gate's isolated rule (fewer requests than workers), and the 100 ms
-//     timed queue in CoDel order, which also bounds a request's age from
-//     its arrival in the kernel (server.Config.MaxAge) and, under a
-//     standing overload, rejects requests older than 5 ms;
+//   - sluice: SluiceConfig, what the README shows;
 //   - nethttp: plain net/http;
 //   - semaphore: net/http behind a semaphore of GOMAXPROCS slots with a
 //     100 ms wait, the common fix;
-//   - sluice-half: sluice with the busy gate's default instead, admitting
-//     while at most half the workers are busy (the seeds' io_isolated
-//     default), to measure what that rule costs and buys;
+//   - sluice-half: SluiceHalfConfig, to measure what the busy gate's
+//     default for I/O-bound handlers costs and buys (with one worker it
+//     never refuses a request on its worker, and the target is the same as
+//     sluice);
 //   - gosched: net/http behind package httpgate with the GoSched gate
 //     (running plus runnable goroutines at most twice GOMAXPROCS) and the
-//     same timed queue, for users who stay on net/http.
+//     timed queue, for users who stay on net/http.
 //
 // The handler is the weather service in every one.
 func Targets() []Target {
 	return []Target{
 		{Name: "sluice", Start: func(o weather.Options) (*Running, error) {
-			return startSluice(o, gate.BusyOptions{Isolated: true})
+			return startSluice(o, SluiceConfig())
 		}},
 		{Name: "nethttp", Start: func(o weather.Options) (*Running, error) {
 			return running(startNetHTTP(weather.Handler(o)))
@@ -73,7 +91,7 @@ func Targets() []Target {
 			return running(startNetHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, weather.Handler(o))))
 		}},
 		{Name: "sluice-half", Start: func(o weather.Options) (*Running, error) {
-			return startSluice(o, gate.BusyOptions{})
+			return startSluice(o, SluiceHalfConfig())
 		}},
 		{Name: "gosched", Start: startGoSched},
 	}
@@ -91,10 +109,13 @@ const GoSchedFraction = 2.0
 // the GoSched gate and the 100 ms timed queue: the nearest thing to the
 // executor's busy count that plain net/http can have.
 func startGoSched(o weather.Options) (*Running, error) {
-	adm := httpgate.New(httpgate.Options{
-		Gate:  gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction}),
-		Queue: &queue.Options{},
+	adm, err := httpgate.New(admit.Config{
+		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction})},
+		Queue: &admit.QueueOptions{},
 	})
+	if err != nil {
+		return nil, err
+	}
 	url, stop, err := startNetHTTP(adm.Wrap(weather.Handler(o)))
 	if err != nil {
 		adm.Close()
@@ -124,25 +145,15 @@ func running(url string, stop func() error, err error) (*Running, error) {
 	return &Running{URL: url, Stop: stop}, nil
 }
 
-func startSluice(o weather.Options, busy gate.BusyOptions) (*Running, error) {
-	rt, err := srt.New()
+func startSluice(o weather.Options, cfg sluice.Config) (*Running, error) {
+	srv, err := sluice.Listen("127.0.0.1:0", weather.Handler(o), cfg)
 	if err != nil {
 		return nil, err
-	}
-	if err := rt.Start(); err != nil {
-		return nil, err
-	}
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", server.HTTPHandler(weather.Handler(o)), server.Config{
-		Gate:  gate.NewBusy(rt.Scheduler, busy),
-		Queue: &queue.Options{Order: queue.CoDel},
-	})
-	if err != nil {
-		return nil, errors.Join(err, rt.Stop(context.Background()))
 	}
 	stop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return errors.Join(srv.Close(ctx), rt.Stop(ctx))
+		return srv.Stop(ctx)
 	}
 	return &Running{URL: "http://" + srv.Addr().String(), Stop: stop, Stats: func() any { return srv.Stats() }}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // Defaults for the zero values of AdaptiveOptions.
@@ -36,7 +38,7 @@ type AdaptiveOptions struct {
 	// Window is how many latency samples make one update of the limit
 	// (default 100, at most MaxAdaptiveWindow). Windows are counted in
 	// samples, not time, so the controller needs no clock: a test drives
-	// it by the latencies it passes to Release.
+	// it by the latencies of the outcomes it passes to Done.
 	Window int
 	// LongWindow is how many windows the long-term latency average spans
 	// (default 600): its exponential weight is 2/(LongWindow+1), after a
@@ -52,11 +54,12 @@ type AdaptiveOptions struct {
 }
 
 // Adaptive is a concurrency limit that a controller tunes from the latencies
-// passed to Release. The controller is Netflix's Gradient2 (see the package
+// of the requests it admitted. The controller is Netflix's Gradient2 (see the package
 // documentation for the comparison with Vegas, AIMD, Envoy's gradient
 // controller and fbthrift's CPU controller):
 //
-// Every Window samples, short is the window's mean latency and long an
+// Every Window samples (the latencies of the requests it admitted, as the
+// pipeline measures them), short is the window's mean latency and long an
 // exponential average of the windows' means. Then
 //
 //	gradient = clamp(long/short, 0.5, 1)
@@ -71,15 +74,16 @@ type AdaptiveOptions struct {
 // limit leaves the limit alone: the limit was not what bounded the load
 // (Gradient2's "app-limited" rule), so latency says nothing about it.
 //
-// Acquire and Release take no lock: the in-flight count is a
-// compare-and-swap, and a sample is one atomic add of the count and the sum
-// packed into one word. The Release that completes a window takes a mutex,
-// once per window, to run the update.
+// Admit and Done take no lock: the in-flight count is a compare-and-swap,
+// and a sample is one atomic add of the count and the sum packed into one
+// word. The Done that completes a window takes a mutex, once per window, to
+// run the update.
 type Adaptive struct {
-	c    Concurrency
-	win  atomic.Uint64 // count<<winShift | sum of latencies in ns
-	peak atomic.Int64  // highest in-flight count seen at a Release in this window
-	opts AdaptiveOptions
+	c       Concurrency
+	refusal *admit.Refusal
+	win     atomic.Uint64 // count<<winShift | sum of latencies in ns
+	peak    atomic.Int64  // highest in-flight count seen at a Done in this window
+	opts    AdaptiveOptions
 
 	mu      sync.Mutex
 	est     float64 // the limit, unrounded
@@ -130,25 +134,26 @@ func NewAdaptive(opts AdaptiveOptions) *Adaptive {
 	if o.Smoothing == 0 {
 		o.Smoothing = DefaultAdaptiveSmoothing
 	}
-	a := &Adaptive{opts: o, est: float64(o.InitialLimit)}
+	a := &Adaptive{opts: o, est: float64(o.InitialLimit), refusal: &admit.Refusal{Reason: "adaptive"}}
 	a.c.limit.Store(int64(o.InitialLimit))
 	return a
 }
 
-// Acquire admits a request iff fewer than Limit are in flight.
-func (a *Adaptive) Acquire() bool { return a.c.Acquire() }
-
-// Release ends an admitted request that ran for latency. A positive latency
-// is a sample for the controller; zero and Undo are not. When the release
-// leaves the in-flight count under the limit it calls the OnOpen callbacks,
-// unless latency is Undo. It panics if nothing was in flight.
-func (a *Adaptive) Release(latency time.Duration) {
-	n := a.c.release()
-	if latency > 0 {
-		a.sample(latency, n+1)
+// Admit admits a request iff fewer than Limit are in flight.
+func (a *Adaptive) Admit(*admit.Attempt) *admit.Refusal {
+	if a.c.acquire() {
+		return nil
 	}
-	if latency != Undo && n < a.c.limit.Load() {
-		a.c.wake.fire()
+	return a.refusal
+}
+
+// Done ends an admitted request; its latency is a sample for the
+// controller, unless it was canceled (it never ran). It panics if nothing
+// was in flight.
+func (a *Adaptive) Done(_ *admit.Attempt, o admit.Outcome) {
+	n := a.c.release()
+	if !o.Canceled && o.Latency > 0 {
+		a.sample(o.Latency, n+1)
 	}
 }
 
@@ -166,7 +171,7 @@ func (a *Adaptive) sample(latency time.Duration, inflight int64) {
 	}
 }
 
-// update closes the window: it runs once per Window samples, on the Release
+// update closes the window: it runs once per Window samples, on the Done
 // that completed it.
 func (a *Adaptive) update() {
 	a.mu.Lock()
@@ -183,7 +188,7 @@ func (a *Adaptive) update() {
 	if a.long > 2*short {
 		a.long *= 0.9
 	}
-	raised := false
+	raised := 0
 	if float64(peak) >= a.est/2 {
 		gradient := min(max(a.long/short, 0.5), 1)
 		queue := float64(a.opts.QueueSize)
@@ -193,30 +198,25 @@ func (a *Adaptive) update() {
 		s := a.opts.Smoothing
 		est := (1-s)*a.est + s*(gradient*a.est+queue)
 		a.est = min(max(est, float64(a.opts.MinLimit)), float64(a.opts.MaxLimit))
-		raised = a.c.limit.Swap(int64(a.est)) < int64(a.est)
+		raised = int(int64(a.est) - a.c.limit.Swap(int64(a.est)))
 	}
 	a.mu.Unlock()
-	if raised {
-		a.c.wake.fire()
+	if raised > 0 {
+		a.c.wake.fire(raised)
 	}
 }
 
 // Limit returns the current limit.
 func (a *Adaptive) Limit() int { return a.c.Limit() }
 
-// InFlight returns the number of requests admitted and not yet released.
+// InFlight returns the number of requests admitted and not yet ended.
 func (a *Adaptive) InFlight() int { return a.c.InFlight() }
 
-// Name returns "adaptive".
-func (a *Adaptive) Name() string { return "adaptive" }
+// Name returns "adaptive", the reason of its refusals.
+func (a *Adaptive) Name() string { return a.refusal.Reason }
 
-// Reserves reports true: each Acquire takes a slot of the limit.
-func (a *Adaptive) Reserves() bool { return true }
-
-// OnOpen registers fn to be called when a Release leaves the in-flight count
-// under the limit, and when an update raises the limit. fn runs on the
-// goroutine that called Release.
-func (a *Adaptive) OnOpen(fn func()) { a.c.wake.add(fn) }
+// Attach registers the pipeline to be told when an update raises the limit.
+func (a *Adaptive) Attach(env admit.Env) (detach func(), err error) { return a.c.wake.attach(env) }
 
 // AdaptiveStats is the state of an Adaptive gate's controller.
 type AdaptiveStats struct {

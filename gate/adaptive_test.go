@@ -20,10 +20,10 @@ type loadDriver struct {
 // saturate reports samples latencies of lat with the gate kept full.
 func (d *loadDriver) saturate(lat time.Duration, samples int) {
 	for range samples {
-		for d.a.Acquire() {
+		for acquire(d.a) {
 			d.held++
 		}
-		d.a.Release(lat)
+		release(d.a, lat)
 		d.held--
 	}
 }
@@ -32,8 +32,8 @@ func (d *loadDriver) saturate(lat time.Duration, samples int) {
 // time: the gate is never what limits the load.
 func (d *loadDriver) trickle(lat time.Duration, samples int) {
 	for range samples {
-		if d.a.Acquire() {
-			d.a.Release(lat)
+		if acquire(d.a) {
+			release(d.a, lat)
 		}
 	}
 }
@@ -41,7 +41,7 @@ func (d *loadDriver) trickle(lat time.Duration, samples int) {
 // drain releases what saturate holds, without teaching anything.
 func (d *loadDriver) drain() {
 	for ; d.held > 0; d.held-- {
-		d.a.Release(Undo)
+		undo(d.a)
 	}
 }
 
@@ -146,15 +146,15 @@ func TestAdaptiveSamples(t *testing.T) {
 	const w = 4
 	a := NewAdaptive(AdaptiveOptions{Window: w})
 	for range 3 * w {
-		require.True(t, a.Acquire())
-		a.Release(0)
-		require.True(t, a.Acquire())
-		a.Release(Undo)
+		require.True(t, acquire(a))
+		release(a, 0)
+		require.True(t, acquire(a))
+		undo(a)
 	}
-	assert.Equal(t, int64(0), a.Stats().Windows, "zero and Undo are not samples")
+	assert.Equal(t, int64(0), a.Stats().Windows, "zero latencies and canceled admissions are not samples")
 	for i := range w {
-		require.True(t, a.Acquire())
-		a.Release(time.Duration(i+1) * time.Millisecond)
+		require.True(t, acquire(a))
+		release(a, time.Duration(i+1)*time.Millisecond)
 	}
 	st := a.Stats()
 	assert.Equal(t, int64(1), st.Windows)
@@ -162,38 +162,34 @@ func TestAdaptiveSamples(t *testing.T) {
 	// A huge latency counts as MaxAdaptiveSample and does not overflow
 	// the packed window.
 	for range w {
-		require.True(t, a.Acquire())
-		a.Release(time.Hour)
+		require.True(t, acquire(a))
+		release(a, time.Hour)
 	}
 	assert.Equal(t, MaxAdaptiveSample, a.Stats().Short)
-	assert.PanicsWithValue(t, "gate: Release without Acquire", func() { a.Release(time.Millisecond) })
+	assert.PanicsWithValue(t, "gate: Done without Admit", func() { release(a, time.Millisecond) })
 }
 
 func TestAdaptiveWakes(t *testing.T) {
 	const w = 2
 	a := NewAdaptive(AdaptiveOptions{InitialLimit: 2, MinLimit: 1, MaxLimit: 10, Window: w, QueueSize: 5})
-	fn, n := counter()
-	a.OnOpen(fn)
-	require.True(t, a.Acquire())
-	require.True(t, a.Acquire())
-	require.False(t, a.Acquire())
-	a.Release(Undo)
-	assert.Equal(t, int64(0), n.Load())
-	require.True(t, a.Acquire())
-	// The second release completes a window with the gate full: the limit
-	// rises (gradient 1, queue 5), which wakes, and the release itself
-	// leaves a slot free, which wakes again.
-	a.Release(time.Millisecond)
-	assert.Equal(t, int64(1), n.Load())
-	a.Release(time.Millisecond)
-	assert.Greater(t, a.Limit(), 2)
-	assert.Equal(t, int64(3), n.Load())
+	wk := attach(t, a, nil)
+	require.True(t, acquire(a))
+	require.True(t, acquire(a))
+	require.False(t, acquire(a))
+	undo(a)
+	require.True(t, acquire(a))
+	// The second Done completes a window with the gate full: the limit
+	// rises (gradient 1, queue 5), which wakes the pipeline for the
+	// difference.
+	release(a, time.Millisecond)
+	assert.Empty(t, wk.take())
+	release(a, time.Millisecond)
+	require.Greater(t, a.Limit(), 2)
+	assert.Equal(t, []int{a.Limit() - 2}, wk.take())
 }
 
 func TestAdaptiveHammer(t *testing.T) {
 	a := NewAdaptive(AdaptiveOptions{InitialLimit: 4, MinLimit: 2, MaxLimit: 6, Window: 16})
-	fn, _ := counter()
-	a.OnOpen(fn)
 	peak := hammer(a, 8, 3000)
 	assert.LessOrEqual(t, peak, int64(6))
 	assert.Equal(t, 0, a.InFlight())

@@ -5,13 +5,19 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
-// benchGates returns the gates the decision benchmarks measure, each open.
-func benchGates(b *testing.B) []struct {
+// benchGate is a gate under benchmark.
+type benchGate struct {
 	name string
-	g    Gate
-} {
+	g    admit.Policy
+}
+
+// benchGates returns the gates the decision benchmarks measure, each open
+// and attached as a pipeline would attach it.
+func benchGates(b *testing.B) []benchGate {
 	root := b.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
 		b.Fatal(err)
@@ -24,93 +30,86 @@ func benchGates(b *testing.B) []struct {
 	}
 	mem := NewMemory(MemoryOptions{Root: root, Interval: Manual})
 	cpu := NewCPU(CPUOptions{Root: root, Interval: Manual})
-	src := newFakeSource(16, 1)
-	gates := []struct {
-		name string
-		g    Gate
-	}{
-		{"busy", NewBusy(src, BusyOptions{})},
+	busy := NewBusy(BusyOptions{})
+	attach(b, busy, newFakeExecutor(16, 1))
+	gates := []benchGate{
+		{"busy", busy},
 		{"concurrency", NewConcurrency(1 << 30)},
 		{"adaptive", NewAdaptive(AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20})},
 		{"memory", mem},
 		{"cpu", cpu},
-		{"chain(busy,concurrency)", All(NewBusy(src, BusyOptions{}), NewConcurrency(1<<30))},
 	}
 	if s := newSchedSource(b, 16); s != nil {
-		gates = append(gates, struct {
-			name string
-			g    Gate
-		}{"busy-sched", NewBusy(s, BusyOptions{})})
+		real := NewBusy(BusyOptions{})
+		attach(b, real, s)
+		gates = append(gates, benchGate{"busy-sched", real})
 	}
 	return gates
 }
 
-// BenchmarkAcquireRelease measures one admitted decision and its release,
-// on one goroutine, for each gate.
-func BenchmarkAcquireRelease(b *testing.B) {
+// decide is one decision and, if admitted, its end, with a reused Attempt
+// as a pipeline passes it.
+func decide(g admit.Policy, a *admit.Attempt) bool {
+	if g.Admit(a) != nil {
+		return false
+	}
+	g.Done(a, admit.Outcome{Latency: time.Millisecond, Status: 200})
+	return true
+}
+
+// BenchmarkAdmitDone measures one admitted decision and its Done, on one
+// goroutine, for each gate.
+func BenchmarkAdmitDone(b *testing.B) {
 	for _, bg := range benchGates(b) {
 		b.Run(bg.name, func(b *testing.B) {
-			g := bg.g
+			var a admit.Attempt
 			b.ReportAllocs()
 			for b.Loop() {
-				if g.Acquire() {
-					g.Release(time.Millisecond)
-				}
+				decide(bg.g, &a)
 			}
 		})
 	}
 }
 
-// BenchmarkAcquireReleaseParallel is the same with every P deciding at once:
-// the gates that count in-flight requests share one cache line.
-func BenchmarkAcquireReleaseParallel(b *testing.B) {
+// BenchmarkAdmitDoneParallel is the same with every P deciding at once: the
+// gates that count in-flight requests share one cache line.
+func BenchmarkAdmitDoneParallel(b *testing.B) {
 	for _, bg := range benchGates(b) {
 		b.Run(bg.name, func(b *testing.B) {
-			g := bg.g
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
+				var a admit.Attempt
 				for pb.Next() {
-					if g.Acquire() {
-						g.Release(time.Millisecond)
-					}
+					decide(bg.g, &a)
 				}
 			})
 		})
 	}
 }
 
-// BenchmarkRefused measures a refusal: the busy gate over its limit, the CPU
-// gate in its proportional band, and a chain whose second member refuses
-// (the first is undone).
+// BenchmarkRefused measures a refusal: the busy gate over its limit, a
+// concurrency limit of 0, and the CPU gate in its proportional band.
 func BenchmarkRefused(b *testing.B) {
-	src := newFakeSource(16, 16)
-	conc := NewConcurrency(0)
-	for _, bg := range []struct {
-		name string
-		g    Gate
-	}{
-		{"busy", NewBusy(src, BusyOptions{})},
-		{"concurrency", conc},
-		{"chain(concurrency,busy)", All(NewConcurrency(1<<30), NewBusy(src, BusyOptions{}))},
-	} {
+	busy := NewBusy(BusyOptions{})
+	attach(b, busy, newFakeExecutor(16, 16))
+	for _, bg := range []benchGate{{"busy", busy}, {"concurrency", NewConcurrency(0)}} {
 		b.Run(bg.name, func(b *testing.B) {
-			g := bg.g
+			var a admit.Attempt
 			b.ReportAllocs()
 			for b.Loop() {
-				if g.Acquire() {
+				if decide(bg.g, &a) {
 					b.Fatal("admitted")
 				}
 			}
 		})
 	}
 	b.Run("cpu-band", func(b *testing.B) {
-		c := &CPU{rnd: seeded()}
+		c := &CPU{rnd: seeded(), refusal: &admit.Refusal{Reason: "cpu"}}
 		c.thr.Store(1 << 63) // half refused
+		var a admit.Attempt
 		b.ReportAllocs()
 		for b.Loop() {
-			if c.Acquire() {
-				c.Release(0)
-			}
+			decide(c, &a)
 		}
 	})
 }

@@ -3,7 +3,8 @@ package gate
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // Concurrency is a fixed concurrency limit: it admits a request while fewer
@@ -14,33 +15,35 @@ import (
 // goes negative, and no request is admitted over the limit in force when it
 // was decided).
 //
-// Acquire is a compare-and-swap loop on the in-flight count, Release one
-// atomic add.
+// Admit is a compare-and-swap loop on the in-flight count, Done one atomic
+// add.
 type Concurrency struct {
 	inflight atomic.Int64
 	limit    atomic.Int64
 	wake     wakers
+	refusal  *admit.Refusal
 }
 
 // NewConcurrency returns a gate that admits up to limit requests at a time.
 // A limit of zero refuses everything; a negative limit panics.
 func NewConcurrency(limit int) *Concurrency {
-	c := &Concurrency{}
+	c := &Concurrency{refusal: &admit.Refusal{Reason: "concurrency"}}
 	c.setLimit(limit)
 	return c
 }
 
-func (c *Concurrency) setLimit(n int) (raised bool) {
+func (c *Concurrency) setLimit(n int) (raised int) {
 	if n < 0 {
 		panic(fmt.Sprintf("gate: negative concurrency limit %d", n))
 	}
-	return c.limit.Swap(int64(n)) < int64(n)
+	return n - int(c.limit.Swap(int64(n)))
 }
 
-// SetLimit changes the limit live. Raising it calls the OnOpen callbacks.
+// SetLimit changes the limit live. Raising it tells the attached pipelines,
+// which start as many waiting requests as it rose.
 func (c *Concurrency) SetLimit(n int) {
-	if c.setLimit(n) {
-		c.wake.fire()
+	if raised := c.setLimit(n); raised > 0 {
+		c.wake.fire(raised)
 	}
 }
 
@@ -50,8 +53,15 @@ func (c *Concurrency) Limit() int { return int(c.limit.Load()) }
 // InFlight returns the number of requests admitted and not yet released.
 func (c *Concurrency) InFlight() int { return int(c.inflight.Load()) }
 
-// Acquire admits a request iff fewer than Limit are in flight.
-func (c *Concurrency) Acquire() bool {
+// Admit admits a request iff fewer than Limit are in flight.
+func (c *Concurrency) Admit(*admit.Attempt) *admit.Refusal {
+	if c.acquire() {
+		return nil
+	}
+	return c.refusal
+}
+
+func (c *Concurrency) acquire() bool {
 	for {
 		n := c.inflight.Load()
 		if n >= c.limit.Load() {
@@ -63,32 +73,23 @@ func (c *Concurrency) Acquire() bool {
 	}
 }
 
-// Release ends an admitted request. When it leaves the count under the limit
-// it calls the OnOpen callbacks, unless latency is Undo. It panics if
-// nothing was in flight (a Release without its Acquire).
-func (c *Concurrency) Release(latency time.Duration) {
-	if c.release() < c.limit.Load() && latency != Undo {
-		c.wake.fire()
-	}
-}
+// Done ends an admitted request: its slot is free again (the pipeline then
+// starts a waiting request in its place). It panics if nothing was in
+// flight (a Done without its Admit).
+func (c *Concurrency) Done(*admit.Attempt, admit.Outcome) { c.release() }
 
 // release decrements the in-flight count and returns the new count.
 func (c *Concurrency) release() int64 {
 	n := c.inflight.Add(-1)
 	if n < 0 {
 		c.inflight.Add(1)
-		panic("gate: Release without Acquire")
+		panic("gate: Done without Admit")
 	}
 	return n
 }
 
-// Name returns "concurrency".
-func (c *Concurrency) Name() string { return "concurrency" }
+// Name returns "concurrency", the reason of its refusals.
+func (c *Concurrency) Name() string { return c.refusal.Reason }
 
-// Reserves reports true: each Acquire takes a slot of the limit.
-func (c *Concurrency) Reserves() bool { return true }
-
-// OnOpen registers fn to be called when a Release leaves the in-flight count
-// under the limit, and when SetLimit raises the limit. fn runs on the
-// goroutine that called Release or SetLimit.
-func (c *Concurrency) OnOpen(fn func()) { c.wake.add(fn) }
+// Attach registers the pipeline to be told when SetLimit raises the limit.
+func (c *Concurrency) Attach(env admit.Env) (detach func(), err error) { return c.wake.attach(env) }

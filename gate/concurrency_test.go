@@ -8,24 +8,26 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 func TestConcurrencyFixed(t *testing.T) {
 	c := NewConcurrency(2)
 	assert.Equal(t, "concurrency", c.Name())
-	assert.True(t, c.Acquire())
-	assert.True(t, c.Acquire())
-	assert.False(t, c.Acquire())
+	assert.True(t, acquire(c))
+	assert.True(t, acquire(c))
+	assert.False(t, acquire(c))
 	assert.Equal(t, 2, c.InFlight())
-	c.Release(time.Millisecond)
-	assert.True(t, c.Acquire())
-	assert.False(t, c.Acquire())
-	c.Release(0)
-	c.Release(0)
+	release(c, time.Millisecond)
+	assert.True(t, acquire(c))
+	assert.False(t, acquire(c))
+	release(c, 0)
+	release(c, 0)
 	assert.Equal(t, 0, c.InFlight())
 
 	zero := NewConcurrency(0)
-	assert.False(t, zero.Acquire(), "a limit of 0 refuses everything")
+	assert.False(t, acquire(zero), "a limit of 0 refuses everything")
 	assert.Panics(t, func() { NewConcurrency(-1) })
 }
 
@@ -35,64 +37,64 @@ func TestConcurrencyFixed(t *testing.T) {
 func TestConcurrencyLowerBelowInFlight(t *testing.T) {
 	c := NewConcurrency(5)
 	for range 5 {
-		require.True(t, c.Acquire())
+		require.True(t, acquire(c))
 	}
 	c.SetLimit(2)
 	assert.Equal(t, 2, c.Limit())
 	assert.Equal(t, 5, c.InFlight())
 	for _, want := range []int{4, 3, 2} {
-		assert.False(t, c.Acquire())
-		c.Release(time.Millisecond)
+		assert.False(t, acquire(c))
+		release(c, time.Millisecond)
 		assert.Equal(t, want, c.InFlight())
 	}
-	assert.False(t, c.Acquire(), "2 in flight at limit 2")
-	c.Release(time.Millisecond)
-	assert.True(t, c.Acquire())
-	assert.False(t, c.Acquire())
-	c.Release(time.Millisecond)
-	c.Release(time.Millisecond)
+	assert.False(t, acquire(c), "2 in flight at limit 2")
+	release(c, time.Millisecond)
+	assert.True(t, acquire(c))
+	assert.False(t, acquire(c))
+	release(c, time.Millisecond)
+	release(c, time.Millisecond)
 	assert.Equal(t, 0, c.InFlight())
-	assert.PanicsWithValue(t, "gate: Release without Acquire", func() { c.Release(0) })
+	assert.PanicsWithValue(t, "gate: Done without Admit", func() { release(c, 0) })
 	assert.Equal(t, 0, c.InFlight(), "the count never goes negative")
 }
 
+// Raising the limit wakes the pipeline for as many requests as it rose; a
+// slot freed by Done does not (the pipeline starts a waiting request after
+// every Done by itself).
 func TestConcurrencyWakes(t *testing.T) {
 	c := NewConcurrency(1)
-	fn, n := counter()
-	c.OnOpen(fn)
-	require.True(t, c.Acquire())
-	c.Release(Undo)
-	assert.Equal(t, int64(0), n.Load(), "Undo calls nobody")
-	require.True(t, c.Acquire())
-	c.Release(time.Millisecond)
-	assert.Equal(t, int64(1), n.Load(), "a slot freed")
+	w := attach(t, c, nil)
+	require.True(t, acquire(c))
+	undo(c)
+	require.True(t, acquire(c))
+	release(c, time.Millisecond)
+	assert.Empty(t, w.take(), "Done wakes nobody")
 
 	c.SetLimit(3)
-	assert.Equal(t, int64(2), n.Load(), "raised")
+	assert.Equal(t, []int{2}, w.take(), "raised by 2")
 	for range 3 {
-		require.True(t, c.Acquire())
+		require.True(t, acquire(c))
 	}
 	c.SetLimit(1)
-	assert.Equal(t, int64(2), n.Load(), "lowering opens nothing")
-	c.Release(time.Millisecond)
-	c.Release(time.Millisecond)
-	assert.Equal(t, int64(2), n.Load(), "still at or over the limit")
-	c.Release(time.Millisecond)
-	assert.Equal(t, int64(3), n.Load(), "under the limit again")
+	assert.Empty(t, w.take(), "lowering opens nothing")
 	c.SetLimit(1)
-	assert.Equal(t, int64(3), n.Load(), "an unchanged limit opens nothing")
+	assert.Empty(t, w.take(), "an unchanged limit opens nothing")
+	for range 3 {
+		release(c, time.Millisecond)
+	}
+	assert.Equal(t, 0, c.InFlight())
 }
 
 // hammer runs workers goroutines that acquire and release g iterations
 // times each, and returns the highest number of requests seen in flight
 // together.
-func hammer(g Gate, workers, iterations int) (peak int64) {
+func hammer(g admit.Policy, workers, iterations int) (peak int64) {
 	var cur, top atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for i := range iterations {
-				if !g.Acquire() {
+				if !acquire(g) {
 					continue
 				}
 				n := cur.Add(1)
@@ -102,7 +104,7 @@ func hammer(g Gate, workers, iterations int) (peak int64) {
 					time.Sleep(time.Microsecond)
 				}
 				cur.Add(-1)
-				g.Release(time.Duration(1000 + i%5000))
+				release(g, time.Duration(1000+i%5000))
 			}
 		})
 	}
@@ -112,8 +114,6 @@ func hammer(g Gate, workers, iterations int) (peak int64) {
 
 func TestConcurrencyHammer(t *testing.T) {
 	c := NewConcurrency(3)
-	fn, _ := counter()
-	c.OnOpen(fn)
 	peak := hammer(c, 8, 3000)
 	assert.LessOrEqual(t, peak, int64(3))
 	assert.Positive(t, peak)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // Defaults for the zero values of CPUOptions: loadshed's example (a 10 s
@@ -73,10 +75,11 @@ type CPUStats struct {
 // atomic threshold: Acquire is one atomic load, plus one call to Rand while
 // the utilisation lies between the thresholds. Release is a no-op.
 type CPU struct {
-	thr  atomic.Uint64 // refuse iff Rand() < thr; MaxUint64 refuses all
-	rnd  func() uint64
-	wake wakers
-	opts CPUOptions
+	thr     atomic.Uint64 // refuse iff Rand() < thr; MaxUint64 refuses all
+	rnd     func() uint64
+	wake    wakers
+	refusal *admit.Refusal
+	opts    CPUOptions
 
 	mu    sync.Mutex
 	buf   []byte
@@ -110,7 +113,8 @@ func NewCPU(opts CPUOptions) *CPU {
 	if opts.Root == "" {
 		opts.Root = "/"
 	}
-	c := &CPU{opts: opts, rnd: opts.Rand, buf: make([]byte, 512), ring: make([]cpuTimes, opts.Window+1)}
+	c := &CPU{opts: opts, rnd: opts.Rand, buf: make([]byte, 512), ring: make([]cpuTimes, opts.Window+1),
+		refusal: &admit.Refusal{Reason: "cpu"}}
 	if c.rnd == nil {
 		c.rnd = rand.Uint64
 	}
@@ -185,7 +189,7 @@ func (c *CPU) Refresh() CPUStats {
 	old := c.thr.Swap(thr)
 	c.mu.Unlock()
 	if thr < old {
-		c.wake.fire()
+		c.wake.fire(0)
 	}
 	return st
 }
@@ -203,28 +207,26 @@ func (c *CPU) reject(u float64) float64 {
 	}
 }
 
-// Acquire admits all requests below Lower, none above Upper, and in between
+// Admit admits all requests below Lower, none above Upper, and in between
 // refuses with the probability computed at the last refresh.
-func (c *CPU) Acquire() bool {
+func (c *CPU) Admit(*admit.Attempt) *admit.Refusal {
 	t := c.thr.Load()
-	if t == 0 {
-		return true
+	if t == 0 || (t != math.MaxUint64 && c.rnd() >= t) {
+		return nil
 	}
-	if t == math.MaxUint64 {
-		return false
-	}
-	return c.rnd() >= t
+	return c.refusal
 }
 
-// Release does nothing.
-func (c *CPU) Release(time.Duration) {}
+// Done does nothing.
+func (c *CPU) Done(*admit.Attempt, admit.Outcome) {}
 
-// Name returns "cpu".
-func (c *CPU) Name() string { return "cpu" }
+// Name returns "cpu", the reason of its refusals.
+func (c *CPU) Name() string { return c.refusal.Reason }
 
-// OnOpen registers fn to be called, on the refresher's goroutine (or the
-// caller of Refresh), when a refresh lowers the rejection probability.
-func (c *CPU) OnOpen(fn func()) { c.wake.add(fn) }
+// Attach registers the pipeline to be told, on the refresher's goroutine
+// (or the caller of Refresh), when a refresh lowers the rejection
+// probability.
+func (c *CPU) Attach(env admit.Env) (detach func(), err error) { return c.wake.attach(env) }
 
 // Stats returns what the last refresh computed.
 func (c *CPU) Stats() CPUStats {

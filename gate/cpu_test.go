@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // fakeStat is a /proc/stat under a test root whose counters the test
@@ -51,10 +53,10 @@ func (s *fakeStat) advance(u float64) {
 func seeded() func() uint64 { return rand.New(rand.NewPCG(1, 2)).Uint64 }
 
 // refusals counts refusals among n decisions.
-func refusals(g Gate, n int) int {
+func refusals(g admit.Policy, n int) int {
 	r := 0
 	for range n {
-		if !g.Acquire() {
+		if !acquire(g) {
 			r++
 		}
 	}
@@ -69,8 +71,7 @@ func TestCPUThresholds(t *testing.T) {
 	assert.Equal(t, 0, c.Stats().Span, "one reading: no utilisation yet")
 	assert.Zero(t, refusals(c, 1000))
 
-	fn, woke := counter()
-	c.OnOpen(fn)
+	woke := attach(t, c, nil)
 
 	s.advance(0.5)
 	st := c.Refresh()
@@ -86,13 +87,13 @@ func TestCPUThresholds(t *testing.T) {
 	assert.InDelta(t, 0.5, st.Reject, 1e-9)
 	r := refusals(c, 20000)
 	assert.InDelta(t, 10000, r, 600, "half refused between the thresholds")
-	c.Release(time.Millisecond) // a no-op
+	release(c, time.Millisecond) // a no-op
 
 	s.advance(0.65)
 	st = c.Refresh()
 	assert.InDelta(t, 0.25, st.Reject, 1e-9)
 	assert.InDelta(t, 5000, refusals(c, 20000), 600)
-	assert.Equal(t, int64(1), woke.Load(), "the probability fell")
+	assert.Equal(t, int64(1), woke.count(), "the probability fell")
 
 	s.advance(0.9)
 	st = c.Refresh()
@@ -101,12 +102,12 @@ func TestCPUThresholds(t *testing.T) {
 
 	s.advance(0.8)
 	assert.Equal(t, 1.0, c.Refresh().Reject, "at Upper: refuse all")
-	assert.Equal(t, int64(1), woke.Load())
+	assert.Equal(t, int64(1), woke.count())
 
 	s.advance(0.1)
 	c.Refresh()
 	assert.Zero(t, refusals(c, 1000))
-	assert.Equal(t, int64(2), woke.Load())
+	assert.Equal(t, int64(2), woke.count())
 }
 
 // The utilisation is averaged over Window intervals, so it lags.
@@ -150,13 +151,13 @@ func TestCPUErrorsKeepState(t *testing.T) {
 	st := c.Refresh()
 	assert.Error(t, st.Err)
 	assert.Equal(t, 1.0, st.Reject)
-	assert.False(t, c.Acquire())
+	assert.False(t, acquire(c))
 	require.NoError(t, os.Remove(s.path))
 	assert.Error(t, c.Refresh().Err)
 
 	missing := NewCPU(CPUOptions{Root: t.TempDir(), Interval: Manual})
 	assert.Error(t, missing.Stats().Err)
-	assert.True(t, missing.Acquire(), "fails open")
+	assert.True(t, acquire(missing), "fails open")
 
 	for _, bad := range []CPUOptions{{Lower: 0.9, Upper: 0.5}, {Lower: -0.1, Upper: 0.5}, {Upper: 1.5}, {Window: -1}} {
 		assert.Panics(t, func() { NewCPU(bad) }, "%+v", bad)
@@ -167,8 +168,8 @@ func TestCPURefresher(t *testing.T) {
 	s := newFakeStat(t)
 	c := NewCPU(CPUOptions{Root: s.root(), Interval: time.Millisecond, Window: 1})
 	defer c.Close()
-	require.True(t, c.Acquire())
-	require.Eventually(t, func() bool { s.advance(1); return !c.Acquire() }, 10*time.Second, time.Millisecond)
+	require.True(t, acquire(c))
+	require.Eventually(t, func() bool { s.advance(1); return !acquire(c) }, 10*time.Second, time.Millisecond)
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close())
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // Defaults for the zero values of GoSchedOptions.
@@ -61,12 +63,12 @@ type GoSchedStats struct {
 	// Running and Runnable are the goroutine counts of the last reading,
 	// Procs the GOMAXPROCS it was taken under.
 	Running, Runnable, Procs int
-	// Limit is the largest running + runnable + Started at which Acquire
-	// admits.
+	// Limit is the largest running + runnable + Started at which a
+	// request is admitted.
 	Limit int
-	// Started counts the requests AcquireIdle admitted since the reading:
-	// goroutines that were parked when it was taken and have been told to
-	// start since.
+	// Started counts the waiting requests admitted since the reading
+	// (admit.Attempt.Spare): goroutines that were parked when it was taken
+	// and have been told to start since.
 	Started int
 	// Age is how long ago the reading was taken.
 	Age time.Duration
@@ -83,8 +85,8 @@ type GoSchedStats struct {
 //
 //	running + runnable + started <= limit,  limit = max(1, floor(Fraction × GOMAXPROCS))
 //
-// where started counts the requests that AcquireIdle admitted since the
-// reading (see below). With the default Fraction 0.5 on 8 Ps the limit is
+// where started counts the waiting requests admitted since the reading
+// (see below). With the default Fraction 0.5 on 8 Ps the limit is
 // 4: a request is admitted while at most 4 goroutines, the reader
 // included, are running or waiting for a P.
 //
@@ -95,57 +97,46 @@ type GoSchedStats struct {
 // request is admitted only while the reader is the only goroutine running
 // or runnable, and on 16 Ps (limit 8) while at most 7 others are. A
 // net/http request's own goroutine decides for it (the middleware runs on
-// the connection's goroutine), so Acquire, for a caller that the reading
-// counts, is the right call there. AcquireIdle is for a caller that starts
-// another, parked goroutine (a queue starting a waiting request): that
-// goroutine is not in the reading, so AcquireIdle admits iff one more still
-// fits, and counts it in started until the next reading.
+// the connection's goroutine), and the reading counts it. A waiting request
+// started by a goroutine other than its own (admit.Attempt.Spare: a gate's
+// wake-up starting the queue's head) is another, parked goroutine that the
+// reading does not count: it is admitted iff one more still fits, and
+// counted in started until the next reading.
 //
 // Goroutines blocked in a system call or cgo call (/sched/goroutines/not-in-go)
 // and goroutines waiting on I/O, channels or locks do not count: an
 // I/O-bound handler waiting for its downstream does not close the gate,
-// which is the point (seed 01's I/O slowdown case). Everything else on the
+// which is the point (retrying elsewhere does not help when a shared
+// dependency slows down; see docs/background.md). Everything else on the
 // Ps counts: the GC's background mark workers (a quarter of the Ps during a
 // cycle, so the gate closes earlier while the GC runs), the goroutines of
 // other servers and background work in the process, not only requests.
 // runnable is the sign of overload: goroutines that want a CPU and do not
 // get one.
 //
-// # Reading cost: why a cached reading
+// # A cached reading
 //
-// A runtime/metrics read of these gauges takes the runtime's metrics
-// semaphore and the global scheduler lock (sched.lock) and walks every P:
-// about 75 ns on 2 Ps, more with more Ps, with no allocation when the
-// []metrics.Sample is reused. Reading on every decision would put one
-// sched.lock acquisition on every request, from every P at once: the lock
-// the scheduler itself takes to find work, so the cost grows with the
-// request rate and the core count (BenchmarkGoSched's "every-call" cases).
-// A background sampler goroutine every N µs would make Acquire one atomic
-// load, but it wakes a thread 1/N times a second even while the process
-// idles, keeps a goroutine to Close, and its reading is up to N old however
-// many decisions are made. GoSched does neither: it caches the last reading
-// with its time, and the first decision that finds it older than MaxAge
-// takes a new one itself (one goroutine at a time, by a TryLock; the others
+// A reading takes the runtime's metrics lock and the scheduler's lock, so
+// GoSched does not read on every decision: it keeps the last reading with
+// its time, and the first decision that finds it older than MaxAge (50 µs
+// by default) takes a new one itself (one goroutine at a time; the others
 // decide on the previous reading meanwhile). Under load a reading is at
-// most MaxAge old and the scheduler lock is taken at most 1/MaxAge times a
-// second (20 000 at the default 50 µs, about 0.15% of one CPU); an idle
-// process reads nothing, and the first request after a pause reads afresh.
-// The price is a clock read on every decision (about 30 ns; see the gate
-// package documentation for measured figures).
+// most MaxAge old; an idle process reads nothing. A decision costs a clock
+// read. docs/design.md explains the choice and its costs.
 //
-// # No Waker
+// # No wake-ups
 //
-// Nothing tells GoSched when the scheduler frees up, so it does not
-// implement Waker: a timed queue in front of it must be pumped when a
-// request ends (its goroutine's place goes to the queue's head) and after
-// each push. The httpgate middleware does both; waiting requests that no
-// request end reaches time out.
+// Nothing tells GoSched when the scheduler frees up, so it never wakes its
+// pipeline: waiting requests are started when a request ends (its
+// goroutine's place goes to the queue's head) and after each push, as the
+// pipeline always does; waiting requests that no request end reaches time
+// out.
 //
-// Release is a no-op. GoSched starts no goroutine and needs no Close.
+// Done is a no-op. GoSched starts no goroutine and needs no Close.
 type GoSched struct {
 	load     atomic.Int64 // running + runnable at the last reading
 	limit    atomic.Int64
-	started  atomic.Int64 // AcquireIdle admissions since the reading
+	started  atomic.Int64 // spare admissions since the reading
 	at       atomic.Int64 // Clock at the last reading
 	fraction atomic.Uint64
 	maxAge   int64
@@ -159,6 +150,7 @@ type GoSched struct {
 	runnable int
 	nprocs   int
 	readings atomic.Uint64
+	refusal  *admit.Refusal
 }
 
 // NewGoSched returns a GoSched gate, with a first reading taken. It panics
@@ -169,10 +161,11 @@ func NewGoSched(opts GoSchedOptions) *GoSched {
 		panic(fmt.Sprintf("gate: negative GoSched procs %d", opts.Procs))
 	}
 	g := &GoSched{
-		maxAge: int64(opts.MaxAge),
-		procs:  opts.Procs,
-		clock:  opts.Clock,
-		reader: opts.Reader,
+		refusal: &admit.Refusal{Reason: "gosched"},
+		maxAge:  int64(opts.MaxAge),
+		procs:   opts.Procs,
+		clock:   opts.Clock,
+		reader:  opts.Reader,
 	}
 	if g.maxAge == 0 {
 		g.maxAge = int64(DefaultGoSchedMaxAge)
@@ -284,38 +277,38 @@ func (g *GoSched) fresh() {
 	g.mu.Unlock()
 }
 
-// Acquire admits iff running + runnable + started <= limit, for a caller
-// that the reading counts as running: a request's own goroutine.
-func (g *GoSched) Acquire() bool {
-	g.fresh()
-	return g.load.Load()+g.started.Load() <= g.limit.Load()
-}
-
-// AcquireIdle admits iff running + runnable + started + 1 <= limit, for a
-// caller that starts another goroutine, parked when the reading was taken
-// (a queue starting its head): that goroutine is one more. An admission
+// Admit admits iff running + runnable + started <= limit for a caller that
+// the reading counts as running (a request's own goroutine), and iff
+// running + runnable + started + 1 <= limit for a spare one (a.Spare: it
+// starts another goroutine, parked when the reading was taken), which then
 // counts in started until the next reading.
-func (g *GoSched) AcquireIdle() bool {
+func (g *GoSched) Admit(a *admit.Attempt) *admit.Refusal {
 	g.fresh()
+	if !a.Spare {
+		if g.load.Load()+g.started.Load() <= g.limit.Load() {
+			return nil
+		}
+		return g.refusal
+	}
 	for {
 		s := g.started.Load()
 		if g.load.Load()+s+1 > g.limit.Load() {
-			return false
+			return g.refusal
 		}
 		if g.started.CompareAndSwap(s, s+1) {
-			return true
+			return nil
 		}
 	}
 }
 
-// Release does nothing: GoSched keeps no state per request.
-func (g *GoSched) Release(time.Duration) {}
+// Done does nothing: GoSched keeps no state per request.
+func (g *GoSched) Done(*admit.Attempt, admit.Outcome) {}
 
-// Name returns "gosched".
-func (g *GoSched) Name() string { return "gosched" }
+// Name returns "gosched", the reason of its refusals.
+func (g *GoSched) Name() string { return g.refusal.Reason }
 
-// Limit returns the largest running + runnable + started at which Acquire
-// admits.
+// Limit returns the largest running + runnable + started at which a request
+// is admitted.
 func (g *GoSched) Limit() int { return int(g.limit.Load()) }
 
 // Stats returns the last reading and the decision it gives, without taking

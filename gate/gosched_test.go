@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // scriptedSched is a GoSched Reader with settable counts.
@@ -68,9 +70,9 @@ func TestGoSchedLimits(t *testing.T) {
 				for runnable := 0; runnable <= 1 && runnable < load; runnable++ {
 					s.set(load-runnable, runnable)
 					g.Refresh()
-					assert.Equal(t, load <= c.limit, g.Acquire(), "Acquire at load %d", load)
+					assert.Equal(t, load <= c.limit, acquire(g), "Acquire at load %d", load)
 					// AcquireIdle admits iff one more fits, and counts it.
-					ok := g.AcquireIdle()
+					ok := acquireSpare(g)
 					assert.Equal(t, load+1 <= c.limit, ok, "AcquireIdle at load %d", load)
 				}
 			}
@@ -84,23 +86,23 @@ func TestGoSchedTwoProcsHalf(t *testing.T) {
 	s := &scriptedSched{}
 	s.set(1, 0) // the reader alone
 	g := NewGoSched(GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: Manual})
-	assert.True(t, g.Acquire())
-	g.Release(time.Second) // a no-op
-	assert.True(t, g.Acquire())
+	assert.True(t, acquire(g))
+	release(g, time.Second) // a no-op
+	assert.True(t, acquire(g))
 
 	s.set(2, 0) // another goroutine on the other P
 	g.Refresh()
-	assert.False(t, g.Acquire())
+	assert.False(t, acquire(g))
 
 	s.set(1, 1) // one waiting for a P: overload
 	g.Refresh()
-	assert.False(t, g.Acquire())
+	assert.False(t, acquire(g))
 
 	s.set(1, 0)
 	g.Refresh()
-	assert.True(t, g.Acquire())
+	assert.True(t, acquire(g))
 	// Starting a parked goroutine makes two: over the limit.
-	assert.False(t, g.AcquireIdle())
+	assert.False(t, acquireSpare(g))
 	assert.Equal(t, "gosched", g.Name())
 }
 
@@ -111,20 +113,20 @@ func TestGoSchedStartedAccounting(t *testing.T) {
 	s.set(1, 0)
 	g := NewGoSched(GoSchedOptions{Procs: 8, Reader: s.read, MaxAge: Manual}) // limit 4
 	n := 0
-	for g.AcquireIdle() {
+	for acquireSpare(g) {
 		n++
 		require.Less(t, n, 100)
 	}
 	assert.Equal(t, 3, n, "the reader and 3 started goroutines fill a limit of 4")
 	assert.Equal(t, 3, g.Stats().Started)
-	assert.True(t, g.Acquire(), "a counted caller still fits: 1 + 3 <= 4")
+	assert.True(t, acquire(g), "a counted caller still fits: 1 + 3 <= 4")
 	s.set(2, 1) // the started ones show up, two have already blocked
 	g.Refresh()
 	st := g.Stats()
 	assert.Equal(t, 0, st.Started, "a reading forgets what it includes")
 	assert.Equal(t, 3, st.Running+st.Runnable)
-	assert.True(t, g.AcquireIdle())
-	assert.False(t, g.AcquireIdle())
+	assert.True(t, acquireSpare(g))
+	assert.False(t, acquireSpare(g))
 }
 
 // A reading older than MaxAge is replaced by the next decision; a fresher
@@ -138,24 +140,24 @@ func TestGoSchedMaxAge(t *testing.T) {
 		Clock: now.Load,
 	})
 	require.EqualValues(t, 1, s.reads.Load())
-	assert.True(t, g.Acquire())
+	assert.True(t, acquire(g))
 
 	s.set(2, 3)
 	now.Add(int64(50 * time.Microsecond))
-	assert.True(t, g.Acquire(), "a reading exactly MaxAge old is still used")
+	assert.True(t, acquire(g), "a reading exactly MaxAge old is still used")
 	assert.EqualValues(t, 1, s.reads.Load())
 
 	now.Add(1)
-	assert.False(t, g.Acquire(), "an older one is replaced")
+	assert.False(t, acquire(g), "an older one is replaced")
 	assert.EqualValues(t, 2, s.reads.Load())
-	assert.False(t, g.Acquire())
+	assert.False(t, acquire(g))
 	assert.EqualValues(t, 2, s.reads.Load())
 	st := g.Stats()
 	assert.Equal(t, GoSchedStats{Running: 2, Runnable: 3, Procs: 2, Limit: 1, Readings: 2}, st)
 
 	s.set(1, 0)
 	now.Add(int64(time.Millisecond))
-	assert.True(t, g.Acquire(), "the first decision after a pause reads afresh")
+	assert.True(t, acquire(g), "the first decision after a pause reads afresh")
 }
 
 // Many deciders on a stale reading: one reads, the others use the old one.
@@ -178,7 +180,7 @@ func TestGoSchedOneReaderAtATime(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				now.Add(10)
-				assert.True(t, g.Acquire())
+				assert.True(t, acquire(g))
 			}
 		})
 	}
@@ -190,22 +192,21 @@ func TestGoSchedSetFraction(t *testing.T) {
 	s := &scriptedSched{}
 	s.set(3, 0)
 	g := NewGoSched(GoSchedOptions{Procs: 4, Reader: s.read, MaxAge: Manual})
-	assert.False(t, g.Acquire())
+	assert.False(t, acquire(g))
 	g.SetFraction(1)
 	assert.Equal(t, 4, g.Limit())
-	assert.True(t, g.Acquire())
+	assert.True(t, acquire(g))
 	assert.Panics(t, func() { g.SetFraction(-1) })
 	assert.Panics(t, func() { g.SetFraction(math.NaN()) })
 	assert.Panics(t, func() { NewGoSched(GoSchedOptions{Fraction: math.Inf(1)}) })
 	assert.Panics(t, func() { NewGoSched(GoSchedOptions{Procs: -1}) })
 }
 
-func TestGoSchedIsNotAWaker(t *testing.T) {
-	var g Gate = NewGoSched(GoSchedOptions{MaxAge: Manual})
-	_, isWaker := g.(Waker)
-	assert.False(t, isWaker, "GoSched has nothing to wake a queue with")
-	_, isIdle := g.(IdleAcquirer)
-	assert.True(t, isIdle)
+// GoSched has nothing to wake a pipeline with, and needs nothing of it.
+func TestGoSchedIsNotAnAttacher(t *testing.T) {
+	var g admit.Policy = NewGoSched(GoSchedOptions{MaxAge: Manual})
+	_, attaches := g.(admit.Attacher)
+	assert.False(t, attaches)
 }
 
 // The real runtime: the reader counts itself, spinning goroutines close the
@@ -231,13 +232,13 @@ func TestGoSchedRealRuntime(t *testing.T) {
 	for range 20 {
 		st = g.Refresh()
 		assert.Greater(t, st.Running+st.Runnable, procs, "%+v", st)
-		assert.False(t, g.Acquire())
+		assert.False(t, acquire(g))
 	}
 	stop.Store(true)
 	wg.Wait()
 	assert.Eventually(t, func() bool {
 		g.Refresh()
-		return g.Acquire()
+		return acquire(g)
 	}, 10*time.Second, time.Millisecond)
 }
 
@@ -246,7 +247,7 @@ func TestGoSchedRealRuntimeRefreshes(t *testing.T) {
 	g := NewGoSched(GoSchedOptions{MaxAge: time.Nanosecond})
 	n := g.Stats().Readings
 	time.Sleep(time.Millisecond)
-	g.Acquire()
+	acquire(g)
 	assert.Greater(t, g.Stats().Readings, n)
 }
 
@@ -259,12 +260,13 @@ func TestGoSchedRealRuntimeRefreshes(t *testing.T) {
 // side by side.
 func BenchmarkGoSched(b *testing.B) {
 	if src := newSchedSource(b, 16); src != nil {
-		busy := NewBusy(src, BusyOptions{})
+		busy := NewBusy(BusyOptions{})
+		attach(b, busy, src)
 		b.Run("busy-sched", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if busy.Acquire() {
-					busy.Release(time.Millisecond)
+				if acquire(busy) {
+					release(busy, time.Millisecond)
 				}
 			}
 		})
@@ -272,8 +274,8 @@ func BenchmarkGoSched(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if busy.Acquire() {
-						busy.Release(time.Millisecond)
+					if acquire(busy) {
+						release(busy, time.Millisecond)
 					}
 				}
 			})
@@ -284,8 +286,8 @@ func BenchmarkGoSched(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if g.Acquire() {
-				g.Release(time.Millisecond)
+			if acquire(g) {
+				release(g, time.Millisecond)
 			}
 		}
 	})
@@ -293,8 +295,8 @@ func BenchmarkGoSched(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if g.Acquire() {
-					g.Release(time.Millisecond)
+				if acquire(g) {
+					release(g, time.Millisecond)
 				}
 			}
 		})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 // Defaults for the zero values of MemoryOptions.
@@ -56,10 +58,11 @@ type MemoryStats struct {
 }
 
 // Memory refuses new requests while free memory, as the process's cgroup
-// sees it, is below a threshold (seed 03: a server that accepts a request it
-// has no memory for will crash). The state is sampled off the hot path, by a
-// background goroutine every Interval (or by Refresh), and kept in an atomic
-// flag: Acquire is one atomic load, Release a no-op.
+// sees it, is below a threshold: a server that accepts a request it has no
+// memory for will crash ("How To Build Servers That Don't Crash When
+// Overloaded", docs/background.md). The state is sampled off the hot path,
+// by a background goroutine every Interval (or by Refresh), and kept in an
+// atomic flag: Admit is one atomic load, Done a no-op.
 //
 // A refresh reads, under Root:
 //   - cgroup v2: the process's cgroup from /proc/self/cgroup (the "0::" line)
@@ -79,8 +82,9 @@ type MemoryStats struct {
 // is at least its threshold: MinFree if set, else MinFreeFraction of that
 // constraint's limit. With no cgroup limit, only MemAvailable counts.
 type Memory struct {
-	open atomic.Bool
-	wake wakers
+	open    atomic.Bool
+	wake    wakers
+	refusal *admit.Refusal
 
 	opts   MemoryOptions
 	kind   string   // "cgroup2", "cgroup1" or ""
@@ -109,7 +113,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.Root == "" {
 		opts.Root = "/"
 	}
-	m := &Memory{opts: opts, buf: make([]byte, 8<<10)}
+	m := &Memory{opts: opts, buf: make([]byte, 8<<10), refusal: &admit.Refusal{Reason: "memory"}}
 	m.open.Store(true)
 	m.locate()
 	m.Refresh()
@@ -161,7 +165,7 @@ func (m *Memory) Refresh() MemoryStats {
 	was := m.open.Swap(st.Open)
 	m.mu.Unlock()
 	if st.Open && !was {
-		m.wake.fire()
+		m.wake.fire(0)
 	}
 	return st
 }
@@ -227,18 +231,23 @@ func (m *Memory) read() MemoryStats {
 	return best
 }
 
-// Acquire reports whether the last refresh found enough free memory.
-func (m *Memory) Acquire() bool { return m.open.Load() }
+// Admit admits a request iff the last refresh found enough free memory.
+func (m *Memory) Admit(*admit.Attempt) *admit.Refusal {
+	if m.open.Load() {
+		return nil
+	}
+	return m.refusal
+}
 
-// Release does nothing.
-func (m *Memory) Release(time.Duration) {}
+// Done does nothing.
+func (m *Memory) Done(*admit.Attempt, admit.Outcome) {}
 
-// Name returns "memory".
-func (m *Memory) Name() string { return "memory" }
+// Name returns "memory", the reason of its refusals.
+func (m *Memory) Name() string { return m.refusal.Reason }
 
-// OnOpen registers fn to be called, on the refresher's goroutine (or the
-// caller of Refresh), when a refresh opens the gate.
-func (m *Memory) OnOpen(fn func()) { m.wake.add(fn) }
+// Attach registers the pipeline to be told, on the refresher's goroutine
+// (or the caller of Refresh), when a refresh opens the gate.
+func (m *Memory) Attach(env admit.Env) (detach func(), err error) { return m.wake.attach(env) }
 
 // Stats returns what the last refresh saw.
 func (m *Memory) Stats() MemoryStats {

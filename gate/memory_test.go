@@ -46,10 +46,9 @@ func TestMemoryCgroup2(t *testing.T) {
 		"sys/fs/cgroup/app.slice/memory.max":     "max\n",
 		"sys/fs/cgroup/app.slice/memory.current": "600000\n",
 	})
-	fn, woke := counter()
 	m := manualMemory(root, MemoryOptions{})
 	defer m.Close()
-	m.OnOpen(fn)
+	woke := attach(t, m, nil)
 	assert.Equal(t, "memory", m.Name())
 	st := m.Stats()
 	require.NoError(t, st.Err)
@@ -58,27 +57,27 @@ func TestMemoryCgroup2(t *testing.T) {
 	assert.Equal(t, int64(600000), st.Free, "inactive file pages count as free")
 	assert.Equal(t, int64(100000), st.Threshold, "10% of the limit")
 	assert.True(t, st.Open)
-	assert.True(t, m.Acquire())
-	m.Release(time.Millisecond) // a no-op
+	assert.True(t, acquire(m))
+	release(m, time.Millisecond) // a no-op
 
 	writeTree(t, root, map[string]string{dir + "/memory.current": "950000\n"})
 	st = m.Refresh()
 	assert.Equal(t, int64(150000), st.Free)
-	assert.True(t, m.Acquire())
+	assert.True(t, acquire(m))
 
 	writeTree(t, root, map[string]string{dir + "/memory.stat": "inactive_file 0\n"})
 	st = m.Refresh()
 	assert.Equal(t, int64(50000), st.Free)
 	assert.False(t, st.Open)
-	assert.False(t, m.Acquire(), "free below 10% of the limit")
-	assert.Equal(t, int64(0), woke.Load())
+	assert.False(t, acquire(m), "free below 10% of the limit")
+	assert.Equal(t, int64(0), woke.count())
 
 	writeTree(t, root, map[string]string{dir + "/memory.current": "100000\n"})
 	m.Refresh()
-	assert.True(t, m.Acquire())
-	assert.Equal(t, int64(1), woke.Load(), "reopening wakes")
+	assert.True(t, acquire(m))
+	assert.Equal(t, int64(1), woke.count(), "reopening wakes")
 	m.Refresh()
-	assert.Equal(t, int64(1), woke.Load(), "staying open does not")
+	assert.Equal(t, int64(1), woke.count(), "staying open does not")
 }
 
 // A limit set on an ancestor binds a cgroup without one of its own.
@@ -98,7 +97,7 @@ func TestMemoryCgroup2AncestorLimit(t *testing.T) {
 	st := m.Stats()
 	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup/kubepods/pod1"), st.Source)
 	assert.Equal(t, int64(50), st.Free)
-	assert.False(t, m.Acquire())
+	assert.False(t, acquire(m))
 }
 
 // A container without a cgroup namespace sees the host's path in
@@ -142,16 +141,16 @@ func TestMemoryCgroup1(t *testing.T) {
 	st := m.Stats()
 	assert.Equal(t, "cgroup1 "+filepath.Join(root, dir), st.Source)
 	assert.Equal(t, int64(1100000), st.Free, "total_inactive_file is free")
-	assert.True(t, m.Acquire())
+	assert.True(t, acquire(m))
 
 	pc := manualMemory(root, MemoryOptions{CountPageCache: true})
 	st = pc.Stats()
 	assert.Equal(t, int64(100000), st.Free)
-	assert.False(t, pc.Acquire(), "page cache counted as used")
+	assert.False(t, acquire(pc), "page cache counted as used")
 
 	fixed := manualMemory(root, MemoryOptions{MinFree: 2000000})
 	assert.Equal(t, int64(2000000), fixed.Stats().Threshold)
-	assert.False(t, fixed.Acquire())
+	assert.False(t, acquire(fixed))
 }
 
 // Without a cgroup limit, MemAvailable decides.
@@ -168,11 +167,11 @@ func TestMemoryMeminfo(t *testing.T) {
 	assert.Equal(t, "meminfo", st.Source)
 	assert.Equal(t, int64(1000*1024), st.Limit)
 	assert.Equal(t, int64(50*1024), st.Free)
-	assert.False(t, m.Acquire())
+	assert.False(t, acquire(m))
 
 	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 500 kB\n"})
 	m.Refresh()
-	assert.True(t, m.Acquire())
+	assert.True(t, acquire(m))
 }
 
 // The machine's MemAvailable binds when it is lower than what the cgroup
@@ -188,7 +187,7 @@ func TestMemoryMachineBindsUnderCgroup(t *testing.T) {
 	m := manualMemory(root, MemoryOptions{})
 	st := m.Stats()
 	assert.Equal(t, "meminfo", st.Source)
-	assert.False(t, m.Acquire())
+	assert.False(t, acquire(m))
 
 	writeTree(t, root, map[string]string{
 		"proc/meminfo":               "MemTotal: 1000 kB\nMemAvailable: 900 kB\n",
@@ -196,14 +195,14 @@ func TestMemoryMachineBindsUnderCgroup(t *testing.T) {
 	})
 	st = m.Refresh()
 	assert.Equal(t, "meminfo", st.Source)
-	assert.True(t, m.Acquire())
+	assert.True(t, acquire(m))
 }
 
 func TestMemoryNoSource(t *testing.T) {
 	m := manualMemory(t.TempDir(), MemoryOptions{})
 	st := m.Stats()
 	assert.Error(t, st.Err)
-	assert.True(t, m.Acquire(), "fails open")
+	assert.True(t, acquire(m), "fails open")
 	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFree: -1}) })
 	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFreeFraction: 2}) })
 }
@@ -213,9 +212,9 @@ func TestMemoryRefresher(t *testing.T) {
 	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 900 kB\n"})
 	m := NewMemory(MemoryOptions{Root: root, Interval: time.Millisecond})
 	defer m.Close()
-	require.True(t, m.Acquire())
+	require.True(t, acquire(m))
 	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 9 kB\n"})
-	require.Eventually(t, func() bool { return !m.Acquire() }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !acquire(m) }, 10*time.Second, time.Millisecond)
 	require.NoError(t, m.Close())
 	require.NoError(t, m.Close(), "twice")
 }

@@ -5,29 +5,38 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
-	"github.com/sluice-go/sluice/queue"
 )
 
 // benchCases are the middlewares whose decision overhead is measured, each
 // admitting (but "reject", which refuses every request without a queue).
-func benchCases() []struct {
+func benchCases(b *testing.B) []struct {
 	name string
 	wrap func(http.Handler) http.Handler
 } {
 	open := func() *gate.GoSched { return gate.NewGoSched(gate.GoSchedOptions{Fraction: 1e6}) }
+	mw := func(cfg admit.Config) func(http.Handler) http.Handler {
+		a, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(a.Close)
+		return a.Wrap
+	}
+	gs := func(g ...admit.Policy) []admit.Policy { return g }
 	return []struct {
 		name string
 		wrap func(http.Handler) http.Handler
 	}{
 		{"bare", func(h http.Handler) http.Handler { return h }},
-		{"nil-gate", Middleware(Options{})},
-		{"concurrency", Middleware(Options{Gate: gate.NewConcurrency(1 << 30)})},
-		{"concurrency+queue", Middleware(Options{Gate: gate.NewConcurrency(1 << 30), Queue: &queue.Options{}})},
-		{"adaptive", Middleware(Options{Gate: gate.NewAdaptive(gate.AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20})})},
-		{"gosched", Middleware(Options{Gate: open()})},
-		{"gosched+concurrency+queue", Middleware(Options{Gate: gate.All(open(), gate.NewConcurrency(1<<30)), Queue: &queue.Options{}})},
-		{"reject", Middleware(Options{Gate: gate.NewConcurrency(0)})},
+		{"no-gate", mw(admit.Config{})},
+		{"concurrency", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30))})},
+		{"concurrency+queue", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30)), Queue: &admit.QueueOptions{}})},
+		{"adaptive", mw(admit.Config{Gates: gs(gate.NewAdaptive(gate.AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
+		{"gosched", mw(admit.Config{Gates: gs(open())})},
+		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gate.NewConcurrency(1<<30)), Queue: &admit.QueueOptions{}})},
+		{"reject", mw(admit.Config{Gates: gs(gate.NewConcurrency(0))})},
 	}
 }
 
@@ -38,7 +47,7 @@ func benchCases() []struct {
 // recorder).
 func BenchmarkMiddleware(b *testing.B) {
 	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, c := range benchCases() {
+	for _, c := range benchCases(b) {
 		b.Run(c.name, func(b *testing.B) {
 			h := c.wrap(empty)
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -55,7 +64,7 @@ func BenchmarkMiddleware(b *testing.B) {
 // BenchmarkMiddlewareParallel is the same with every P serving at once.
 func BenchmarkMiddlewareParallel(b *testing.B) {
 	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, c := range benchCases() {
+	for _, c := range benchCases(b) {
 		b.Run(c.name, func(b *testing.B) {
 			h := c.wrap(empty)
 			b.ReportAllocs()

@@ -3,29 +3,35 @@ package httpgate_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
 )
 
 // A plain net/http server behind a concurrency limit with a timed queue:
-// while the limit is reached, a request waits up to the queue's timeout,
-// then gets a 503 that says it was not started.
-func ExampleMiddleware() {
+// while the limit is reached, a request waits up to MaxAge, then gets a 503
+// that says it was not started.
+func Example() {
 	limit := gate.NewConcurrency(64)
-	mw := httpgate.Middleware(httpgate.Options{
-		Gate:        limit,
-		Queue:       &queue.Options{Timeout: 20 * time.Millisecond, Order: queue.CoDel},
-		ClassHeader: "X-Priority", // set by a proxy of our own
+	a, err := httpgate.New(admit.Config{
+		Gates:  []admit.Policy{limit},
+		Queue:  &admit.QueueOptions{Order: queue.CoDel, Classify: admit.ClassFromHeader("X-Priority")},
+		MaxAge: 20 * time.Millisecond,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello\n")
 	})
-	srv := httptest.NewServer(mw(hello))
+	srv := httptest.NewServer(a.Wrap(hello)) // http.ListenAndServe(":8080", a.Wrap(hello))
 	defer srv.Close()
 
 	show := func() {
@@ -48,19 +54,22 @@ func ExampleMiddleware() {
 	// 503 "request not started: queue-timeout\n" retry-after="1" not-started="1" reason="queue-timeout"
 }
 
-// New gives access to the counters and to Close; here the busy-CPU gate on
-// the Go scheduler, chained with a memory gate, without a queue.
-func ExampleNew() {
+// The counters; here the busy-CPU gate on the Go scheduler, then a memory
+// gate, without a queue.
+func ExampleAdmission_Stats() {
 	sched := gate.NewGoSched(gate.GoSchedOptions{}) // admit while ≤ 50% of GOMAXPROCS run
 	mem := gate.NewMemory(gate.MemoryOptions{})     // refuse under 10% free memory
 	defer mem.Close()
-	a := httpgate.New(httpgate.Options{
-		Gate: gate.All(sched, mem),
-		Rejection: httpgate.Rejection{
+	a, err := httpgate.New(admit.Config{
+		Gates: []admit.Policy{sched, mem},
+		Rejection: admit.Rejection{
 			RetryAfter: 2 * time.Second,
-			OnReject:   func(r *http.Request, reason string) { /* log, count per route... */ },
+			OnReject:   func(a *admit.Attempt, reason string) { /* log, count per route... */ },
 		},
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer a.Close()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello\n") })

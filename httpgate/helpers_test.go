@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/admit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -103,9 +105,11 @@ type harness struct {
 	newConns atomic.Int64
 }
 
-func newHarness(t *testing.T, opts Options, h http.Handler) *harness {
+func newHarness(t *testing.T, cfg admit.Config, h http.Handler) *harness {
 	t.Helper()
-	hs := &harness{a: New(opts)}
+	a, err := New(cfg)
+	require.NoError(t, err)
+	hs := &harness{a: a}
 	hs.srv = httptest.NewUnstartedServer(hs.a.Wrap(h))
 	hs.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -188,8 +192,17 @@ func await(t *testing.T, ch <-chan result) result {
 // synchronisation, not the middleware's.
 func (hs *harness) waitQueued(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return hs.a.Queue().Len() == n }, guard, 100*time.Microsecond,
+	require.Eventually(t, func() bool { return hs.a.Pipeline().Queue().Len() == n }, guard, 100*time.Microsecond,
 		"waiting for %d queued requests", n)
+}
+
+// gates is a Config that asks gates, without a queue.
+func gates(gs ...admit.Policy) admit.Config { return admit.Config{Gates: gs} }
+
+// queued is a Config that asks gates and makes the refused wait up to
+// maxAge.
+func queued(maxAge time.Duration, gs ...admit.Policy) admit.Config {
+	return admit.Config{Gates: gs, Queue: &admit.QueueOptions{}, MaxAge: maxAge}
 }
 
 // scripted is a GoSched reader with settable counts.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/reject"
@@ -21,7 +23,7 @@ import (
 
 func TestAdmittedServed(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(4)}, b)
+	hs := newHarness(t, gates(gate.NewConcurrency(4)), b)
 	for i := range 3 {
 		r := hs.get("/?id=a")
 		require.NoError(t, r.err)
@@ -34,15 +36,24 @@ func TestAdmittedServed(t *testing.T) {
 	assert.EqualValues(t, 3, st.Admitted)
 	assert.EqualValues(t, 0, st.InFlight)
 	assert.EqualValues(t, 0, st.Rejected)
-	assert.Nil(t, hs.a.Queue())
+	assert.Nil(t, hs.a.Pipeline().Queue())
 }
 
-func TestNilGateServesEverything(t *testing.T) {
-	hs := newHarness(t, Options{Queue: &queue.Options{}}, newBlocker())
+func TestNoGateServesEverything(t *testing.T) {
+	hs := newHarness(t, admit.Config{}, newBlocker())
 	r := hs.get("/?id=a")
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.status)
 	assert.EqualValues(t, 1, hs.a.Stats().Admitted)
+}
+
+// What cannot work is refused by New: the busy-worker gate outside the
+// executor, a queue with no gate.
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	_, err := New(admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}})
+	assert.ErrorContains(t, err, "httpgate: admit: Config.Gates[0] (*gate.Busy): gate: the busy-worker gate reads the sluice executor")
+	_, err = New(admit.Config{Queue: &admit.QueueOptions{}})
+	assert.ErrorContains(t, err, "a queue needs a gate")
 }
 
 // A refusal without a queue: 503, the marker, the reason, Retry-After, the
@@ -50,11 +61,11 @@ func TestNilGateServesEverything(t *testing.T) {
 func TestRejectedKeepsConnection(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	hs := newHarness(t, Options{
-		Gate: gate.NewConcurrency(0),
-		Rejection: Rejection{OnReject: func(r *http.Request, reason string) {
+	hs := newHarness(t, admit.Config{
+		Gates: []admit.Policy{gate.NewConcurrency(0)},
+		Rejection: admit.Rejection{OnReject: func(a *admit.Attempt, reason string) {
 			mu.Lock()
-			seen = append(seen, r.URL.Path+" "+reason)
+			seen = append(seen, a.Request.(*http.Request).URL.Path+" "+reason)
 			mu.Unlock()
 		}},
 	}, newBlocker())
@@ -96,12 +107,12 @@ func TestRejectedKeepsConnection(t *testing.T) {
 	assert.EqualValues(t, 4, st.Rejected)
 	assert.Equal(t, map[string]int64{"concurrency": 4}, st.RejectedBy)
 	assert.EqualValues(t, 0, st.Admitted)
-	assert.Greater(t, st.GateClosed, time.Duration(0), "closed since the first refusal")
+	assert.Greater(t, st.GatesClosed, time.Duration(0), "closed since the first refusal")
 }
 
 // A body over 256 KiB is not read: the answer closes the connection.
 func TestRejectedLargeBodyCloses(t *testing.T) {
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(0)}, newBlocker())
+	hs := newHarness(t, gates(gate.NewConcurrency(0)), newBlocker())
 	r := hs.do(hs.newRequest(context.Background(), http.MethodPost, "/", bytes.NewReader(make([]byte, 300<<10))))
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
@@ -116,7 +127,7 @@ func TestRejectedLargeBodyCloses(t *testing.T) {
 // A body held back for "Expect: 100-continue" is not asked for: the client
 // gets the rejection without sending it, and the connection closes.
 func TestRejectedExpectContinue(t *testing.T) {
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(0)}, newBlocker())
+	hs := newHarness(t, gates(gate.NewConcurrency(0)), newBlocker())
 	body := &countingReader{r: strings.NewReader("never sent")}
 	req := hs.newRequest(context.Background(), http.MethodPost, "/", body, "Expect", "100-continue")
 	req.ContentLength = int64(len("never sent"))
@@ -139,9 +150,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func TestRejectionOptions(t *testing.T) {
-	hs := newHarness(t, Options{
-		Gate: gate.NewConcurrency(0),
-		Rejection: Rejection{
+	hs := newHarness(t, admit.Config{
+		Gates: []admit.Policy{gate.NewConcurrency(0)},
+		Rejection: admit.Rejection{
 			Status:     http.StatusTooManyRequests,
 			RetryAfter: 1500 * time.Millisecond,
 			Header:     http.Header{"cache-control": {"no-store"}},
@@ -154,7 +165,7 @@ func TestRejectionOptions(t *testing.T) {
 	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
 	assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
 
-	hs = newHarness(t, Options{Gate: gate.NewConcurrency(0), Rejection: Rejection{RetryAfter: -1}}, newBlocker())
+	hs = newHarness(t, admit.Config{Gates: []admit.Policy{gate.NewConcurrency(0)}, Rejection: admit.Rejection{RetryAfter: -1}}, newBlocker())
 	r = hs.get("/")
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
@@ -167,7 +178,7 @@ func TestRejectionOptions(t *testing.T) {
 // second waiting; releasing the first starts the second.
 func TestQueuedStartsWhenRequestEnds(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: time.Hour}}, b)
+	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
 	second := hs.goGet("/?id=2")
@@ -193,12 +204,12 @@ func TestQueuedStartsWhenRequestEnds(t *testing.T) {
 func TestQueuedStartsWhenGateOpens(t *testing.T) {
 	b := newBlocker()
 	limit := gate.NewConcurrency(1)
-	hs := newHarness(t, Options{Gate: limit, Queue: &queue.Options{Timeout: time.Hour}}, b)
+	hs := newHarness(t, queued(time.Hour, limit), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
 	second := hs.goGet("/?id=2&block")
 	hs.waitQueued(t, 1)
-	limit.SetLimit(2) // OnOpen: the head starts though the first still runs
+	limit.SetLimit(2) // a wake-up: the head starts though the first still runs
 	b.waitStarted(t, "2")
 	limit.SetLimit(3)
 	third := hs.goGet("/?id=3")
@@ -213,20 +224,20 @@ func TestQueuedStartsWhenGateOpens(t *testing.T) {
 
 func TestQueueTimeout(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: 50 * time.Millisecond}}, b)
+	hs := newHarness(t, queued(50*time.Millisecond, gate.NewConcurrency(1)), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
 	r := hs.get("/?id=2")
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
-	assert.Equal(t, ReasonQueueTimeout, r.reason())
+	assert.Equal(t, reject.QueueTimeout, r.reason())
 	assert.Equal(t, "request not started: queue-timeout\n", r.body)
 	assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
 	assert.False(t, b.hasStarted("2"))
 	b.unblock("1")
 	await(t, first)
 	st := hs.a.Stats()
-	assert.Equal(t, map[string]int64{ReasonQueueTimeout: 1}, st.RejectedBy)
+	assert.Equal(t, map[string]int64{reject.QueueTimeout: 1}, st.RejectedBy)
 	assert.EqualValues(t, 1, st.Queue.Rejected[queue.Timeout])
 	// The connection of the rejected request is reused.
 	r = hs.get("/?id=3")
@@ -237,11 +248,9 @@ func TestQueueTimeout(t *testing.T) {
 // A critical request overtakes a sheddable one that waited longer.
 func TestClassesCriticalFirst(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{
-		Gate:        gate.NewConcurrency(1),
-		Queue:       &queue.Options{Timeout: time.Hour},
-		ClassHeader: "X-Priority",
-	}, b)
+	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg.Queue.Classify = admit.ClassFromHeader("X-Priority")
+	hs := newHarness(t, cfg, b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	shed := hs.goGet("/?id=sheddable", "X-Priority", "sheddable")
@@ -262,16 +271,14 @@ func TestClassesCriticalFirst(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{
-		Gate:  gate.NewConcurrency(1),
-		Queue: &queue.Options{Timeout: time.Hour},
-		Classify: func(r *http.Request) queue.Class {
-			if strings.HasPrefix(r.URL.Path, "/checkout") {
-				return queue.Critical
-			}
-			return queue.Sheddable
-		},
-	}, b)
+	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg.Queue.Classify = func(a *admit.Attempt) queue.Class {
+		if strings.HasPrefix(a.Path, "/checkout") {
+			return queue.Critical
+		}
+		return queue.Sheddable
+	}
+	hs := newHarness(t, cfg, b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	other := hs.goGet("/other?id=other")
@@ -292,11 +299,10 @@ func TestClassify(t *testing.T) {
 
 func TestQueueFullAndEvicted(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{
-		Gate:        gate.NewConcurrency(1),
-		Queue:       &queue.Options{Timeout: time.Hour, MaxLen: 1},
-		ClassHeader: "X-Priority",
-	}, b)
+	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg.Queue.MaxLen = 1
+	cfg.Queue.Classify = admit.ClassFromHeader("X-Priority")
+	hs := newHarness(t, cfg, b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	shed := hs.goGet("/?id=shed", "X-Priority", "sheddable")
@@ -304,31 +310,31 @@ func TestQueueFullAndEvicted(t *testing.T) {
 	// Same class, no room: rejected at once.
 	r := hs.get("/?id=full", "X-Priority", "sheddable")
 	require.NoError(t, r.err)
-	assert.Equal(t, ReasonQueueFull, r.reason())
+	assert.Equal(t, reject.QueueFull, r.reason())
 	// A critical one takes the sheddable one's place.
 	crit := hs.goGet("/?id=crit", "X-Priority", "critical")
 	r = await(t, shed)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
-	assert.Equal(t, ReasonQueueEvicted, r.reason())
+	assert.Equal(t, reject.QueueEvicted, r.reason())
 	b.unblock("first")
 	await(t, first)
 	assert.Equal(t, "ok crit", await(t, crit).body)
 	st := hs.a.Stats()
-	assert.Equal(t, map[string]int64{ReasonQueueFull: 1, ReasonQueueEvicted: 1}, st.RejectedBy)
+	assert.Equal(t, map[string]int64{reject.QueueFull: 1, reject.QueueEvicted: 1}, st.RejectedBy)
 	assert.EqualValues(t, 3, st.Queued)
 }
 
 func TestCloseRejectsWaiting(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: time.Hour}}, b)
+	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	waiting := hs.goGet("/?id=waiting")
 	hs.waitQueued(t, 1)
 	hs.a.Close()
 	hs.a.Close()
-	assert.Equal(t, ReasonQueueClosed, await(t, waiting).reason())
-	assert.Equal(t, ReasonQueueClosed, hs.get("/?id=later").reason())
+	assert.Equal(t, reject.QueueClosed, await(t, waiting).reason())
+	assert.Equal(t, reject.QueueClosed, hs.get("/?id=later").reason())
 	b.unblock("first")
 	assert.Equal(t, http.StatusOK, await(t, first).status)
 	// Admitted requests are still served.
@@ -339,7 +345,7 @@ func TestCloseRejectsWaiting(t *testing.T) {
 // counts it and keeps no goroutine.
 func TestQueuedClientGoesAway(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: time.Hour}}, b)
+	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -349,7 +355,7 @@ func TestQueuedClientGoesAway(t *testing.T) {
 	cancel()
 	r := <-gone
 	require.ErrorIs(t, r.err, context.Canceled)
-	require.Eventually(t, func() bool { return hs.a.Stats().RejectedBy[ReasonQueueCanceled] == 1 }, guard, time.Millisecond)
+	require.Eventually(t, func() bool { return hs.a.Stats().RejectedBy[reject.QueueCanceled] == 1 }, guard, time.Millisecond)
 	assert.EqualValues(t, 1, hs.a.Stats().Queue.Removed)
 	b.unblock("first")
 	await(t, first)
@@ -357,13 +363,14 @@ func TestQueuedClientGoesAway(t *testing.T) {
 	assert.EqualValues(t, 0, hs.a.Stats().InFlight)
 }
 
-// A chain names the member that refused, and gives back the others.
-func TestChainReason(t *testing.T) {
+// The reason names the gate that refused; the gates before it are given
+// back.
+func TestGatesReason(t *testing.T) {
 	s := &scripted{}
 	s.set(3, 0)
 	limit := gate.NewConcurrency(10)
 	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual})
-	hs := newHarness(t, Options{Gate: gate.All(limit, sched)}, newBlocker())
+	hs := newHarness(t, gates(limit, sched), newBlocker())
 	r := hs.get("/")
 	require.NoError(t, r.err)
 	assert.Equal(t, "gosched", r.reason())
@@ -381,7 +388,7 @@ func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 	s.set(1, 0)
 	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual}) // limit 1
 	b := newBlocker()
-	hs := newHarness(t, Options{Gate: sched}, b)
+	hs := newHarness(t, gates(sched), b)
 	assert.Equal(t, http.StatusOK, hs.get("/?id=open").status)
 	s.set(2, 1)
 	sched.Refresh()
@@ -393,7 +400,7 @@ func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 
 	s.set(1, 0)
 	sched.Refresh()
-	hq := newHarness(t, Options{Gate: sched, Queue: &queue.Options{Timeout: time.Hour}}, b)
+	hq := newHarness(t, queued(time.Hour, sched), b)
 	first := hq.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	s.set(2, 0) // the first handler runs on the other P
@@ -409,10 +416,15 @@ func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 	assert.Equal(t, "ok second", await(t, second).body)
 }
 
-// A handler that panics still releases the gate.
+// A handler that panics still ends its request: the gate is released and
+// the outcome says 500 with the panic.
 func TestPanickingHandlerReleases(t *testing.T) {
 	limit := gate.NewConcurrency(1)
-	a := New(Options{Gate: limit})
+	var seen admit.Outcome
+	out := &outcomes{fn: func(o admit.Outcome) { seen = o }}
+	a, err := New(admit.Config{Policies: []admit.Policy{out}, Gates: []admit.Policy{limit}})
+	require.NoError(t, err)
+	defer a.Close()
 	h := a.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	assert.PanicsWithValue(t, "boom", func() {
 		h.ServeHTTP(nopWriter{}, httpRequest())
@@ -420,28 +432,57 @@ func TestPanickingHandlerReleases(t *testing.T) {
 	assert.Equal(t, 0, limit.InFlight())
 	assert.EqualValues(t, 0, a.Stats().InFlight)
 	assert.EqualValues(t, 1, a.Stats().Admitted)
+	assert.Equal(t, http.StatusInternalServerError, seen.Status)
+	assert.ErrorContains(t, seen.Err, "boom")
 }
 
-func TestMiddlewareConvenience(t *testing.T) {
-	mw := Middleware(Options{Gate: gate.NewConcurrency(0)})
-	w := &recorder{h: http.Header{}}
-	mw(newBlocker()).ServeHTTP(w, httpRequest())
-	assert.Equal(t, http.StatusServiceUnavailable, w.status)
-	assert.Equal(t, "request not started: concurrency\n", w.body.String())
+// The outcome carries the status the handler wrote; the writer passes
+// Flush, Hijack, io.Copy's ReadFrom and ResponseController through.
+func TestOutcomeStatusAndWriterPassThrough(t *testing.T) {
+	var statuses []int
+	out := &outcomes{fn: func(o admit.Outcome) { statuses = append(statuses, o.Status) }}
+	a, err := New(admit.Config{Policies: []admit.Policy{out}})
+	require.NoError(t, err)
+	defer a.Close()
+	for i, tc := range []struct {
+		h    http.HandlerFunc
+		want int
+	}{
+		{func(w http.ResponseWriter, r *http.Request) {}, 200},
+		{func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, 404},
+		{func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") }, 200},
+		{func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusContinue) // informational: not the status
+			w.WriteHeader(http.StatusAccepted)
+		}, 202},
+		{func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(w, strings.NewReader("copied"))
+		}, 200},
+		{func(w http.ResponseWriter, r *http.Request) {
+			assert.NoError(t, http.NewResponseController(w).Flush())
+			w.(http.Flusher).Flush()
+			_, _, err := w.(http.Hijacker).Hijack()
+			assert.ErrorContains(t, err, "cannot hijack")
+		}, 200},
+	} {
+		rec := httptest.NewRecorder()
+		a.Wrap(tc.h).ServeHTTP(rec, httpRequest())
+		require.Len(t, statuses, i+1)
+		assert.Equal(t, tc.want, statuses[i], "case %d", i)
+		if i == 4 {
+			assert.Equal(t, "copied", rec.Body.String())
+		}
+		if i == 5 {
+			assert.True(t, rec.Flushed)
+		}
+	}
 }
 
-func TestNewPanicsOnQueueHooks(t *testing.T) {
-	assert.Panics(t, func() { New(Options{Queue: &queue.Options{Arm: func(int64) {}}}) })
-	assert.Panics(t, func() { New(Options{Queue: &queue.Options{Admit: func() bool { return true }}}) })
-}
+// outcomes is a policy that admits all and reports each outcome.
+type outcomes struct{ fn func(admit.Outcome) }
 
-func TestQueueReasonNames(t *testing.T) {
-	assert.Equal(t, "queue-timeout", queueReason(queue.Timeout))
-	assert.Equal(t, "queue-full", queueReason(queue.Full))
-	assert.Equal(t, "queue-evicted", queueReason(queue.Evicted))
-	assert.Equal(t, "queue-closed", queueReason(queue.Closed))
-	assert.Equal(t, "queue-reason(9)", queueReason(queue.Reason(9)))
-}
+func (o *outcomes) Admit(*admit.Attempt) *admit.Refusal    { return nil }
+func (o *outcomes) Done(_ *admit.Attempt, x admit.Outcome) { o.fn(x) }
 
 // nopWriter is a ResponseWriter that discards everything.
 type nopWriter struct{}

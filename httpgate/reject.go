@@ -6,41 +6,31 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluice-go/sluice/reject"
+	"github.com/sluice-go/sluice/admit"
 )
 
 // maxDrain is how much of a rejected request's body is read to keep its
 // connection: net/http's own limit for bodies left unread by a handler.
 const maxDrain = 256 << 10
 
-// rejecter writes rejections; reject.Answer counts them.
-type rejecter struct {
-	answer   *reject.Answer
-	onReject func(*http.Request, string)
-}
-
 var closeField = []string{"close"}
 
-func (rj *rejecter) init(o *Rejection) {
-	rj.answer = reject.NewAnswer(o.Status, o.RetryAfter, o.Header)
-	rj.onReject = o.OnReject
-}
-
-func (rj *rejecter) stats() (int64, map[string]int64) { return rj.answer.Counts() }
-
-// reject answers r with the rejection for reason.
-func (rj *rejecter) reject(w http.ResponseWriter, r *http.Request, reason string) {
-	e := rj.answer.Count(reason)
-	if fn := rj.onReject; fn != nil {
-		fn(r, reason)
-	}
+// answer writes t's rejection: the prebuilt answer's fields, the refusal's
+// own, and the body. Before that it reads what is left of the request's
+// body, so that the connection can carry the next request, or asks for
+// the connection to close when it cannot.
+func answer(w http.ResponseWriter, r *http.Request, t *admit.Ticket) {
+	a, extra := t.Answer()
 	h := w.Header()
-	rj.answer.SetHeader(h, e, true)
+	a.SetHeader(h, true)
+	for k, vv := range extra {
+		h[http.CanonicalHeaderKey(k)] = vv
+	}
 	if !drain(r) {
 		h["Connection"] = closeField
 	}
-	w.WriteHeader(rj.answer.Status())
-	_, _ = io.WriteString(w, e.Body)
+	w.WriteHeader(a.Status)
+	_, _ = io.WriteString(w, a.Body)
 }
 
 var drainBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}

@@ -77,9 +77,9 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 	if accept == nil {
 		return nil, errors.New("netpoll: Listen with a nil AcceptFunc")
 	}
-	ap, err := netip.ParseAddrPort(addr)
+	ap, err := parseListenAddr(addr)
 	if err != nil {
-		return nil, fmt.Errorf("netpoll: listen address %q: %w", addr, err)
+		return nil, err
 	}
 	if opts.Backlog <= 0 {
 		opts.Backlog = 1024
@@ -112,18 +112,128 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 		}
 		ls := &listenSock{fd: fd, w: s.Worker(i)}
 		l.socks = append(l.socks, ls)
-		if err := onWorker(ls.w, func() error {
-			wt, err := ls.w.Watch(fd, events, func(uint32) {
-				ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
-			})
-			ls.watch = wt
-			return err
-		}); err != nil {
+		if err := l.watch(ls, events); err != nil {
 			l.Close()
 			return nil, err
 		}
 	}
 	return l, nil
+}
+
+// Adopt serves a listening TCP socket opened elsewhere (inherited from
+// systemd's socket activation, handed over by a process being replaced, or
+// taken from a net.Listener) on every worker of s, which must be started:
+// like a Shared listener, every worker watches it with EPOLLEXCLUSIVE. Adopt
+// takes fd over: it makes it non-blocking, turns on SO_TIMESTAMPNS when
+// opts.Timestamps is set (connections already in its backlog may have
+// arrived unstamped), and Close closes it. It fails, without closing fd,
+// when fd is not a listening TCP socket. opts.Shared and opts.Backlog do not
+// apply.
+func Adopt(s *sched.Scheduler, fd int, opts Options, accept AcceptFunc) (*Listener, error) {
+	if accept == nil {
+		return nil, errors.New("netpoll: Adopt with a nil AcceptFunc")
+	}
+	if err := checkListening(fd); err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, fmt.Errorf("netpoll: adopt fd %d: %w", fd, err)
+	}
+	if opts.Timestamps {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			return nil, fmt.Errorf("netpoll: adopt fd %d: SO_TIMESTAMPNS: %w", fd, err)
+		}
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, fmt.Errorf("netpoll: adopt fd %d: getsockname: %w", fd, err)
+	}
+	if opts.AcceptBatch <= 0 {
+		opts.AcceptBatch = 64
+	}
+	l := &Listener{opts: opts, addr: addrPort(sa), accept: accept, sharedFD: fd}
+	if err := l.watchAll(s, fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkListening reports whether fd is a listening TCP socket.
+func checkListening(fd int) error {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return fmt.Errorf("netpoll: fd %d is not a socket: %w", fd, err)
+	}
+	listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+	if err != nil {
+		return fmt.Errorf("netpoll: fd %d: SO_ACCEPTCONN: %w", fd, err)
+	}
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return fmt.Errorf("netpoll: fd %d: SO_DOMAIN: %w", fd, err)
+	}
+	if typ != unix.SOCK_STREAM || listening != 1 || (domain != unix.AF_INET && domain != unix.AF_INET6) {
+		return fmt.Errorf("netpoll: fd %d is not a listening TCP socket (type %d, listening %d, family %d)", fd, typ, listening, domain)
+	}
+	return nil
+}
+
+// watchAll watches the one socket fd on every worker of s; on failure it
+// unwatches what it had watched, and fd stays open.
+func (l *Listener) watchAll(s *sched.Scheduler, fd int, events uint32) error {
+	for i := 0; i < s.NumWorkers(); i++ {
+		ls := &listenSock{fd: fd, w: s.Worker(i)}
+		l.socks = append(l.socks, ls)
+		if err := l.watch(ls, events); err != nil {
+			_ = l.unwatch(l.socks[:len(l.socks)-1]) // fd stays the caller's
+			return err
+		}
+	}
+	return nil
+}
+
+// watch registers ls's socket on its worker: readiness queues an accept
+// batch as Upstream work.
+func (l *Listener) watch(ls *listenSock, events uint32) error {
+	return onWorker(ls.w, func() error {
+		wt, err := ls.w.Watch(ls.fd, events, func(uint32) {
+			ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
+		})
+		ls.watch = wt
+		return err
+	})
+}
+
+// parseListenAddr parses a listening address: an IP literal and a port
+// ("127.0.0.1:8080", "[::1]:0"), or a port alone (":8080"), which means every
+// interface, IPv6 and IPv4 together where the machine has IPv6, as in
+// net.Listen.
+func parseListenAddr(addr string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netpoll: listen address %q: %w (want host:port, such as 127.0.0.1:8080 or :8080)", addr, err)
+	}
+	if host == "" {
+		host = "::"
+		if !hasIPv6() {
+			host = "0.0.0.0"
+		}
+	}
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netpoll: listen address %q: %w (the host must be an IP address or empty)", addr, err)
+	}
+	return ap, nil
+}
+
+// hasIPv6 reports whether the machine can open an IPv6 socket.
+func hasIPv6() bool {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // Addr returns the bound address.
@@ -167,6 +277,24 @@ func (l *Listener) Close() error {
 	l.closed = true
 	socks := l.socks
 	l.mu.Unlock()
+	errs := []error{l.unwatch(socks)}
+	for _, ls := range socks {
+		if l.sharedFD < 0 {
+			if err := unix.Close(ls.fd); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if l.sharedFD >= 0 {
+		if err := unix.Close(l.sharedFD); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unwatch removes the sockets' watches from their workers.
+func (l *Listener) unwatch(socks []*listenSock) error {
 	var errs []error
 	for _, ls := range socks {
 		err := onWorker(ls.w, func() error {
@@ -179,16 +307,6 @@ func (l *Listener) Close() error {
 			err = nil // the worker is gone, and its epoll with it
 		}
 		if err != nil {
-			errs = append(errs, err)
-		}
-		if l.sharedFD < 0 {
-			if err := unix.Close(ls.fd); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if l.sharedFD >= 0 {
-		if err := unix.Close(l.sharedFD); err != nil {
 			errs = append(errs, err)
 		}
 	}

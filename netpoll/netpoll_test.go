@@ -3,6 +3,7 @@ package netpoll
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -144,6 +145,72 @@ func TestListenErrors(t *testing.T) {
 	require.NoError(t, l.Close(), "Close is idempotent")
 	_, err = net.DialTimeout("tcp", l.Addr().String(), time.Second)
 	assert.Error(t, err, "closed listener refuses")
+}
+
+// A port alone listens on every interface, as net.Listen does.
+func TestListenOnEveryInterface(t *testing.T) {
+	s := schedtest.Start(t, 1)
+	l, err := Listen(s, ":0", Options{}, func(c *Conn) { _ = c.Close() })
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	nc, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err, "reachable over IPv4 loopback")
+	require.NoError(t, nc.Close())
+
+	_, err = Listen(s, "localhost:0", Options{}, func(*Conn) {})
+	assert.ErrorContains(t, err, "must be an IP address or empty")
+	_, err = Listen(s, "8080", Options{}, func(*Conn) {})
+	assert.ErrorContains(t, err, "want host:port")
+}
+
+// Adopt serves a socket opened elsewhere (here by net.Listen, as systemd or
+// a parent process would hand it over) on every worker, and refuses what is
+// not a listening TCP socket without closing it.
+func TestAdoptServesAnInheritedSocket(t *testing.T) {
+	s := schedtest.Start(t, 2)
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f, err := nl.(*net.TCPListener).File() // a duplicate, ours to give away
+	require.NoError(t, err)
+	require.NoError(t, nl.Close())
+	fd, err := unix.Dup(int(f.Fd()))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	var conns sync.WaitGroup
+	l, err := Adopt(s, fd, Options{Timestamps: true}, echo(512, &conns, nil))
+	require.NoError(t, err)
+	assert.Equal(t, nl.Addr().String(), l.Addr().String())
+	for range 4 {
+		nc, err := net.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		_, err = nc.Write([]byte("ping"))
+		require.NoError(t, err)
+		got := make([]byte, 4)
+		_, err = io.ReadFull(nc, got)
+		require.NoError(t, err)
+		assert.Equal(t, "ping", string(got))
+		require.NoError(t, nc.Close())
+	}
+	conns.Wait()
+	require.NoError(t, l.Close())
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.ErrorIs(t, err, unix.EBADF, "Close closed the adopted socket")
+
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	_, err = Adopt(s, p[0], Options{}, func(*Conn) {})
+	assert.ErrorContains(t, err, "not a socket")
+	_, err = unix.FcntlInt(uintptr(p[0]), unix.F_GETFD, 0)
+	assert.NoError(t, err, "a refused descriptor stays open")
+	unconnected, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(unconnected)
+	_, err = Adopt(s, unconnected, Options{}, func(*Conn) {})
+	assert.ErrorContains(t, err, "not a listening TCP socket")
 }
 
 func TestIPv6Loopback(t *testing.T) {

@@ -382,7 +382,7 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 		i++
 	}
 	q.seq++
-	*e = Entry{q: q, start: start, reject: reject, enq: arrived, deadline: arrived + timeout, seq: q.seq, list: uint8(i)}
+	*e = Entry{Value: e.Value, q: q, start: start, reject: reject, enq: arrived, deadline: arrived + timeout, seq: q.seq, list: uint8(i)}
 	q.link(&q.lists[i], e)
 	q.mask |= 1 << i
 	q.n++

@@ -6,124 +6,100 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Answer holds what the rejections of one server or middleware share,
-// built once, and counts them. Writing a rejection then copies a few shared
-// value slices into the response's header map and allocates almost nothing;
-// nothing may write to those slices.
+// Answer is the answer to every rejection that shares a reason, a status
+// and a Retry-After, built once: a server writes its status line, Fields,
+// its Date field, the empty line and Body; a net/http handler copies the
+// header fields with SetHeader. Nothing may modify an Answer or the value
+// slices SetHeader puts in a header map.
 type Answer struct {
-	fields  http.Header // every rejection's fields, without the reason
-	status  int
-	total   atomic.Int64
-	reasons sync.Map // string → *Reason
-}
-
-// Reason is what the rejections for one reason share, and their count.
-type Reason struct {
-	n      atomic.Int64
-	field  []string // the ReasonHeader value
-	length []string // the body's Content-Length
+	// Reason names why the request was refused (the ReasonHeader value).
+	Reason string
+	// Status is the status code.
+	Status int
+	// RetryAfter is the Retry-After value in whole seconds, or negative
+	// when the answer has none.
+	RetryAfter int64
 	// Body is the text body: "request not started: <reason>\n".
 	Body string
-	// Fields is the wire form of the answer's header fields for this
-	// reason, Content-Length included, each "Name: value\r\n", in sorted
-	// order; a server that writes the answer itself appends its status
-	// line, these, its Date field, the empty line and Body.
+	// Fields is the wire form of every header field but Date, each
+	// "Name: value\r\n", in sorted order, Content-Length included.
 	Fields []byte
+
+	header http.Header // every field, Content-Length included
+	length []string    // the Content-Length value
 }
 
-// NewAnswer builds the answer: status (zero means 503), Retry-After rounded
-// up to whole seconds (zero means 1 s, negative means none), the
-// NotStartedHeader marker, a text Content-Type, and the extra fields.
-func NewAnswer(status int, retryAfter time.Duration, extra http.Header) *Answer {
-	a := &Answer{fields: http.Header{}, status: status}
-	if a.status == 0 {
-		a.status = http.StatusServiceUnavailable
-	}
+// NewAnswer builds the answer for a refusal: the status, Retry-After rounded
+// up to whole seconds (none when retryAfter is negative), the
+// NotStartedHeader marker, the ReasonHeader field, a text Content-Type and
+// Content-Length, and the extra fields. Field names that are not tokens are
+// dropped and CR and LF in values are replaced by spaces, as net/http does,
+// so that a configured field or a reason cannot split the answer.
+func NewAnswer(reason string, status int, retryAfter time.Duration, extra http.Header) *Answer {
+	body := "request not started: " + reason + "\n"
+	a := &Answer{Reason: reason, Status: status, RetryAfter: -1, Body: body, header: http.Header{}}
 	for k, vv := range extra {
-		a.fields[http.CanonicalHeaderKey(k)] = append([]string(nil), vv...)
+		a.header[http.CanonicalHeaderKey(k)] = slices.Clone(vv)
 	}
-	a.fields[NotStartedHeader] = []string{"1"}
-	if d := retryAfter; d >= 0 {
-		if d == 0 {
-			d = time.Second
-		}
-		a.fields["Retry-After"] = []string{strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)}
+	if retryAfter >= 0 {
+		a.RetryAfter = int64((retryAfter + time.Second - 1) / time.Second)
+		a.header["Retry-After"] = []string{strconv.FormatInt(a.RetryAfter, 10)}
 	}
-	a.fields["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	a.header[NotStartedHeader] = []string{"1"}
+	a.header[ReasonHeader] = []string{reason}
+	a.header["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	a.length = []string{strconv.Itoa(len(body))}
+	a.header["Content-Length"] = a.length
+	a.Fields = AppendFields(nil, a.header)
 	return a
 }
 
-// Status returns the rejections' status code.
-func (a *Answer) Status() int { return a.status }
-
-// Count counts one rejection for reason and returns what its answer shares.
-func (a *Answer) Count(reason string) *Reason {
-	e := a.reason(reason)
-	a.total.Add(1)
-	e.n.Add(1)
-	return e
+// SetHeader fills h with the answer's header fields, Content-Length
+// included when withLength is set (a writer that sets the length itself
+// leaves it out).
+func (a *Answer) SetHeader(h http.Header, withLength bool) {
+	for k, vv := range a.header {
+		h[k] = vv
+	}
+	if !withLength {
+		delete(h, "Content-Length")
+	}
 }
 
-func (a *Answer) reason(reason string) *Reason {
-	if v, ok := a.reasons.Load(reason); ok {
-		return v.(*Reason)
-	}
-	body := "request not started: " + reason + "\n"
-	e := &Reason{
-		field:  []string{reason},
-		length: []string{strconv.Itoa(len(body))},
-		Body:   body,
-	}
-	h := http.Header{}
-	a.SetHeader(h, e, true)
-	var b strings.Builder
+// AppendFields appends the wire form of h's fields to b, each
+// "Name: value\r\n", sorted by name: fields whose name is not a token are
+// dropped, CR and LF in values become spaces.
+func AppendFields(b []byte, h http.Header) []byte {
 	for _, k := range slices.Sorted(maps.Keys(h)) {
-		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
-			continue // not a field name: dropped, as net/http does
+		if !validName(k) {
+			continue
 		}
 		for _, v := range h[k] {
-			b.WriteString(k + ": " + wireValue(v) + "\r\n")
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, wireValue(v)...)
+			b = append(b, "\r\n"...)
 		}
 	}
-	e.Fields = []byte(b.String())
-	v, _ := a.reasons.LoadOrStore(reason, e)
-	return v.(*Reason)
+	return b
 }
 
-// wireValue replaces CR and LF with spaces, so that a configured field or a
-// reason cannot split the answer.
+func validName(k string) bool {
+	return k != "" && !strings.ContainsAny(k, " \t\r\n:")
+}
+
+// wireValue replaces CR and LF with spaces.
 func wireValue(v string) string {
+	if !strings.ContainsAny(v, "\r\n") {
+		return v
+	}
 	return strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {
 			return ' '
 		}
 		return r
 	}, v)
-}
-
-// SetHeader fills h with the fields of a rejection for e, Content-Length
-// included when withLength is set.
-func (a *Answer) SetHeader(h http.Header, e *Reason, withLength bool) {
-	for k, vv := range a.fields {
-		h[k] = vv
-	}
-	h[ReasonHeader] = e.field
-	if withLength {
-		h["Content-Length"] = e.length
-	}
-}
-
-// Counts returns the rejections counted, in all and by reason.
-func (a *Answer) Counts() (total int64, by map[string]int64) {
-	by = map[string]int64{}
-	a.reasons.Range(func(k, v any) bool {
-		by[k.(string)] = v.(*Reason).n.Load()
-		return true
-	})
-	return a.total.Load(), by
 }

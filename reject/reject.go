@@ -4,10 +4,12 @@
 // net/http programs need not import the server to name it.
 //
 // A rejected request was refused before any of its work began: the answer
-// (503 Service Unavailable by default) carries Retry-After, the
-// NotStartedHeader field with the value "1", meaning the request is safe to
-// retry here later or on another server, and the ReasonHeader field naming
-// why (a gate's name, or one of the queue reasons below).
+// (503 Service Unavailable for an overload, 429 Too Many Requests for a
+// quota) carries Retry-After, the NotStartedHeader field with the value
+// "1", meaning the request is safe to retry here later or on another
+// server, and the ReasonHeader field naming why (a gate's name, or one of
+// the reasons below). The admission pipeline (package admit) decides and
+// counts rejections; this package only says how they look.
 package reject
 
 // Header fields of a rejection.
@@ -20,10 +22,17 @@ const (
 	ReasonHeader = "Sluice-Reject-Reason"
 )
 
-// Reasons given by the timed queue.
+// Reasons given by the admission pipeline itself.
 const (
-	QueueTimeout = "queue-timeout" // waited its whole timeout
-	QueueFull    = "queue-full"    // the queue was full
-	QueueEvicted = "queue-evicted" // pushed out by a more important request
-	QueueClosed  = "queue-closed"  // the server or middleware stopped
+	// QueueTimeout: the request waited its whole time, in the kernel's
+	// socket buffers or in the queue, counted from its arrival.
+	QueueTimeout = "queue-timeout"
+	// QueueFull: the queue was full.
+	QueueFull = "queue-full"
+	// QueueEvicted: pushed out of the queue by a more important request.
+	QueueEvicted = "queue-evicted"
+	// QueueClosed: the server or middleware was stopping.
+	QueueClosed = "queue-closed"
+	// QueueCanceled: the client went away while the request waited.
+	QueueCanceled = "queue-canceled"
 )

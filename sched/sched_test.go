@@ -408,6 +408,7 @@ func TestIdleHookRemoved(t *testing.T) {
 	var gone, kept atomic.Int32
 	remove := s.OnIdle(func(*Worker) { gone.Add(1) })
 	s.OnIdle(func(*Worker) { kept.Add(1) })
+	assert.Equal(t, 2, s.IdleHooks())
 	park := func() {
 		done := make(chan struct{})
 		require.NoError(t, s.Worker(0).Submit(lanes.Upstream, func() { close(done) }))
@@ -420,7 +421,8 @@ func TestIdleHookRemoved(t *testing.T) {
 	require.Eventually(t, func() bool { return gone.Load() > 0 }, waitFor, time.Millisecond)
 	remove()
 	remove() // twice is harmless
-	park()   // a park that began before remove may still have called it
+	assert.Equal(t, 1, s.IdleHooks())
+	park() // a park that began before remove may still have called it
 	before := gone.Load()
 	for range 5 {
 		park()

@@ -181,6 +181,22 @@ func (s *Scheduler) OnIdle(fn func(w *Worker)) (remove func()) {
 	}
 }
 
+// NotifyIdle is OnIdle for a hook that does not need its worker (the
+// admission pipeline's, which makes the scheduler an admit.Executor).
+func (s *Scheduler) NotifyIdle(fn func()) (remove func()) {
+	return s.OnIdle(func(*Worker) { fn() })
+}
+
+// IdleHooks returns the number of idle hooks registered: a check that
+// what registered them (a server's admission) removed them when it
+// stopped.
+func (s *Scheduler) IdleHooks() int {
+	if hs := s.hooks.Load(); hs != nil {
+		return len(*hs)
+	}
+	return 0
+}
+
 // idleHook is one OnIdle registration; its pointer is its identity.
 type idleHook struct{ fn func(w *Worker) }
 

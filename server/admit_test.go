@@ -11,9 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
-	"github.com/sluice-go/sluice/queue"
-	"github.com/sluice-go/sluice/reject"
 )
 
 // switchGate admits while open is set, and counts its calls.
@@ -21,17 +20,29 @@ type switchGate struct {
 	open              atomic.Bool
 	acquired, release atomic.Int32
 	lastLatency       atomic.Int64
+	lastStatus        atomic.Int64
 }
 
-func (g *switchGate) Acquire() bool {
+var refusedBySwitch = &admit.Refusal{Reason: "switch"}
+
+func (g *switchGate) Admit(*admit.Attempt) *admit.Refusal {
 	if g.open.Load() {
 		g.acquired.Add(1)
-		return true
+		return nil
 	}
-	return false
+	return refusedBySwitch
 }
-func (g *switchGate) Release(d time.Duration) { g.release.Add(1); g.lastLatency.Store(int64(d)) }
-func (g *switchGate) Name() string            { return "switch" }
+
+func (g *switchGate) Done(_ *admit.Attempt, o admit.Outcome) {
+	g.release.Add(1)
+	g.lastLatency.Store(int64(o.Latency))
+	g.lastStatus.Store(int64(o.Status))
+}
+
+// gated is a Config whose admission asks gates, with rejection options.
+func gated(rj admit.Rejection, gates ...admit.Policy) Config {
+	return Config{Admission: admit.Config{Gates: gates, Rejection: rj}}
+}
 
 func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 	g := &switchGate{}
@@ -41,11 +52,13 @@ func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 		ran.Add(1)
 		fmt.Fprintf(w, "served %s", r.URL.Path)
 	})
-	srv, addr := serveHTTP(t, h, Config{Gate: g, Reject: Rejection{
+	srv, addr := serveHTTP(t, h, gated(admit.Rejection{
 		RetryAfter: 1500 * time.Millisecond,
 		Header:     http.Header{"X-Extra": {"yes"}},
-		OnReject:   func(r *Request, reason string) { observed.Store(r.URL.Path + " " + reason) },
-	}})
+		OnReject: func(a *admit.Attempt, reason string) {
+			observed.Store(a.Path + " " + reason + " " + a.Request.(*Request).Method)
+		},
+	}, g))
 	// Refused: a POST with a body, then a GET on the same connection,
 	// still refused, then (gate open) a third one that is served.
 	raw := "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
@@ -62,7 +75,7 @@ func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 		assert.True(t, strings.HasPrefix(bodies[i], "request not started"))
 	}
 	assert.Equal(t, int32(0), ran.Load(), "no handler work for a rejected request")
-	assert.Equal(t, "/b switch", observed.Load())
+	assert.Equal(t, "/b switch GET", observed.Load())
 
 	g.open.Store(true)
 	resps, bodies, _ = rawExchange(t, addr, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
@@ -72,9 +85,10 @@ func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 	assert.Equal(t, int32(1), g.acquired.Load())
 	assert.Equal(t, int32(1), g.release.Load())
 	assert.GreaterOrEqual(t, g.lastLatency.Load(), int64(0))
+	assert.Equal(t, int64(200), g.lastStatus.Load(), "the outcome carries the status")
 
 	st := srv.Stats()
-	assert.Greater(t, st.GateClosed, time.Duration(0), "closed from the first refusal to the admission")
+	assert.Greater(t, st.GatesClosed, time.Duration(0), "closed from the first refusal to the admission")
 	assert.Equal(t, int64(2), st.Rejected)
 	assert.Equal(t, int64(1), st.Admitted)
 	assert.Equal(t, int64(0), st.InFlight)
@@ -83,7 +97,7 @@ func TestRejectionIsEarlyRetriableAndKeepsTheConnection(t *testing.T) {
 
 func TestRejectionThroughNetHTTPClient(t *testing.T) {
 	g := &switchGate{}
-	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Gate: g, Reject: Rejection{RetryAfter: -1}})
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), gated(admit.Rejection{RetryAfter: -1}, g))
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -96,37 +110,59 @@ func TestRejectionThroughNetHTTPClient(t *testing.T) {
 	}
 }
 
-func TestRejectionNamesTheGateOfAChainThatRefused(t *testing.T) {
+func TestRejectionNamesTheGateThatRefused(t *testing.T) {
 	conc := gate.NewConcurrency(0) // admits nothing
 	open := &switchGate{}
 	open.open.Store(true)
-	g := gate.All(open, conc)
-	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Gate: g})
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), gated(admit.Rejection{}, open, conc))
 	resps, _, _ := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
 	require.Len(t, resps, 1)
 	assert.Equal(t, 503, resps[0].StatusCode)
 	assert.Equal(t, "concurrency", resps[0].Header.Get(ReasonHeader))
 	assert.Equal(t, map[string]int64{"concurrency": 1}, srv.Stats().RejectedBy)
+	assert.Equal(t, int32(1), open.acquired.Load())
+	assert.Equal(t, int32(1), open.release.Load(), "the gate before the refusal was given back")
 }
 
-func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
-	for r, want := range map[queue.Reason]string{
-		queue.Timeout: reject.QueueTimeout, queue.Full: reject.QueueFull,
-		queue.Evicted: reject.QueueEvicted, queue.Closed: reject.QueueClosed,
+// A policy's refusal carries its own status, Retry-After and fields, on
+// the direct path and through the request's coroutine alike.
+func TestPolicyRefusalWithItsOwnStatus(t *testing.T) {
+	quota := &quotaPolicy{r: &admit.Refusal{Reason: "rate-limit", Status: http.StatusTooManyRequests,
+		RetryAfter: 7 * time.Second, Header: http.Header{"Ratelimit-Remaining": {"0"}}}}
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Admission: admit.Config{Policies: []admit.Policy{quota}}})
+	for _, raw := range []string{
+		"GET /q HTTP/1.1\r\nHost: x\r\n\r\n",                        // direct
+		"POST /q HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", // coroutine
 	} {
-		assert.Equal(t, want, "queue-"+r.String())
+		resps, bodies, closed := rawExchange(t, addr, raw, "GET")
+		require.Len(t, resps, 1)
+		assert.False(t, closed)
+		assert.Equal(t, 429, resps[0].StatusCode)
+		assert.Equal(t, "7", resps[0].Header.Get("Retry-After"))
+		assert.Equal(t, "0", resps[0].Header.Get("Ratelimit-Remaining"))
+		assert.Equal(t, "1", resps[0].Header.Get(NotStartedHeader))
+		assert.Equal(t, "request not started: rate-limit\n", bodies[0])
 	}
 }
 
+// quotaPolicy refuses everything with its refusal.
+type quotaPolicy struct{ r *admit.Refusal }
+
+func (q *quotaPolicy) Admit(*admit.Attempt) *admit.Refusal { return q.r }
+func (q *quotaPolicy) Done(*admit.Attempt, admit.Outcome)  {}
+
 // TestDirectRejectionMatchesTheCoroutines compares the rejections written
-// directly (bodiless HTTP/1.1, no OnReject) with those written by a
-// request's coroutine (OnReject set, HEAD): same status, fields and body,
-// for pipelined requests on one kept connection.
+// directly (bodiless HTTP/1.1) with those written by a request's coroutine
+// (a request with a body, and HEAD): same status, fields and body, for
+// pipelined requests on one kept connection.
 func TestDirectRejectionMatchesTheCoroutines(t *testing.T) {
-	raw := "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n" +
+	bodiless := "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /2 HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /3 HTTP/1.1\r\nHost: x\r\n\r\n"
-	answers := func(cfg Config) ([]*http.Response, []string, *Server) {
+	withBody := "POST /1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx" +
+		"POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx" +
+		"POST /3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"
+	answers := func(cfg Config, raw string) ([]*http.Response, []string, *Server) {
 		srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), cfg)
 		resps, bodies, closed := rawExchange(t, addr, raw, "GET")
 		assert.False(t, closed)
@@ -136,9 +172,8 @@ func TestDirectRejectionMatchesTheCoroutines(t *testing.T) {
 		return append(resps, head[0]), append(bodies, headBodies[0]), srv
 	}
 	extra := http.Header{"X-Extra": {"yes"}}
-	direct, directBodies, srv := answers(Config{Gate: &switchGate{}, Reject: Rejection{Header: extra}})
-	viaCoro, coroBodies, _ := answers(Config{Gate: &switchGate{}, Reject: Rejection{Header: extra,
-		OnReject: func(*Request, string) {}}})
+	direct, directBodies, srv := answers(gated(admit.Rejection{Header: extra}, &switchGate{}), bodiless)
+	viaCoro, coroBodies, _ := answers(gated(admit.Rejection{Header: extra}, &switchGate{}), withBody)
 	for i := range direct {
 		d, c := direct[i], viaCoro[i]
 		assert.Equal(t, 503, d.StatusCode)

@@ -9,77 +9,59 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
-	"github.com/sluice-go/sluice/queue"
 )
 
-func TestAgeLimitFollowsCoDel(t *testing.T) {
-	ms := int64(time.Millisecond)
-	srv := &Server{maxAge: 100 * ms, ageTarget: 5 * ms, ageInterval: 100 * ms, ageExit: 10 * ms}
-	ws := &workerState{}
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 1*ms, 0), "young: the full limit")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 20*ms, 10*ms), "first old one starts the interval")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 60*ms), "old for less than an interval")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 2*ms, 70*ms), "a young one restarts it")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 20*ms, 80*ms))
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 170*ms), "old for less than an interval since the young one")
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 30*ms, 180*ms), "old for an interval: standing, the target applies")
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 8*ms, 190*ms))
-	// Under overload the fresh requests it serves are young: they do not
-	// end the standing state while old ones keep coming.
-	for now := 200 * ms; now < 400*ms; now += ms {
-		age := 3 * ms
-		if now/ms%2 == 1 {
-			age = 40 * ms
-		}
-		require.Equal(t, 5*ms, srv.ageLimit(ws, age, now), "at %d ms", now/ms)
-	}
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 2*ms, 400*ms), "young since 400 ms")
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 1*ms, 409*ms), "young for less than the exit time")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 2*ms, 410*ms), "young for the exit time: the standing queue is gone")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 420*ms), "and a new interval must pass")
-	assert.Equal(t, 100*ms, srv.ageLimit(ws, 30*ms, 519*ms))
-	assert.Equal(t, 5*ms, srv.ageLimit(ws, 30*ms, 520*ms))
-
-	plain := &Server{maxAge: 100 * ms}
-	assert.Equal(t, 100*ms, plain.ageLimit(ws, 30*ms, 10_000*ms), "no CoDel: MaxAge only")
-}
-
+// The age limit is on by default, and its reads carry the kernel's stamps
+// only while it is.
 func TestAgeSettingsFromConfig(t *testing.T) {
-	s := schedtest.Start(t, 1)
+	rt := schedtest.Runtime(t, 1)
 	h := HTTPHandler(http.NotFoundHandler())
 	for _, tc := range []struct {
-		name           string
-		cfg            Config
-		maxAge, target time.Duration
-		pumpsAll       bool
+		name   string
+		adm    admit.Config
+		maxAge time.Duration
 	}{
-		{"no queue", Config{}, 0, 0, false},
-		{"max age alone", Config{MaxAge: 50 * time.Millisecond}, 50 * time.Millisecond, 0, false},
-		{"queue timeout", Config{Gate: gate.NewConcurrency(1), Queue: &queue.Options{Timeout: 30 * time.Millisecond}},
-			30 * time.Millisecond, 0, true},
-		{"default timeout, busy gate", Config{Gate: gate.NewBusy(s, gate.BusyOptions{}), Queue: &queue.Options{}},
-			queue.DefaultTimeout, 0, false},
-		{"codel", Config{Gate: gate.NewBusy(s, gate.BusyOptions{Isolated: true}), Queue: &queue.Options{Order: queue.CoDel}},
-			queue.DefaultTimeout, queue.DefaultTarget, false},
-		{"off", Config{Gate: gate.NewConcurrency(1), Queue: &queue.Options{}, MaxAge: -1}, 0, 0, true},
+		{"default", admit.Config{}, admit.DefaultMaxAge},
+		{"explicit", admit.Config{MaxAge: 50 * time.Millisecond}, 50 * time.Millisecond},
+		{"queue", admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1)}, Queue: &admit.QueueOptions{}, MaxAge: 30 * time.Millisecond},
+			30 * time.Millisecond},
+		{"off", admit.Config{MaxAge: -1}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := Listen(s, "127.0.0.1:0", h, tc.cfg)
+			srv, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: tc.adm})
 			require.NoError(t, err)
 			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				assert.NoError(t, srv.Close(ctx))
 			}()
-			assert.Equal(t, int64(tc.maxAge), srv.maxAge)
-			assert.Equal(t, int64(tc.target), srv.ageTarget)
-			if tc.target > 0 {
-				assert.Equal(t, int64(queue.DefaultInterval), srv.ageInterval)
-				assert.Equal(t, int64(queue.DefaultInterval/ageExitDivisor), srv.ageExit)
-			}
-			assert.Equal(t, tc.pumpsAll, srv.pumpAll, "a concurrency gate reserves slots; the busy gate does not")
+			assert.Equal(t, tc.maxAge, srv.Stats().MaxAge)
+			assert.Equal(t, tc.maxAge > 0, srv.stamps, "stamped reads exactly when the age limit applies")
 		})
 	}
+}
+
+// A configuration that cannot work is refused by Listen, naming the
+// problem.
+func TestListenRefusesAdmissionThatCannotWork(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	h := HTTPHandler(http.NotFoundHandler())
+	_, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}})
+	assert.ErrorContains(t, err, "a queue needs a gate")
+
+	other := schedtest.Runtime(t, 2)
+	busy := gate.NewBusy(gate.BusyOptions{})
+	srv, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Gates: []admit.Policy{busy}}})
+	require.NoError(t, err)
+	defer srv.Close(context.Background())
+	_, err = Listen(other, "127.0.0.1:0", h, Config{Admission: admit.Config{Gates: []admit.Policy{busy}}})
+	assert.ErrorContains(t, err, "another executor")
+
+	_, err = Listen(nil, "127.0.0.1:0", h, Config{})
+	assert.ErrorContains(t, err, "nil runtime")
+	_, err = Listen(rt, "127.0.0.1:0", nil, Config{})
+	assert.ErrorContains(t, err, "nil Handler")
 }

@@ -9,10 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
-	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -65,22 +64,17 @@ type conn struct {
 	onTimeout func() // c.timeout, bound once
 	serveFn   func(context.Context)
 
-	cur       *Request
-	body      *body
-	rw        *ResponseWriter
-	admitted  bool   // the gate admitted the current request: release it
-	refused   string // the gate refused it: the reason
-	startedAt int64  // worker clock when the handler started
+	cur      *Request
+	body     *body
+	rw       *ResponseWriter
+	t        admit.Ticket // the current request's passage through admission
+	admitted bool         // the pipeline admitted the current request: call Done
+	refused  bool         // it was rejected: answer with t.Answer
 	// arrived is when the kernel received the first bytes of the request
 	// being read (Unix nanoseconds, from the read that found the buffer
-	// empty), 0 when unknown; arrivedAt is the same instant on the worker's
-	// clock, set when the request's head is complete.
-	arrived, arrivedAt int64
+	// empty), 0 when unknown.
+	arrived int64
 
-	qe         queue.Entry        // the current request's place in the admission queue
-	qStart     func()             // the queue's callbacks, bound once
-	qReject    func(queue.Reason) //
-	qRefused   queue.Reason       // why the queue rejected it
 	cancel     context.CancelFunc
 	readWaiter func() // resumes a handler waiting for request bytes
 
@@ -102,9 +96,8 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	}
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
 	c.onData, c.onTimeout, c.serveFn = c.readable, c.timeout, c.serve
-	if srv.q != nil {
-		c.qStart, c.qReject = c.queueStarted, c.queueRejected
-	}
+	c.t.Shard = c.w.ID()
+	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)
 	c.ws.conns.add(c)
 	c.idle()
@@ -228,7 +221,7 @@ func (c *conn) readHead() {
 // requests from their arrival and nothing unconsumed is buffered, the bytes
 // read begin a new request: their kernel receive stamp becomes c.arrived.
 func (c *conn) read() (int, error) {
-	if c.srv.maxAge <= 0 {
+	if !c.srv.stamps {
 		return c.nc.Read(c.buf[c.n:])
 	}
 	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])
@@ -360,109 +353,28 @@ func (c *conn) start(h *head) {
 	}
 	r.Body = b
 	c.body, c.cur = b, r
-	if c.tooOld() {
-		c.refused = reject.QueueTimeout
-		c.run()
+	t := &c.t
+	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
+	t.Stamp = c.arrived
+	switch c.srv.adm.Decide(t) {
+	case admit.Admitted:
+		c.admitted = true
+	case admit.Rejected:
+		c.refused = true
+	case admit.Queued:
+		// Nothing of it is read meanwhile; OnStart or OnReject comes
+		// back to this worker.
+		c.state = connQueued
+		_ = c.nc.OnReadable(lanes.Continuation, nil)
 		return
 	}
-	if g := c.srv.cfg.Gate; g != nil {
-		q := c.srv.q
-		if q != nil && q.Len() > 0 {
-			// Others wait already: no overtaking them.
-			c.enqueue(r)
-			return
-		}
-		if ch, ok := g.(reasonGate); ok {
-			// A chain says which of its gates refused.
-			if refused, ok := ch.Admit(); ok {
-				c.admitted = true
-			} else {
-				c.refused = refused.Name()
-			}
-		} else if g.Acquire() {
-			c.admitted = true
-		} else {
-			c.refused = g.Name()
-		}
-		if c.refused != "" {
-			c.srv.adm.closed.Refused(c.srv.s.Now)
-		} else {
-			c.srv.adm.closed.Admitted(c.srv.s.Now)
-		}
-		if c.refused != "" && q != nil {
-			c.refused = ""
-			c.enqueue(r)
-			return
-		}
-	}
 	c.run()
-}
-
-// tooOld reports whether the request whose head was just parsed has waited
-// longer than the server's MaxAge since the kernel received it, and sets
-// c.arrivedAt for the queue. Wall-clock steps make one request's age wrong:
-// a negative age counts as zero.
-func (c *conn) tooOld() bool {
-	c.arrivedAt = 0
-	if c.arrived == 0 || c.srv.maxAge <= 0 {
-		return false
-	}
-	age := max(time.Now().UnixNano()-c.arrived, 0)
-	now := c.w.Now()
-	c.arrivedAt = now - age
-	return age >= c.srv.ageLimit(c.ws, age, now)
-}
-
-// ageExitDivisor sets how long a standing queue must have been gone before
-// the age limit goes back up: a tenth of the CoDel interval (10 ms by
-// default). Ending the standing state at the first young request, as
-// CoDel's own exit would, ends it at once under overload, since the
-// fresh requests it serves are young by definition: the limit then swings
-// between MaxAge and the target, and the load of whole stretches of time
-// is rejected while that of others waits 100 ms. A whole interval of young
-// requests keeps it too long at 1x: bursts of Poisson arrivals then lose
-// requests that would have been served in time.
-const ageExitDivisor = 10
-
-// ageLimit returns the age limit for a request of age parsed at now on the
-// worker of ws: MaxAge, or with a CoDel queue the CoDel target once every
-// request parsed there for a whole interval was older than it (a standing
-// queue in the sockets), until every one parsed there for ageExit was
-// younger (the standing queue is gone).
-func (srv *Server) ageLimit(ws *workerState, age, now int64) int64 {
-	target := srv.ageTarget
-	if target <= 0 {
-		return srv.maxAge
-	}
-	st := &ws.age
-	if st.standing {
-		switch {
-		case age >= target:
-			st.young = 0
-		case st.young == 0:
-			st.young = now
-		case now-st.young >= srv.ageExit:
-			*st = ageState{}
-			return srv.maxAge
-		}
-		return target // standing: serve the fresh, reject the old
-	}
-	switch {
-	case age < target:
-		st.above = 0
-	case st.above == 0:
-		st.above = now
-	case now-st.above >= srv.ageInterval:
-		st.standing = true // young is 0: it is only set while standing
-		return target
-	}
-	return srv.maxAge
 }
 
 // run starts the current request's coroutine: its handler, or its
 // rejection when c.refused is set.
 func (c *conn) run() {
-	if c.refused != "" && c.rejectNow() {
+	if c.refused && c.rejectNow() {
 		return
 	}
 	if c.body.done {
@@ -473,36 +385,31 @@ func (c *conn) run() {
 		// The body is read by the handler, on demand.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
-	if c.refused == "" {
-		bump(&c.ws.admitted, 1)
-		bump(&c.ws.inFlight, 1)
-		c.startedAt = c.w.Now()
-	}
 	c.w.GoNow(context.Background(), c.serveFn)
 }
 
-// rejectNow answers the current request with the rejection for c.refused
-// directly, without a coroutine, a header map or a ResponseWriter: the
-// answer's fields are prebuilt per reason (reject.Reason.Fields), so it
-// costs a Date, one write and the bookkeeping. It applies to the plain
-// case, a bodiless HTTP/1.1 request on a connection that stays open with no
-// OnReject to call, and reports false otherwise (the coroutine answers).
+// rejectNow answers the current request with its rejection directly,
+// without a coroutine, a header map or a ResponseWriter: the answer's
+// fields are prebuilt (reject.Answer.Fields), so it costs a Date, one write
+// and the bookkeeping. It applies to the plain case, a bodiless HTTP/1.1
+// request on a connection that stays open, and reports false otherwise (the
+// coroutine answers).
 func (c *conn) rejectNow() bool {
 	r := c.cur
 	if !c.body.done || r.ProtoMinor != 1 || r.Method == http.MethodHead || c.closeAfter ||
-		c.peerGone || c.srv.cfg.Reject.OnReject != nil || c.srv.stopping.Load() {
+		c.peerGone || c.srv.stopping.Load() {
 		return false
 	}
-	a := c.srv.adm.answer
-	e := a.Count(c.refused)
-	c.refused = ""
+	a, extra := c.t.Answer()
+	c.refused = false
 	b := c.ws.getOut()
-	b = appendStatusLine(b, 1, a.Status())
-	b = append(b, e.Fields...)
+	b = appendStatusLine(b, 1, a.Status)
+	b = append(b, a.Fields...)
+	b = reject.AppendFields(b, extra)
 	b = append(b, "Date: "...)
 	b = append(b, c.ws.dateHeader()...)
 	b = append(b, "\r\n\r\n"...)
-	b = append(b, e.Body...)
+	b = append(b, a.Body...)
 	c.cur, c.body, c.rw = nil, nil, nil
 	n, err := c.nc.WriteNow(b)
 	switch {
@@ -541,16 +448,18 @@ func (c *conn) serve(ctx context.Context) {
 	}
 	rw := c.rw
 	*rw = ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), out: c.ws.getOut()}
-	if reason := c.refused; reason != "" {
-		c.refused = ""
-		c.reject(rw, r, reason)
+	if c.refused {
+		c.refused = false
+		c.reject(rw)
 	} else {
-		c.callHandler(rw, r)
-		bump(&c.ws.inFlight, -1)
+		err := c.callHandler(rw, r)
 		if c.admitted {
 			c.admitted = false
-			c.srv.cfg.Gate.Release(time.Duration(c.w.Now() - c.startedAt))
-			c.srv.pump(false)
+			status := http.StatusOK
+			if rw.wroteHeader {
+				status = rw.status
+			}
+			c.srv.adm.Done(&c.t, admit.Outcome{Status: status, Err: err})
 		}
 	}
 	rw.finish()
@@ -573,19 +482,22 @@ func (c *conn) serve(ctx context.Context) {
 
 // callHandler runs the handler, turning a panic into a 500 (or, once the
 // response has begun, a closed connection) and a log entry, as net/http
-// does; http.ErrAbortHandler aborts quietly.
-func (c *conn) callHandler(rw *ResponseWriter, r *Request) {
+// does; http.ErrAbortHandler aborts quietly. It returns the panic as an
+// error, or the response's write error.
+func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 	defer func() {
 		v := recover()
 		if v == nil {
+			err = rw.err
 			return
 		}
+		err = fmt.Errorf("server: handler panic: %v", v)
 		if v != http.ErrAbortHandler {
 			c.srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
 				"remote", r.RemoteAddr.String(), "panic", fmt.Sprint(v))
 		}
 		if rw.headerSent || v == http.ErrAbortHandler {
-			rw.err = fmt.Errorf("server: handler panic: %v", v)
+			rw.err = err
 			return
 		}
 		c.closeAfter = true
@@ -596,6 +508,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) {
 		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
 	}()
 	c.srv.h.ServeSluice(rw, r)
+	return nil
 }
 
 // drainBody reads and discards what the handler left of the body, up to
@@ -795,7 +708,7 @@ func (c *conn) shutdown(force bool) {
 		}
 	case connQueued:
 		c.closeAfter = true
-		if force && c.srv.q.Remove(&c.qe) {
+		if force && c.srv.adm.Withdraw(&c.t) {
 			c.close()
 		}
 	case connLinger:
@@ -825,48 +738,28 @@ func (c *conn) close() {
 	c.srv.connClosed()
 }
 
-// enqueue puts the current request in the admission queue: it starts when
-// the gate opens, or is rejected when its time is up. Nothing of it is read
-// meanwhile.
-func (c *conn) enqueue(r *Request) {
-	c.state = connQueued
-	_ = c.nc.OnReadable(lanes.Continuation, nil)
-	class := queue.Default
-	if f := c.srv.cfg.Classify; f != nil {
-		class = f(r)
-	}
-	if c.arrivedAt != 0 {
-		// The wait in the kernel's socket buffer counts.
-		c.srv.q.PushArrived(&c.qe, class, c.arrivedAt, c.qStart, c.qReject)
-	} else {
-		c.srv.q.Push(&c.qe, class, c.qStart, c.qReject)
-	}
-	c.srv.pump(false)
-}
-
-// queueStarted is the queue's start callback, called by whoever pumped the
-// queue, with the gate acquired: the request moves to its own worker.
+// queueStarted is the pipeline's OnStart for a request that waited, called
+// by whoever started it, with the admission counted: the request moves to
+// its own worker.
 func (c *conn) queueStarted() {
 	if err := c.w.Submit(lanes.Continuation, c.dequeued); err != nil {
-		c.srv.cfg.Gate.Release(gate.Undo)
+		c.srv.adm.Cancel(&c.t) // the worker stopped, and the connection with it
 	}
 }
 
 func (c *conn) dequeued() {
 	if c.state != connQueued {
-		c.srv.cfg.Gate.Release(gate.Undo) // closed meanwhile
+		c.srv.adm.Cancel(&c.t) // closed meanwhile
 		return
 	}
 	c.state = connActive
 	c.admitted = true
-	c.srv.adm.closed.Admitted(c.srv.s.Now)
 	c.run()
 }
 
-// queueRejected is the queue's reject callback: the request is answered
-// with a rejection, on its worker.
-func (c *conn) queueRejected(reason queue.Reason) {
-	c.qRefused = reason
+// queueRejected is the pipeline's OnReject: the request is answered with
+// its rejection, on its worker.
+func (c *conn) queueRejected() {
 	// Submit fails only once the scheduler stopped, and the connection
 	// with it.
 	_ = c.w.Submit(lanes.Continuation, c.dequeueRejected)
@@ -877,6 +770,6 @@ func (c *conn) dequeueRejected() {
 		return
 	}
 	c.state = connActive
-	c.refused = "queue-" + c.qRefused.String()
+	c.refused = true
 	c.run()
 }

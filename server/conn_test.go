@@ -321,7 +321,8 @@ func TestContextCancelledWhenClientLeaves(t *testing.T) {
 func TestAwaitReleasesWorkerInHandler(t *testing.T) {
 	// One worker; every handler awaits a gate. All requests must be inside
 	// their handlers at once, which a blocked worker would not allow.
-	s := schedtest.Start(t, 1)
+	rt := schedtest.Runtime(t, 1)
+	s := rt.Scheduler
 	const n = 20
 	var inside atomic.Int32
 	all := make(chan struct{})
@@ -337,7 +338,7 @@ func TestAwaitReleasesWorkerInHandler(t *testing.T) {
 		assert.NoError(t, err)
 		w.Write([]byte("ok"))
 	}))
-	srv, err := Listen(s, "127.0.0.1:0", h, Config{})
+	srv, err := Listen(rt, "127.0.0.1:0", h, Config{})
 	require.NoError(t, err)
 	defer srv.Close(context.Background())
 	tr := &http.Transport{MaxConnsPerHost: n}
@@ -403,8 +404,8 @@ func TestShutdownLosesNoRequestInFlight(t *testing.T) {
 		sched.Await(r.Context(), func(context.Context) (int, error) { <-release; return 0, nil })
 		w.Write([]byte("done"))
 	}))
-	s := schedtest.Start(t, 2)
-	srv, err := Listen(s, "127.0.0.1:0", h, Config{})
+	rt := schedtest.Runtime(t, 2)
+	srv, err := Listen(rt, "127.0.0.1:0", h, Config{})
 	require.NoError(t, err)
 	addr := srv.Addr().String()
 	// An idle connection, which Shutdown closes.

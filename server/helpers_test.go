@@ -14,11 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/internal/schedtest"
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// serveHTTP serves h on a fresh two-worker scheduler and returns the server
+// serveHTTP serves h on a fresh two-worker runtime and returns the server
 // and its address; the server is closed when the test ends.
 func serveHTTP(t testing.TB, h http.Handler, cfg Config) (*Server, string) {
 	t.Helper()
@@ -27,8 +28,18 @@ func serveHTTP(t testing.TB, h http.Handler, cfg Config) (*Server, string) {
 
 func serveNative(t testing.TB, h Handler, cfg Config) (*Server, string) {
 	t.Helper()
-	s := schedtest.Start(t, 2)
-	srv, err := Listen(s, "127.0.0.1:0", h, cfg)
+	return serveNativeOn(t, schedtest.Runtime(t, 2), h, cfg)
+}
+
+// serveHTTPOn serves echoPath on rt.
+func serveHTTPOn(t testing.TB, rt *srt.Runtime, cfg Config) (*Server, string) {
+	t.Helper()
+	return serveNativeOn(t, rt, HTTPHandler(http.HandlerFunc(echoPath)), cfg)
+}
+
+func serveNativeOn(t testing.TB, rt *srt.Runtime, h Handler, cfg Config) (*Server, string) {
+	t.Helper()
+	srv, err := Listen(rt, "127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
 )
@@ -35,16 +36,16 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 		work      = 2 * time.Millisecond
 		deadline  = 30 * time.Second // a failure guard, not a measurement
 	)
-	s := schedtest.Start(t, 2)
-	g := gate.NewBusy(s, gate.BusyOptions{})
-	require.Equal(t, 1, g.Limit(), "2 workers at 50%: admit while the other worker is idle")
+	rt := schedtest.Runtime(t, 2)
+	g := gate.NewBusy(gate.BusyOptions{})
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
 		for start := time.Now(); time.Since(start) < work; {
 		}
 		_, _ = w.WriteString("done " + r.URL.Path)
 	})
-	srv, err := Listen(s, "127.0.0.1:0", h, Config{Gate: g})
+	srv, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Gates: []admit.Policy{g}}})
 	require.NoError(t, err)
+	require.Equal(t, 1, g.Limit(), "2 workers at 50%: admit while the other worker is idle")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -105,10 +106,13 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 						o.ok++
 						o.okAt = append(o.okAt, time.Now())
 					case http.StatusServiceUnavailable:
+						// Refused by the gate, or too old by the time
+						// its head was read (the default age limit).
+						why := resp.Header.Get(ReasonHeader)
 						if resp.Header.Get(NotStartedHeader) != "1" ||
-							resp.Header.Get(ReasonHeader) != "busy" ||
+							(why != "busy" && why != "queue-timeout") ||
 							resp.Header.Get("Retry-After") != "1" ||
-							string(body) != "request not started: busy\n" {
+							string(body) != "request not started: "+why+"\n" {
 							return fmt.Errorf("request %d: malformed rejection: %v %q", i, resp.Header, body)
 						}
 						o.rejected++
@@ -175,6 +179,10 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 	assert.Equal(t, int64(sent), st.Admitted+st.Rejected, "admitted + rejected")
 	assert.Equal(t, int64(ok), st.Admitted)
 	assert.Equal(t, int64(rejected), st.Rejected)
-	assert.Equal(t, map[string]int64{"busy": int64(rejected)}, st.RejectedBy)
+	assert.Equal(t, int64(rejected), st.RejectedBy["busy"]+st.RejectedBy["queue-timeout"])
+	for why := range st.RejectedBy {
+		assert.Contains(t, []string{"busy", "queue-timeout"}, why)
+	}
+	assert.Positive(t, st.RejectedBy["busy"], "the gate refused some")
 	assert.Equal(t, int64(0), st.InFlight)
 }

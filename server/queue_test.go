@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
@@ -22,6 +23,12 @@ import (
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/sched"
 )
+
+// queued is a Config whose admission asks gates and makes the refused wait
+// up to maxAge.
+func queued(maxAge time.Duration, gates ...admit.Policy) Config {
+	return Config{Admission: admit.Config{Gates: gates, Queue: &admit.QueueOptions{}, MaxAge: maxAge}}
+}
 
 // qget sends one GET on its own connection and returns status, reason and
 // body.
@@ -54,12 +61,12 @@ func TestQueuedRequestStartsWhenTheGateOpens(t *testing.T) {
 		}
 		io.WriteString(w, "ok "+r.URL.Path)
 	})
-	srv, addr := serveHTTP(t, h, Config{Gate: conc, Queue: &queue.Options{Timeout: time.Minute}})
+	srv, addr := serveHTTP(t, h, queued(time.Minute, conc))
 	results := make(chan string, 2)
 	go func() { _, _, b := qget(t, addr, "/first"); results <- b }()
 	assert.Equal(t, "/first", <-entered)
 	go func() { _, _, b := qget(t, addr, "/second"); results <- b }()
-	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Pipeline().Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
 	select {
 	case p := <-entered:
 		t.Fatalf("%s started while the gate was closed", p)
@@ -83,7 +90,7 @@ func TestQueueTimeoutRejects(t *testing.T) {
 		entered <- struct{}{}
 		wait(r.Context(), release)
 	})
-	srv, addr := serveHTTP(t, h, Config{Gate: conc, Queue: &queue.Options{Timeout: 30 * time.Millisecond}})
+	srv, addr := serveHTTP(t, h, queued(30*time.Millisecond, conc))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); qget(t, addr, "/hold") }()
@@ -95,7 +102,7 @@ func TestQueueTimeoutRejects(t *testing.T) {
 	close(release)
 	wg.Wait()
 	assert.Equal(t, map[string]int64{"queue-timeout": 1}, srv.Stats().RejectedBy)
-	assert.Equal(t, uint64(1), srv.Queue().Stats().Rejected[queue.Timeout])
+	assert.Equal(t, uint64(1), srv.Pipeline().Queue().Stats().Rejected[queue.Timeout])
 }
 
 func TestQueueServesCriticalFirst(t *testing.T) {
@@ -108,11 +115,9 @@ func TestQueueServesCriticalFirst(t *testing.T) {
 			wait(r.Context(), release)
 		}
 	})
-	srv, addr := serveHTTP(t, h, Config{
-		Gate:     conc,
-		Queue:    &queue.Options{Timeout: time.Minute},
-		Classify: func(r *Request) queue.Class { return queue.ClassFromHeader(r.Header, "X-Class") },
-	})
+	cfg := queued(time.Minute, conc)
+	cfg.Admission.Queue.Classify = admit.ClassFromHeader("X-Class")
+	srv, addr := serveHTTP(t, h, cfg)
 	var wg sync.WaitGroup
 	send := func(path, class string) {
 		wg.Add(1)
@@ -121,9 +126,9 @@ func TestQueueServesCriticalFirst(t *testing.T) {
 	send("/hold", "default")
 	assert.Equal(t, "/hold", <-order)
 	send("/sheddable", "sheddable")
-	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Pipeline().Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
 	send("/critical", "critical")
-	require.Eventually(t, func() bool { return srv.Queue().Len() == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Pipeline().Queue().Len() == 2 }, 10*time.Second, time.Millisecond)
 	close(release)
 	assert.Equal(t, "/critical", <-order)
 	assert.Equal(t, "/sheddable", <-order)
@@ -138,8 +143,8 @@ func TestCloseRejectsQueuedRequests(t *testing.T) {
 		entered <- struct{}{}
 		wait(r.Context(), release)
 	})
-	s := schedtest.Start(t, 2)
-	srv, err := Listen(s, "127.0.0.1:0", HTTPHandler(h), Config{Gate: conc, Queue: &queue.Options{Timeout: time.Minute}})
+	rt := schedtest.Runtime(t, 2)
+	srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(h), queued(time.Minute, conc))
 	require.NoError(t, err)
 	addr := srv.Addr().String()
 	held := make(chan struct{})
@@ -154,7 +159,7 @@ func TestCloseRejectsQueuedRequests(t *testing.T) {
 	<-entered
 	res := make(chan string, 1)
 	go func() { code, reason, _ := qget(t, addr, "/queued"); res <- http.StatusText(code) + " " + reason }()
-	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Pipeline().Queue().Len() == 1 }, 10*time.Second, time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, srv.Close(ctx))
@@ -178,17 +183,17 @@ func wait(ctx context.Context, release <-chan struct{}) {
 // the queue's head starts from the idle hook of a worker that finishes its
 // work, without polling.
 func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
-	s := schedtest.Start(t, 2)
-	busy := gate.NewBusy(s, gate.BusyOptions{}) // 2 workers: admit while the other is idle
+	rt := schedtest.Runtime(t, 2)
+	s := rt.Scheduler
+	busy := gate.NewBusy(gate.BusyOptions{}) // 2 workers: admit while the other is idle
 	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "served")
 	}))
 	// One shared EPOLLEXCLUSIVE socket: the kernel wakes a worker that
 	// waits in epoll, so the connection goes to the worker not blocked.
-	srv, err := Listen(s, "127.0.0.1:0", h, Config{
-		Gate: busy, Queue: &queue.Options{Timeout: time.Minute},
-		Listen: netpoll.Options{Shared: true},
-	})
+	cfg := queued(time.Minute, busy)
+	cfg.Listen = netpoll.Options{Shared: true}
+	srv, err := Listen(rt, "127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -201,7 +206,7 @@ func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
 	<-running
 	res := make(chan string, 1)
 	go func() { code, _, body := qget(t, srv.Addr().String(), "/"); res <- fmt.Sprint(code, " ", body) }()
-	require.Eventually(t, func() bool { return srv.Queue().Len() == 1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return srv.Pipeline().Queue().Len() == 1 }, 10*time.Second, time.Millisecond,
 		"the request waits while the other worker is busy")
 	select {
 	case r := <-res:
@@ -226,12 +231,12 @@ func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
 		maxAge time.Duration
 		want   int
 	}{
-		{"queue-timeout", 0, http.StatusServiceUnavailable},
+		{"default", 0, http.StatusServiceUnavailable},
 		{"explicit", 40 * time.Millisecond, http.StatusServiceUnavailable},
 		{"off", -1, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := schedtest.Start(t, 1)
+			rt := schedtest.Runtime(t, 1)
 			entered := make(chan struct{}, 1)
 			var started sync.Map
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -242,11 +247,10 @@ func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
 				}
 				io.WriteString(w, "ok")
 			})
-			srv, err := Listen(s, "127.0.0.1:0", HTTPHandler(h), Config{
-				Gate:   gate.NewConcurrency(1000),
-				Queue:  &queue.Options{Timeout: 50 * time.Millisecond},
+			srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(h), Config{Admission: admit.Config{
+				Gates:  []admit.Policy{gate.NewConcurrency(1000)},
 				MaxAge: tc.maxAge,
-			})
+			}})
 			require.NoError(t, err)
 			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

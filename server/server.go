@@ -19,7 +19,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,12 +26,15 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/sluice-go/sluice/gate"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
-	"github.com/sluice-go/sluice/queue"
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -69,49 +71,20 @@ type Config struct {
 	// Logger receives handler panics and accept errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// Gate, if set, decides before each handler whether the request may
-	// start; a refused request is answered with Reject at once, before any
-	// of its work (see package gate). Nil admits everything.
-	Gate Gate
-	// Reject configures the answer to a refused request.
-	Reject Rejection
-	// Queue, with a Gate, makes refused requests wait instead of being
-	// rejected at once: each waits up to the queue's timeout (100 ms by
-	// default), in its order and class, and starts as soon as the gate
-	// opens (a request ends, a worker goes idle: no polling); when its
-	// time is up it is rejected, with the reason "queue-timeout" (or
-	// "queue-full", "queue-evicted", "queue-closed"). The server creates
-	// the queue from these options, on its scheduler's clock; Server.Queue
-	// returns it. While a request waits, nothing more of its connection is
-	// read.
-	Queue *queue.Options
-	// Classify gives a request its priority class in the queue; nil
-	// means queue.Default for all (queue.ClassFromHeader reads a header).
-	Classify func(r *Request) queue.Class
-	// MaxAge bounds how long a request may have waited, from the moment
-	// the kernel received its first bytes to the moment its head is
-	// parsed: an older request is rejected without starting, with the
-	// reason "queue-timeout", whatever the gate says. A server that cannot
-	// keep up leaves requests in its sockets' receive buffers, where no
-	// gate sees them; this is the queue timeout applied to that part of
-	// the wait. With a queue, a request's time in the queue counts from
-	// its arrival too, so no request waits more than the timeout in all.
-	// The age comes from the kernel's receive timestamps
-	// (netpoll.Options.Timestamps, turned on when MaxAge applies); it is
-	// known for the request whose bytes arrive on an empty buffer, and a
-	// request pipelined behind another in one packet shares its stamp.
-	// With a queue in CoDel order, the limit follows CoDel as the queue
-	// does: once every request parsed on a worker for a whole Interval
-	// has been older than Target (a standing queue in the sockets), the
-	// limit there drops to Target until every request parsed there for a
-	// tenth of the Interval has been younger; old requests are then
-	// rejected at once and the fresh ones served.
-	// Zero means the queue's timeout when Queue and Gate are set, and no
-	// limit otherwise; negative means no limit.
-	MaxAge time.Duration
+	// Admission decides, before each handler and before any of the
+	// request's work, whether the request starts now, waits in a timed
+	// queue, or is rejected unstarted (503 with Retry-After and
+	// Sluice-Not-Started: 1, on a connection that stays open). The zero
+	// value rejects requests that arrived more than 100 ms before their
+	// head was read, counted from the kernel's receive stamp (5 ms while
+	// every request has waited that long for 100 ms): the protection of
+	// CPU-bound handlers, whose waiting requests sit in the sockets where
+	// no other signal sees them. Add gate.NewBusy for I/O-bound handlers,
+	// and a queue. See package admit.
+	Admission admit.Config
 }
 
-// Server serves HTTP/1.1 on the workers of a scheduler.
+// Server serves HTTP/1.1 on the workers of a runtime.
 type Server struct {
 	cfg     Config
 	s       *sched.Scheduler
@@ -119,31 +92,84 @@ type Server struct {
 	l       *netpoll.Listener
 	log     *slog.Logger
 	maxHead int
-	pumpAll bool  // the gate reserves slots: a pump may start several
-	maxAge  int64 // Config.MaxAge in effect, in nanoseconds; 0: none (reads need no stamps)
-	// With a CoDel queue, the age limit drops to ageTarget once requests
-	// have all been older than it for ageInterval, until they have all
-	// been younger for ageExit (0: no CoDel).
-	ageTarget, ageInterval, ageExit int64
-	ws                              []*workerState
+	stamps  bool // reads carry the kernel's receive stamps (the age limit)
+	ws      []*workerState
+	adm     *admit.Pipeline
 
-	adm      admission
-	q        *queue.Queue
-	expirer  chan struct{} // wakes the queue's expiry goroutine
-	done     chan struct{} // closed when the server stops: ends it
-	expired  sync.WaitGroup
 	open     atomic.Int64 // connections not yet closed
 	stopping atomic.Bool  // Shutdown or Close began
 	closed   chan struct{}
 	once     sync.Once
 }
 
-// Listen starts serving h on addr ("127.0.0.1:8080", "[::]:80") on every
-// worker of s, which must be started. The server runs until Shutdown or
-// Close.
-func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, error) {
+// Listen opens addr ("127.0.0.1:8080", "[::]:80") on every worker of rt,
+// which must be started, and serves h there until Shutdown or Close. It
+// fails, naming the problem, on a bad address, a port it cannot bind, or an
+// admission configuration that cannot work (see admit.New).
+func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error) {
+	srv, lopts, err := newServer(rt, h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := netpoll.Listen(srv.s, addr, lopts, srv.accept)
+	if err != nil {
+		srv.adm.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	srv.l = l
+	return srv, nil
+}
+
+// Serve serves h on l, a listener opened elsewhere (systemd's socket
+// activation through net.FileListener, a socket handed over by the process
+// this one replaces), on every worker of rt, which must be started. l must
+// be a TCP listener; the server listens on a duplicate of its socket, so
+// the caller closes l (at once, or when it likes) and Shutdown or Close
+// stop the server. Every worker watches the one socket, and the kernel
+// gives each new connection to an idle worker (netpoll.Options.Shared).
+func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, error) {
+	if l == nil {
+		return nil, errors.New("server: Serve with a nil net.Listener")
+	}
+	sc, ok := l.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("server: Serve needs a listener with a socket (a *net.TCPListener), got %T", l)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("server: duplicating the listener's socket: %w", dupErr)
+	}
+	srv, lopts, err := newServer(rt, h, cfg)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	nl, err := netpoll.Adopt(srv.s, fd, lopts, srv.accept)
+	if err != nil {
+		unix.Close(fd)
+		srv.adm.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	srv.l = nl
+	return srv, nil
+}
+
+// newServer checks the arguments, applies the defaults and builds the
+// admission pipeline on rt; the caller opens the listener.
+func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options, error) {
+	if rt == nil {
+		return nil, netpoll.Options{}, errors.New("server: nil runtime: create one with runtime.New and Start it")
+	}
 	if h == nil {
-		return nil, errors.New("server: Listen with a nil Handler")
+		return nil, netpoll.Options{}, errors.New("server: nil Handler")
 	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
@@ -157,6 +183,7 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	s := rt.Scheduler
 	srv := &Server{
 		cfg: cfg, s: s, h: h, log: cfg.Logger,
 		maxHead: cfg.MaxHeaderBytes + 4096,
@@ -168,34 +195,18 @@ func Listen(s *sched.Scheduler, addr string, h Handler, cfg Config) (*Server, er
 	for range s.NumWorkers() {
 		srv.ws = append(srv.ws, &workerState{})
 	}
-	srv.adm.init(&cfg.Reject)
-	if cfg.Queue != nil && cfg.Gate != nil {
-		srv.pumpAll = gate.Reserves(cfg.Gate)
-		srv.startQueue(*cfg.Queue)
+	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
+	if err != nil {
+		return nil, netpoll.Options{}, fmt.Errorf("server: %w", err)
 	}
-	switch {
-	case cfg.MaxAge > 0:
-		srv.maxAge = int64(cfg.MaxAge)
-	case cfg.MaxAge == 0 && srv.q != nil:
-		srv.maxAge = int64(cmp.Or(max(cfg.Queue.Timeout, 0), queue.DefaultTimeout))
-	}
-	if srv.maxAge > 0 && srv.q != nil && cfg.Queue.Order == queue.CoDel {
-		srv.ageTarget = min(int64(cmp.Or(max(cfg.Queue.Target, 0), queue.DefaultTarget)), srv.maxAge)
-		srv.ageInterval = int64(cmp.Or(max(cfg.Queue.Interval, 0), queue.DefaultInterval))
-		srv.ageExit = srv.ageInterval / ageExitDivisor
-	}
+	srv.adm = adm
+	srv.stamps = adm.AgeLimited()
 	lopts := cfg.Listen
-	lopts.Timestamps = lopts.Timestamps || srv.maxAge > 0
+	lopts.Timestamps = lopts.Timestamps || srv.stamps
 	if lopts.OnError == nil {
 		lopts.OnError = func(err error) { srv.log.Warn("sluice server: accept", "err", err) }
 	}
-	l, err := netpoll.Listen(s, addr, lopts, srv.accept)
-	if err != nil {
-		srv.stopQueue()
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	srv.l = l
-	return srv, nil
+	return srv, lopts, nil
 }
 
 // Addr returns the address the server listens on.
@@ -240,7 +251,7 @@ func (srv *Server) stop(force bool) error {
 	srv.stopping.Store(true)
 	err := srv.l.Close()
 	if force {
-		srv.stopQueue()
+		srv.adm.Close()
 	}
 	for i := range srv.ws {
 		w := srv.s.Worker(i)
@@ -266,7 +277,7 @@ func (srv *Server) stop(force bool) error {
 func (srv *Server) finished() {
 	srv.once.Do(func() {
 		close(srv.closed)
-		srv.stopQueue()
+		srv.adm.Close()
 	})
 }
 
@@ -287,33 +298,7 @@ type workerState struct {
 	dateSec int64
 	date    []byte
 	keys    []string // scratch for sorting header keys
-
-	// Admission counts, written by this worker only (see bump), read by
-	// Server.Stats.
-	admitted atomic.Int64
-	inFlight atomic.Int64
-
-	// age is the worker's state of the CoDel age limit (Server.ageLimit).
-	age ageState
 }
-
-// ageState is one worker's state of the CoDel age limit, in worker clock
-// nanoseconds (see Server.ageLimit).
-type ageState struct {
-	// above is since when every request parsed here has been older than
-	// the CoDel target (0: the last one was not).
-	above int64
-	// standing is set while the sockets hold a standing queue: the limit
-	// is the target.
-	standing bool
-	// young is, while standing, since when every request parsed here has
-	// been younger than the target (0: the last one was not).
-	young int64
-}
-
-// bump adds d to a counter only one goroutine writes: a load and a store,
-// no read-modify-write, which readers elsewhere still see whole.
-func bump(c *atomic.Int64, d int64) { c.Store(c.Load() + d) }
 
 const (
 	readBufSize = 4 << 10
@@ -384,88 +369,4 @@ func (l *connList) remove(c *conn) {
 		c.next.prev = c.prev
 	}
 	c.prev, c.next = nil, nil
-}
-
-// Queue returns the admission queue, or nil when Config.Queue is not set;
-// for its Stats.
-func (srv *Server) Queue() *queue.Queue { return srv.q }
-
-// startQueue creates the admission queue and the goroutine that expires its
-// entries: the queue reports its earliest deadline through Arm, and the
-// goroutine sleeps until then (no polling).
-func (srv *Server) startQueue(opts queue.Options) {
-	srv.expirer = make(chan struct{}, 1)
-	srv.done = make(chan struct{})
-	var next atomic.Int64
-	opts.Clock = srv.s.Now
-	opts.Admit = srv.cfg.Gate.Acquire
-	opts.Arm = func(deadline int64) {
-		next.Store(deadline)
-		select {
-		case srv.expirer <- struct{}{}:
-		default:
-		}
-	}
-	srv.q = queue.New(opts)
-	if w, ok := srv.cfg.Gate.(gate.Waker); ok {
-		w.OnOpen(func() { srv.pump(true) })
-	}
-	srv.expired.Add(1)
-	go func() {
-		defer srv.expired.Done()
-		t := time.NewTimer(time.Hour)
-		defer t.Stop()
-		for {
-			select {
-			case <-srv.done:
-				return
-			case <-srv.expirer:
-			case <-t.C:
-				srv.q.Expire()
-			}
-			// Each deadline is taken once: the queue reports the next
-			// one through Arm when entries remain.
-			if d := next.Swap(0); d > 0 {
-				t.Reset(max(time.Duration(d-srv.s.Now()), 0))
-			}
-		}
-	}()
-}
-
-// stopQueue rejects what still waits and ends the expiry goroutine.
-func (srv *Server) stopQueue() {
-	if srv.q == nil {
-		return
-	}
-	srv.q.Close()
-	select {
-	case <-srv.done:
-	default:
-		close(srv.done)
-	}
-	srv.expired.Wait()
-}
-
-// pump starts waiting requests while the gate admits them: all it admits
-// for a gate that reserves slots, one for a gate that reads a measurement
-// (gate.Reserves). idle is set when called from a worker's idle hook, where
-// the worker that calls is not busy: the gate then counts the worker the
-// request will run on.
-func (srv *Server) pump(idle bool) {
-	q := srv.q
-	if q == nil || q.Len() == 0 {
-		return
-	}
-	g := srv.cfg.Gate
-	admit := g.Acquire
-	if ia, ok := g.(gate.IdleAcquirer); ok && idle {
-		admit = ia.AcquireIdle
-	}
-	if srv.pumpAll {
-		q.Pump(admit)
-	} else {
-		// A reading (busy workers) does not change until the started
-		// request runs: one start per opening.
-		q.PumpOne(admit)
-	}
 }

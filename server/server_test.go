@@ -6,15 +6,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/netpoll"
-	srt "github.com/sluice-go/sluice/runtime"
 )
 
 func TestHelloThroughNetHTTPClient(t *testing.T) {
@@ -57,37 +62,80 @@ func TestHelloThroughNetHTTPClient(t *testing.T) {
 	assert.Equal(t, 404, resp.StatusCode)
 }
 
-func TestListenAndServeStopsWithContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	// Port 0 cannot be learned from ListenAndServe: pick a free one.
+// Serve serves on a listener opened elsewhere, as with systemd's socket
+// activation: the caller may close its own listener at once.
+func TestServeOnAnInheritedListener(t *testing.T) {
+	rt := schedtest.Runtime(t, 2)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	go func() {
-		done <- ListenAndServe(ctx, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Write([]byte("up"))
-		}), Config{}, srt.WithWorkers(1), srt.WithPinning(false))
-	}()
+	srv, err := Serve(rt, l, HTTPHandler(http.HandlerFunc(echoPath)), Config{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close(), "the server has its own duplicate")
+	assert.Equal(t, l.Addr().String(), srv.Addr().String())
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	require.Eventually(t, func() bool {
-		resp, err := client.Get("http://" + addr)
-		if err != nil {
-			return false
-		}
+	for i := range 5 {
+		resp, err := client.Get(fmt.Sprintf("http://%s/i%d", srv.Addr(), i))
+		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return string(b) == "up"
-	}, 10*time.Second, 10*time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("ListenAndServe did not return after its context ended")
+		assert.Equal(t, fmt.Sprintf("GET /i%d", i), string(b))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx))
+	_, err = net.DialTimeout("tcp", srv.Addr().String(), time.Second)
+	assert.Error(t, err, "closed with the server")
+
+	_, err = Serve(rt, nil, HTTPHandler(http.NotFoundHandler()), Config{})
+	assert.ErrorContains(t, err, "nil net.Listener")
+	ul, err := net.Listen("unix", filepath.Join(t.TempDir(), "sock"))
+	require.NoError(t, err)
+	defer ul.Close()
+	_, err = Serve(rt, ul, HTTPHandler(http.NotFoundHandler()), Config{})
+	assert.ErrorContains(t, err, "not a listening TCP socket")
+}
+
+// A server shut down on a runtime that keeps running leaves nothing of
+// itself behind: its idle hook is gone from the executor, its wake-ups are
+// gone from the gates (which outlive it), and its admission pipeline can be
+// collected.
+func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
+	rt := schedtest.Runtime(t, 2)
+	busy := gate.NewBusy(gate.BusyOptions{Fraction: 1})
+	conc := gate.NewConcurrency(64)
+	hooks := rt.IdleHooks()
+	pipeline := func() weak.Pointer[admit.Pipeline] {
+		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(http.HandlerFunc(echoPath)), Config{Admission: admit.Config{
+			Gates: []admit.Policy{busy, conc},
+			Queue: &admit.QueueOptions{},
+		}})
+		require.NoError(t, err)
+		assert.Equal(t, hooks+1, rt.IdleHooks(), "the busy gate wakes the server's queue")
+		client := &http.Client{Transport: &http.Transport{}}
+		for i := range 5 {
+			resp, err := client.Get(fmt.Sprintf("http://%s/%d", srv.Addr(), i))
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		client.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		return weak.Make(srv.Pipeline())
+	}()
+	assert.Equal(t, hooks, rt.IdleHooks(), "the idle hook is removed")
+	assert.Eventually(t, func() bool {
+		runtime.GC()
+		return pipeline.Value() == nil
+	}, 10*time.Second, 10*time.Millisecond, "nothing keeps the stopped server's admission reachable")
+
+	// The runtime and the gates go on serving another server.
+	srv, _ := serveHTTPOn(t, rt, Config{Admission: admit.Config{Gates: []admit.Policy{busy, conc}}})
+	resps, _, _ := rawExchange(t, srv.Addr().String(), "GET /again HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 200, resps[0].StatusCode)
 }
 
 func TestSharedListener(t *testing.T) {

@@ -6,6 +6,8 @@
 //	curl -s localhost:8080/hello/you
 //
 // It stops on Ctrl-C (or SIGTERM), letting requests in progress finish.
+// Admission is sluice's default: a request that has waited 100 ms since
+// the kernel received it is answered 503, unstarted.
 package main
 
 import (
@@ -21,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/await"
-	"github.com/sluice-go/sluice/server"
 )
 
 func main() {
@@ -32,7 +34,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.Info("serving", "addr", *addr)
-	if err := server.ListenAndServe(ctx, *addr, logRequests(newMux()), server.Config{}); err != nil {
+	if err := sluice.ListenAndServe(ctx, *addr, logRequests(newMux()), sluice.Config{}); err != nil {
 		log.Fatal(err)
 	}
 	slog.Info("stopped")

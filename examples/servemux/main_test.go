@@ -12,24 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-go/sluice"
 	srt "github.com/sluice-go/sluice/runtime"
-	"github.com/sluice-go/sluice/server"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestMuxOnSluice runs the example's mux, unchanged, on a sluice server.
 func TestMuxOnSluice(t *testing.T) {
-	rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false))
-	require.NoError(t, err)
-	require.NoError(t, rt.Start())
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", server.HTTPHandler(logRequests(newMux())), server.Config{})
+	srv, err := sluice.Listen("127.0.0.1:0", logRequests(newMux()), sluice.Config{},
+		srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
 	require.NoError(t, err)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		assert.NoError(t, srv.Shutdown(ctx))
-		assert.NoError(t, rt.Stop(ctx))
+		assert.NoError(t, srv.Stop(ctx))
 	}()
 	base := "http://" + srv.Addr().String()
 	client := &http.Client{Transport: &http.Transport{}}

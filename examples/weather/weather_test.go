@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-go/sluice/admit"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
@@ -47,7 +48,7 @@ func TestForecastIsStablePerCity(t *testing.T) {
 // worker is free); with Blocking, they wait one after another.
 func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 	for _, blocking := range []bool{false, true} {
-		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false))
+		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
 		require.NoError(t, err)
 		require.NoError(t, rt.Start())
 		var inDB, peak atomic.Int32
@@ -60,7 +61,9 @@ func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 			inner.ServeHTTP(w, r)
 			inDB.Add(-1)
 		})
-		srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", server.HTTPHandler(h), server.Config{})
+		// No age limit: blocking requests wait their turn (up to 400 ms),
+		// and every one must be served.
+		srv, err := server.Listen(rt, "127.0.0.1:0", server.HTTPHandler(h), server.Config{Admission: admit.Config{MaxAge: -1}})
 		require.NoError(t, err)
 		tr := &http.Transport{}
 		client := &http.Client{Transport: tr}

@@ -1,5 +1,6 @@
 // Package schedtest starts executors for the tests of the packages built on
-// sched (netpoll, server, gate, ...).
+// sched (netpoll, server, gate, ...): bare schedulers, and runtimes for the
+// packages that take one.
 package schedtest
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -26,4 +28,20 @@ func Start(t testing.TB, workers int) *sched.Scheduler {
 		require.NoError(t, s.Stop(ctx))
 	})
 	return s
+}
+
+// Runtime starts a runtime with the given number of unpinned workers,
+// GOMAXPROCS left alone, and stops it when the test ends, failing the test
+// if it does not stop within 10 seconds.
+func Runtime(t testing.TB, workers int) *srt.Runtime {
+	t.Helper()
+	rt, err := srt.New(srt.WithWorkers(workers), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
+	require.NoError(t, err)
+	require.NoError(t, rt.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Stop(ctx))
+	})
+	return rt
 }

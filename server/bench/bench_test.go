@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-go/sluice/admit"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 	"github.com/sluice-go/sluice/server"
@@ -64,13 +65,14 @@ var helloTargets = []target{
 // which measures the cost of a rejection against a hello response.
 type refuseAll struct{}
 
-func (refuseAll) Acquire() bool         { return false }
-func (refuseAll) Release(time.Duration) {}
-func (refuseAll) Name() string          { return "refuse-all" }
+var refusedByAll = &admit.Refusal{Reason: "refuse-all"}
+
+func (refuseAll) Admit(*admit.Attempt) *admit.Refusal { return refusedByAll }
+func (refuseAll) Done(*admit.Attempt, admit.Outcome)  {}
 
 // startSluiceReject is the native hello server behind refuseAll.
 func startSluiceReject() (*running, error) {
-	r, err := startSluiceConfig(server.HandlerFunc(helloNative), server.Config{Gate: refuseAll{}})
+	r, err := startSluiceConfig(server.HandlerFunc(helloNative), server.Config{Admission: admit.Config{Gates: []admit.Policy{refuseAll{}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +149,7 @@ func startSluiceConfig(h server.Handler, cfg server.Config) (*running, error) {
 		defer cancel()
 		return rt.Stop(ctx)
 	}
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", h, cfg)
+	srv, err := server.Listen(rt, "127.0.0.1:0", h, cfg)
 	if err != nil {
 		return nil, errors.Join(err, stopRT())
 	}

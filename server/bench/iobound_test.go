@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/await"
 	"github.com/sluice-go/sluice/examples/weather"
 	srt "github.com/sluice-go/sluice/runtime"
@@ -116,7 +117,9 @@ func startSluiceHTTP(h http.Handler) (string, func(), error) {
 	if err := rt.Start(); err != nil {
 		return "", nil, err
 	}
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", server.HTTPHandler(h), server.Config{})
+	// No age limit: this measures how many requests a blocking handler
+	// lets through, not what admission rejects.
+	srv, err := server.Listen(rt, "127.0.0.1:0", server.HTTPHandler(h), server.Config{Admission: admit.Config{MaxAge: -1}})
 	if err != nil {
 		rt.Stop(context.Background())
 		return "", nil, err

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
 )
 
 // BenchmarkIOSlowdownNetHTTP is BenchmarkIOSlowdown's case for plain
-// net/http with the GoSched gate (httpgate.Middleware; running + runnable
+// net/http with the GoSched gate (httpgate; running + runnable
 // goroutines from runtime/metrics against 0.5, 1 and 2 x GOMAXPROCS), the
 // nearest thing
 // to the executor's busy-worker gate that net/http can have: the same
@@ -42,7 +43,10 @@ func runSlowdownNetHTTP(b *testing.B, rate int, d time.Duration, fraction float6
 	defer stopDown()
 	downTr := &http.Transport{MaxIdleConnsPerHost: 1024}
 	defer downTr.CloseIdleConnections()
-	adm := httpgate.New(httpgate.Options{Gate: gate.NewGoSched(gate.GoSchedOptions{Fraction: fraction})})
+	adm, err := httpgate.New(admit.Config{Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: fraction})}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer adm.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

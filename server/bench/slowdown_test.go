@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/await"
 	"github.com/sluice-go/sluice/gate"
 	srt "github.com/sluice-go/sluice/runtime"
@@ -103,10 +104,10 @@ func BenchmarkIOSlowdown(b *testing.B) {
 	limit := slowLimit(rate)
 	gates := []struct {
 		name string
-		make func(*srt.Runtime) server.Gate
+		make func() admit.Policy
 	}{
-		{"busy", func(rt *srt.Runtime) server.Gate { return gate.NewBusy(rt.Scheduler, gate.BusyOptions{}) }},
-		{"concurrency", func(*srt.Runtime) server.Gate { return gate.NewConcurrency(limit) }},
+		{"busy", func() admit.Policy { return gate.NewBusy(gate.BusyOptions{}) }},
+		{"concurrency", func() admit.Policy { return gate.NewConcurrency(limit) }},
 	}
 	latencies := []struct {
 		name string
@@ -128,7 +129,7 @@ func BenchmarkIOSlowdown(b *testing.B) {
 
 // runSlowdown runs one case: a downstream that answers after d, the sluice
 // server behind the gate that mk makes, and the paced load.
-func runSlowdown(b *testing.B, rate int, d time.Duration, mk func(*srt.Runtime) server.Gate) {
+func runSlowdown(b *testing.B, rate int, d time.Duration, mk func() admit.Policy) {
 	down, stopDown, err := startDelayed(d)
 	if err != nil {
 		b.Fatal(err)
@@ -153,8 +154,10 @@ func runSlowdown(b *testing.B, rate int, d time.Duration, mk func(*srt.Runtime) 
 		}
 	}()
 	h := server.HTTPHandler(slowdownHandler(down, downClient))
-	g := &timedGate{Gate: mk(rt)}
-	srv, err := server.Listen(rt.Scheduler, "127.0.0.1:0", h, server.Config{Gate: g})
+	g := &timedGate{}
+	srv, err := server.Listen(rt, "127.0.0.1:0", h, server.Config{Admission: admit.Config{
+		Policies: []admit.Policy{g}, Gates: []admit.Policy{mk()},
+	}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -212,18 +215,21 @@ func runSlowdown(b *testing.B, rate int, d time.Duration, mk func(*srt.Runtime) 
 	b.ReportMetric(float64(top), "inflight-max")
 }
 
-// timedGate is a gate that adds up the time its admitted requests spent in
-// the server, from admission to the end of the handler, as the gate's
-// Release is told it: the time in the server of Little's law.
+// timedGate is a policy that admits everything and adds up the time the
+// admitted requests spent in the server, from admission to the end of the
+// handler, as their outcomes say: the time in the server of Little's law.
 type timedGate struct {
-	server.Gate
 	released, total atomic.Int64
 }
 
-func (g *timedGate) Release(d time.Duration) {
+func (g *timedGate) Admit(*admit.Attempt) *admit.Refusal { return nil }
+
+func (g *timedGate) Done(_ *admit.Attempt, o admit.Outcome) {
+	if o.Canceled {
+		return
+	}
 	g.released.Add(1)
-	g.total.Add(int64(d))
-	g.Gate.Release(d)
+	g.total.Add(int64(o.Latency))
 }
 
 // report reports the offered and served rates, the share rejected and the

@@ -5,8 +5,11 @@
 //	go run ./examples/weather/cmd/weather -target nethttp
 //	curl -s 'localhost:8080/forecast?city=Lisbon'
 //
-// On sluice the server admits requests while at most half the workers are
-// busy, queues the rest for up to 100 ms, then answers 503 (safe to retry).
+// On sluice, with -busy (the handler waits for its database, so workers
+// are free meanwhile) the server admits requests while at most half the
+// workers are busy and queues the rest; without it, it relies on the age
+// limit alone. Either way a request that has waited 100 ms since it
+// arrived is answered 503, unstarted (safe to retry).
 package main
 
 import (
@@ -20,11 +23,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
-	srt "github.com/sluice-go/sluice/runtime"
-	"github.com/sluice-go/sluice/server"
 )
 
 func main() {
@@ -34,6 +37,7 @@ func main() {
 	flag.DurationVar(&opts.CPU, "cpu", time.Millisecond, "CPU time per request")
 	flag.DurationVar(&opts.DB, "db", 10*time.Millisecond, "database wait per request")
 	flag.BoolVar(&opts.Blocking, "blocking", false, "the database wait holds the worker (time.Sleep)")
+	busy := flag.Bool("busy", false, "on sluice: the busy-worker gate (half the workers) and a timed queue")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,7 +46,7 @@ func main() {
 	var err error
 	switch *target {
 	case "sluice":
-		err = serveSluice(ctx, *addr, h)
+		err = serveSluice(ctx, *addr, h, *busy)
 	case "nethttp":
 		err = serveNetHTTP(ctx, *addr, h)
 	default:
@@ -53,26 +57,18 @@ func main() {
 	}
 }
 
-func serveSluice(ctx context.Context, addr string, h http.Handler) error {
-	rt, err := srt.New()
+func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool) error {
+	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}}
+	if busy {
+		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
+		cfg.Admission.Queue = &admit.QueueOptions{Order: queue.CoDel}
+	}
+	srv, err := sluice.Listen(addr, h, cfg)
 	if err != nil {
 		return err
 	}
-	if err := rt.Start(); err != nil {
-		return err
-	}
-	srv, err := server.Listen(rt.Scheduler, addr, server.HTTPHandler(h), server.Config{
-		Gate:  gate.NewBusy(rt.Scheduler, gate.BusyOptions{}),
-		Queue: &queue.Options{},
-	})
-	if err != nil {
-		return errors.Join(err, rt.Stop(context.Background()))
-	}
-	log.Printf("weather on sluice, %d workers, http://%s/forecast?city=Lisbon", rt.NumWorkers(), srv.Addr())
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return errors.Join(srv.Shutdown(sctx), rt.Stop(sctx))
+	log.Printf("weather on sluice, %d workers, http://%s/forecast?city=Lisbon", srv.Runtime().NumWorkers(), srv.Addr())
+	return srv.Run(ctx)
 }
 
 func serveNetHTTP(ctx context.Context, addr string, h http.Handler) error {

@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
 
-// The executor is a busy source (and so is runtime.Runtime, which embeds it;
-// not imported here, so that runtime may one day import gate).
-var _ BusySource = (*sched.Scheduler)(nil)
+// The executor is what the busy gate reads.
+var _ admit.Executor = (*sched.Scheduler)(nil)
 
 // onWorker runs fn on worker i and waits for it.
 func onWorker(t *testing.T, s *sched.Scheduler, i int, fn func()) {
@@ -39,49 +39,38 @@ func blockWorker(t *testing.T, s *sched.Scheduler, i int) (release func()) {
 
 // On the real executor with 2 workers and the default 0.5, a decision taken
 // on a worker counts that worker: it admits while the other worker is idle
-// and refuses while the other is busy.
+// and refuses while the other is busy; the other going idle wakes the
+// pipeline.
 func TestBusyOnScheduler(t *testing.T) {
 	s := schedtest.Start(t, 2)
-	g := NewBusy(s, BusyOptions{})
+	g := NewBusy(BusyOptions{})
+	w := attach(t, g, s)
 	require.Equal(t, 1, g.Limit())
-	require.True(t, g.CanWake())
 	require.Eventually(t, func() bool { return s.Busy() == 0 }, 10*time.Second, time.Millisecond)
 
 	var busy int
 	var admitted bool
-	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), g.Acquire() })
+	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), acquire(g) })
 	assert.Equal(t, 1, busy, "the deciding worker counts itself")
 	assert.True(t, admitted)
 
-	woke := make(chan struct{}, 16)
-	g.OnOpen(func() {
-		select {
-		case woke <- struct{}{}:
-		default:
-		}
-	})
 	release := blockWorker(t, s, 1)
-	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), g.Acquire() })
+	onWorker(t, s, 0, func() { busy, admitted = s.Busy(), acquire(g) })
 	assert.Equal(t, 2, busy)
 	assert.False(t, admitted, "the other worker is busy")
 
-	for len(woke) > 0 { // drain the idle notifications so far
-		<-woke
-	}
+	w.take() // the idle notifications so far
 	release()
-	select {
-	case <-woke:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no OnOpen call when the blocked worker went idle")
-	}
+	require.Eventually(t, func() bool { return len(w.take()) > 0 }, 10*time.Second, time.Millisecond,
+		"no wake-up when the blocked worker went idle")
 	require.Eventually(t, func() bool { return s.Busy() == 0 }, 10*time.Second, time.Millisecond)
-	onWorker(t, s, 0, func() { admitted = g.Acquire() })
+	onWorker(t, s, 0, func() { admitted = acquire(g) })
 	assert.True(t, admitted)
 }
 
 // newSchedSource returns an executor that is not started: its busy count is
 // 0, and reading it costs what it costs on a running one.
-func newSchedSource(tb testing.TB, workers int) BusySource {
+func newSchedSource(tb testing.TB, workers int) admit.Executor {
 	s, err := sched.New(sched.Config{Workers: workers})
 	require.NoError(tb, err)
 	return s

@@ -1,0 +1,56 @@
+// Package admit is sluice's admission pipeline: the one place that decides,
+// before any of a request's work has begun, whether it starts now, waits a
+// short time, or is rejected unstarted (and so is safe to retry here later
+// or on another server). The sluice server and the net/http middleware
+// (package httpgate) are thin adapters over it.
+//
+// # What decides
+//
+// A Pipeline is built from a Config, in this order:
+//
+//  1. The age limit (Config.MaxAge, 100 ms by default). A request that
+//     arrived longer ago than that is rejected with the reason
+//     "queue-timeout". On the sluice server the age counts from when the
+//     kernel received the request's first bytes, so it includes the time
+//     the request waited in the socket buffers while every worker was busy:
+//     the wait that no gate sees. While the line is standing (every request
+//     observed for 100 ms had waited at least 5 ms, Config.Target and
+//     Interval: CoDel's rule, see queue.Detector), the limit is 5 ms, so
+//     the old are rejected at once and the fresh are served.
+//  2. The policies (Config.Policies), in order: per-request rules whose
+//     refusal is final (quotas, tenant shares, shedding). The first refusal
+//     rejects the request, with the policy's reason and status.
+//  3. The gates (Config.Gates), in order: signals of overload (busy
+//     workers, concurrency, memory; package gate). The first refusal makes
+//     the request wait in the queue, if there is one, or rejects it. A
+//     request that finds others waiting joins them without asking, so as
+//     not to overtake them.
+//  4. The queue (Config.Queue): a waiting request starts as soon as the
+//     gates admit it (a request ends, a worker goes idle, a limit rises: no
+//     polling), or is rejected when it has waited MaxAge since its arrival.
+//
+// A rejection is answered 503 (or the policy's status, 429 for a quota),
+// with Retry-After, Sluice-Not-Started: 1 and Sluice-Reject-Reason (package
+// reject has the wire format), on a connection that stays open.
+//
+// # Using it
+//
+// Users configure a Config and give it to the server (server.Config's
+// Admission field) or to the middleware (httpgate.New); the adapter builds
+// the Pipeline. A Config that cannot work is an error there, at
+// construction: a queue without a gate, a queue without a wait limit, a
+// gate that needs the sluice executor outside it.
+//
+// A new rule is one type that implements Policy (Admit and Done), plus
+// Attacher if it needs the executor or can tell when it may have opened. It
+// goes in Config.Policies or Config.Gates; neither adapter changes for it.
+//
+// # Writing an adapter
+//
+// An adapter owns a Ticket per request, fills its Attempt, and calls
+// Decide on the request's own goroutine or worker; it runs the request when
+// Decide says Admitted (or when OnStart is called for a request that
+// waited), and calls Done when the request ends. It answers Rejected
+// requests with Ticket.Answer, without running anything. Everything else,
+// including the counters (Stats), is the pipeline's.
+package admit

@@ -1,0 +1,461 @@
+package admit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/queue"
+)
+
+// Decision is what Decide says of a request.
+type Decision uint8
+
+const (
+	// Admitted: the request starts now; the adapter calls Done when it
+	// ends.
+	Admitted Decision = iota
+	// Queued: the request waits; OnStart or OnReject will be called.
+	Queued
+	// Rejected: the request is answered with the Ticket's Answer, unstarted.
+	Rejected
+)
+
+// String returns "admitted", "queued" or "rejected".
+func (d Decision) String() string {
+	switch d {
+	case Admitted:
+		return "admitted"
+	case Queued:
+		return "queued"
+	case Rejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("decision(%d)", uint8(d))
+}
+
+// Host is what the adapter that owns a pipeline (the sluice server, the
+// net/http middleware) tells it about where it runs. Users configure a
+// pipeline with Config; adapters add the Host.
+type Host struct {
+	// Executor is the sluice executor the requests run on, or nil.
+	Executor Executor
+	// Shards is the number of counter shards (one per worker); zero
+	// means one.
+	Shards int
+	// Clock returns monotonic nanoseconds; nil means the real clock. The
+	// queue's deadlines, the standing state, latencies and the
+	// gates-closed time are all on it.
+	Clock func() int64
+}
+
+// Pipeline is the whole admission decision of one server: the request-age
+// limit, the policies, the gates, the timed queue, the rejections and the
+// counters. Adapters call Decide when a request's head has been read and
+// Done when it ends; see the package documentation for the flow.
+//
+// A Pipeline is safe for concurrent use. Close it when its server stops.
+type Pipeline struct {
+	policies []Policy
+	gates    []Policy
+	clock    func() int64
+	classify func(a *Attempt) queue.Class
+	onReject func(a *Attempt, reason string)
+
+	maxAge    atomic.Int64 // 0: no age limit
+	ageLimits bool         // configured with an age limit: adapters read stamps
+	det       *queue.Detector
+	q         *queue.Queue
+	timer     *time.Timer // runs the queue's Expire at its earliest deadline
+
+	admitOwn, admitSpare func(e *queue.Entry) bool // bound once
+
+	answers answers
+	closed  closedTime
+	queued  atomic.Int64
+	shards  []shard
+
+	closeOnce sync.Once
+	detach    []func()
+}
+
+// shard holds the counters of one worker, on cache lines of their own.
+type shard struct {
+	_        [64]byte
+	inFlight atomic.Int64
+	admitted atomic.Int64
+	_        [48]byte
+}
+
+// New builds the pipeline that cfg describes, on host, and attaches its
+// policies and gates (Attacher). It fails, naming what to change, when the
+// configuration cannot work: a nil policy, a queue with nothing that can
+// refuse or with no wait limit, a status that is not an error, a gate that
+// needs the sluice executor outside it or that serves another one.
+func New(cfg Config, host Host) (*Pipeline, error) {
+	s, err := cfg.settle()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		policies: append([]Policy(nil), cfg.Policies...),
+		gates:    append([]Policy(nil), cfg.Gates...),
+		clock:    host.Clock,
+		onReject: cfg.Rejection.OnReject,
+		shards:   make([]shard, max(host.Shards, 1)),
+		answers:  answers{status: s.status, retry: s.retryAfter, header: cfg.Rejection.Header},
+	}
+	if p.clock == nil {
+		epoch := time.Now()
+		p.clock = func() int64 { return int64(time.Since(epoch)) }
+	}
+	if s.maxAge > 0 {
+		p.maxAge.Store(int64(s.maxAge))
+		p.ageLimits = true
+	}
+	if s.target > 0 {
+		p.det = queue.NewDetector(s.target, s.interval)
+	}
+	p.admitOwn = func(e *queue.Entry) bool { return p.admitEntry(e, false) }
+	p.admitSpare = func(e *queue.Entry) bool { return p.admitEntry(e, true) }
+	if q := cfg.Queue; q != nil {
+		p.classify = q.Classify
+		p.timer = time.AfterFunc(time.Hour, p.expire)
+		p.timer.Stop()
+		p.q = queue.New(queue.Options{
+			Timeout:  s.maxAge,
+			Order:    q.Order,
+			MaxLen:   q.MaxLen,
+			Detector: p.det, // nil only when the standing state is off
+			Clock:    p.clock,
+			Arm:      p.arm,
+		})
+	}
+	env := Env{Executor: host.Executor, Wake: p.wake, Now: p.clock}
+	attach := func(kind string, i int, pol Policy) error {
+		a, ok := pol.(Attacher)
+		if !ok {
+			return nil
+		}
+		detach, err := a.Attach(env)
+		if err != nil {
+			return fmt.Errorf("admit: %s[%d] (%T): %w", kind, i, pol, err)
+		}
+		if detach != nil {
+			p.detach = append(p.detach, detach)
+		}
+		return nil
+	}
+	for i, pol := range p.policies {
+		err = errors.Join(err, attach("Config.Policies", i, pol))
+	}
+	for i, g := range p.gates {
+		err = errors.Join(err, attach("Config.Gates", i, g))
+	}
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Decide decides for the request t describes, on the calling goroutine:
+//
+//  1. a request older than the age limit is rejected ("queue-timeout");
+//  2. the policies are asked in order; the first refusal rejects it;
+//  3. if requests wait in the queue, it joins them, so as not to overtake
+//     them; otherwise the gates are asked in order, and the first refusal
+//     makes it wait (with a queue) or rejects it;
+//  4. otherwise it is admitted.
+//
+// Admitted: the adapter runs the request and calls Done when it ends.
+// Queued: the adapter leaves the request alone (reads nothing more of its
+// connection) until OnStart or OnReject is called; Withdraw takes it back.
+// Rejected: the adapter answers with t.Answer, without running anything.
+// The caller is the request's own goroutine or worker: the gates count it
+// as running (Attempt.Spare unset).
+func (p *Pipeline) Decide(t *Ticket) Decision {
+	t.p = p
+	t.Spare = false
+	t.policies = false
+	t.answer, t.extra = nil, nil
+	now := p.clock()
+	t.known = false
+	if t.Stamp != 0 {
+		if limit := p.maxAge.Load(); limit > 0 {
+			age := max(time.Now().UnixNano()-t.Stamp, 0)
+			t.arrived, t.known = now-age, true
+			if p.det != nil && p.det.Observe(now, age) {
+				limit = min(limit, int64(p.det.Target()))
+			}
+			if age >= limit {
+				return p.rejectNow(t, refusedTooOld)
+			}
+		}
+	}
+	for i, pol := range p.policies {
+		if r := pol.Admit(&t.Attempt); r != nil {
+			giveBack(p.policies[:i], &t.Attempt)
+			return p.rejectNow(t, r)
+		}
+	}
+	t.policies = true
+	if len(p.gates) > 0 {
+		if p.q != nil && p.q.Len() > 0 {
+			return p.enqueue(t)
+		}
+		if r := p.acquire(t); r != nil {
+			p.closed.refused(now)
+			if p.q != nil {
+				return p.enqueue(t)
+			}
+			p.releasePolicies(t)
+			return p.rejectNow(t, r)
+		}
+		p.closed.admitted(now)
+	}
+	p.admit(t, now)
+	return Admitted
+}
+
+// acquire asks the gates in order for t; on a refusal it gives back the
+// gates that had admitted it and returns the refusal.
+func (p *Pipeline) acquire(t *Ticket) *Refusal {
+	for i, g := range p.gates {
+		if r := g.Admit(&t.Attempt); r != nil {
+			giveBack(p.gates[:i], &t.Attempt)
+			return r
+		}
+	}
+	return nil
+}
+
+// giveBack tells pols, in reverse order, that an admission never ran.
+func giveBack(pols []Policy, a *Attempt) {
+	for i := len(pols) - 1; i >= 0; i-- {
+		pols[i].Done(a, Outcome{Canceled: true})
+	}
+}
+
+// releasePolicies gives back what the policies hold for t, if they do.
+func (p *Pipeline) releasePolicies(t *Ticket) {
+	if t.policies {
+		t.policies = false
+		giveBack(p.policies, &t.Attempt)
+	}
+}
+
+// admit counts t as admitted at now.
+func (p *Pipeline) admit(t *Ticket, now int64) {
+	sh := p.shard(t)
+	sh.admitted.Add(1)
+	sh.inFlight.Add(1)
+	t.started = now
+}
+
+func (p *Pipeline) shard(t *Ticket) *shard {
+	if uint(t.Shard) < uint(len(p.shards)) {
+		return &p.shards[t.Shard]
+	}
+	return &p.shards[0]
+}
+
+// rejectNow counts a rejection of t for r and sets its answer.
+func (p *Pipeline) rejectNow(t *Ticket, r *Refusal) Decision {
+	p.refuse(t, r)
+	return Rejected
+}
+
+func (p *Pipeline) refuse(t *Ticket, r *Refusal) {
+	t.answer, t.extra = p.answers.count(r), r.Header
+	if p.onReject != nil {
+		p.onReject(&t.Attempt, r.Reason)
+	}
+}
+
+// enqueue makes t wait, then pumps once: the gates may have opened between
+// their refusal and the push, and the caller's place is what the head would
+// take. A decision made meanwhile (the push rejects at once, this pump or
+// another goroutine's starts t) is returned here rather than through the
+// callbacks.
+func (p *Pipeline) enqueue(t *Ticket) Decision {
+	p.queued.Add(1)
+	t.Class = 0
+	if p.classify != nil {
+		t.Class = p.classify(&t.Attempt)
+	}
+	if t.startFn == nil {
+		t.startFn = func() { t.p.started(t) }
+		t.rejectFn = func(r queue.Reason) { t.p.dropped(t, r) }
+	}
+	t.entry.Value = t
+	t.phase.Store(phaseDeciding)
+	if t.known {
+		p.q.PushArrived(&t.entry, t.Class, t.arrived, t.startFn, t.rejectFn)
+	} else {
+		p.q.Push(&t.entry, t.Class, t.startFn, t.rejectFn)
+	}
+	p.pump(1, false)
+	if t.phase.CompareAndSwap(phaseDeciding, phaseWaiting) {
+		return Queued
+	}
+	if t.phase.Swap(phaseIdle) == phaseStartedEarly {
+		return Admitted
+	}
+	return Rejected
+}
+
+// admitEntry is the queue's admit function for a waiting ticket: the gates,
+// asked with Spare as given. It runs with the queue's lock held.
+func (p *Pipeline) admitEntry(e *queue.Entry, spare bool) bool {
+	t := e.Value.(*Ticket)
+	t.Spare = spare
+	return p.acquire(t) == nil
+}
+
+// started is a waiting ticket's start callback, on the goroutine that
+// pumped.
+func (p *Pipeline) started(t *Ticket) {
+	now := p.clock()
+	p.closed.admitted(now)
+	p.admit(t, now)
+	if !t.phase.CompareAndSwap(phaseDeciding, phaseStartedEarly) {
+		t.phase.Store(phaseIdle)
+		t.OnStart()
+	}
+}
+
+// dropped is a waiting ticket's reject callback.
+func (p *Pipeline) dropped(t *Ticket, r queue.Reason) {
+	p.releasePolicies(t)
+	p.refuse(t, queueRefusal(r))
+	if !t.phase.CompareAndSwap(phaseDeciding, phaseRejectedEarly) {
+		t.phase.Store(phaseIdle)
+		t.OnReject()
+	}
+}
+
+// Done ends an admitted request with its outcome: the gates and then the
+// policies are told, in reverse order, with the latency measured here, and
+// the request's place goes to the head of the queue.
+func (p *Pipeline) Done(t *Ticket, o Outcome) {
+	now := p.clock()
+	o.Latency = time.Duration(max(now-t.started, 0))
+	o.Canceled = false
+	p.shard(t).inFlight.Add(-1)
+	for i := len(p.gates) - 1; i >= 0; i-- {
+		p.gates[i].Done(&t.Attempt, o)
+	}
+	if t.policies {
+		t.policies = false
+		for i := len(p.policies) - 1; i >= 0; i-- {
+			p.policies[i].Done(&t.Attempt, o)
+		}
+	}
+	p.pump(1, false)
+}
+
+// Cancel takes back the admission of a request that waited and will not run
+// after all (its client went away, its connection closed, between OnStart
+// and its handler): the policies learn nothing, it counts as rejected with
+// the reason "queue-canceled" rather than as admitted, and its place goes
+// to the head of the queue. Answer then gives the rejection, if the client
+// is still there to read it.
+func (p *Pipeline) Cancel(t *Ticket) {
+	sh := p.shard(t)
+	sh.inFlight.Add(-1)
+	sh.admitted.Add(-1)
+	giveBack(p.gates, &t.Attempt)
+	p.releasePolicies(t)
+	p.refuse(t, refusedCanceled)
+	p.pump(1, false)
+}
+
+// Withdraw takes a waiting request out of the queue, for a client that went
+// away, and reports whether it did: then no callback will be called, the
+// request counts as rejected with the reason "queue-canceled", and Answer
+// gives the rejection. It returns false when the request no longer waits:
+// its OnStart or OnReject has been or is about to be called.
+func (p *Pipeline) Withdraw(t *Ticket) bool {
+	if p.q == nil || !p.q.Remove(&t.entry) {
+		return false
+	}
+	t.phase.Store(phaseIdle)
+	p.releasePolicies(t)
+	p.refuse(t, refusedCanceled)
+	return true
+}
+
+// pump starts up to n waiting requests (n <= 0: as many as the gates
+// admit); spare says whether the caller is the goroutine the request takes
+// the place of (see Attempt.Spare).
+func (p *Pipeline) pump(n int, spare bool) {
+	if p.q == nil || p.q.Len() == 0 {
+		return
+	}
+	if spare {
+		p.q.PumpN(n, p.admitSpare)
+	} else {
+		p.q.PumpN(n, p.admitOwn)
+	}
+}
+
+// wake is Env.Wake: a gate may have opened for n more requests.
+func (p *Pipeline) wake(n int) { p.pump(n, true) }
+
+// arm is the queue's Arm: the timer is kept set to the earliest deadline.
+// It runs with the queue's lock held.
+func (p *Pipeline) arm(deadline int64) {
+	p.timer.Reset(time.Duration(max(deadline-p.clock(), 0)))
+}
+
+// expire runs on the timer's goroutine at the earliest deadline; the
+// queue's Expire rearms the timer through arm while requests still wait.
+func (p *Pipeline) expire() { p.q.Expire() }
+
+// Close detaches the policies and gates (their wake-ups and the executor's
+// idle hooks are removed, so nothing they live on keeps the pipeline
+// reachable), rejects the requests still waiting with "queue-closed", and
+// stops the queue's timer. Later decisions still work: gates are still
+// asked, and a refusal is rejected at once ("queue-closed" with a queue).
+// Close may be called more than once.
+func (p *Pipeline) Close() {
+	p.closeOnce.Do(func() {
+		for i := len(p.detach) - 1; i >= 0; i-- {
+			p.detach[i]()
+		}
+		p.detach = nil
+		if p.q != nil {
+			p.q.Close()
+			p.timer.Stop()
+		}
+	})
+}
+
+// AgeLimited reports whether the pipeline was built with an age limit, so
+// that an adapter that can read when requests arrived (Ticket.Stamp)
+// should.
+func (p *Pipeline) AgeLimited() bool { return p.ageLimits }
+
+// SetMaxAge changes the age limit live (and the queue's timeout, for the
+// requests that start waiting afterwards). It fails for a limit that is not
+// positive, and for a pipeline built without one (its adapter reads no
+// arrival stamps).
+func (p *Pipeline) SetMaxAge(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("admit: SetMaxAge(%v): the limit must be positive", d)
+	}
+	if !p.ageLimits {
+		return errors.New("admit: SetMaxAge on a pipeline built without an age limit (Config.MaxAge negative)")
+	}
+	p.maxAge.Store(int64(d))
+	if p.q != nil {
+		p.q.SetTimeout(d)
+	}
+	return nil
+}
+
+// Queue returns the timed queue, or nil without one.
+func (p *Pipeline) Queue() *queue.Queue { return p.q }

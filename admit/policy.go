@@ -1,0 +1,137 @@
+package admit
+
+import (
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/sluice-go/sluice/queue"
+)
+
+// Policy is one rule of admission. The pipeline asks it, before any of a
+// request's work has begun, whether the request may start, and tells it when
+// a request it admitted has ended. The gates of package gate are policies;
+// so is anything that implements these two methods.
+//
+// Admit and Done are called from many goroutines at once (every worker, or
+// every request's goroutine) and, for a request waiting in the queue, with
+// the queue's lock held: they must be quick, must not block, and must not
+// call the Pipeline. They should allocate nothing on the admitted path.
+type Policy interface {
+	// Admit decides for the request that a describes: nil admits it; a
+	// Refusal refuses it and says why. A policy may keep something for an
+	// admitted request (a slot of a concurrency limit); Done gives it back.
+	Admit(a *Attempt) *Refusal
+	// Done ends a request that Admit admitted, exactly once, with its
+	// outcome. An outcome with Canceled set is an admission that never ran
+	// (a later policy refused the request, or its client went away before
+	// it started): give back what Admit took, learn nothing from it.
+	Done(a *Attempt, o Outcome)
+}
+
+// Attacher is implemented by policies that need something of the server
+// they protect, or that can tell when they may have opened. The pipeline
+// calls Attach once, when it is built, and calls the returned detach
+// function when it is closed, so that a pipeline that is closed is no longer
+// reachable from what it attached to (a long-lived runtime, a gate shared
+// with another server). An error from Attach makes the pipeline's
+// construction fail with it.
+type Attacher interface {
+	Attach(env Env) (detach func(), err error)
+}
+
+// Env is what a pipeline gives the policies it attaches.
+type Env struct {
+	// Executor is the sluice executor the requests run on; nil when the
+	// pipeline runs outside it (net/http middleware).
+	Executor Executor
+	// Wake tells the pipeline that the policy may have opened for n more
+	// requests (n <= 0: for any number), so that it starts waiting
+	// requests now, without polling: a worker went idle (1), a limit was
+	// raised by n, a measurement was refreshed and is good again (0). It
+	// may be called from any goroutine, spuriously, and concurrently with
+	// itself; it must not be called from inside Admit or Done.
+	Wake func(n int)
+	// Now is the pipeline's clock, in monotonic nanoseconds.
+	Now func() int64
+}
+
+// Executor is the part of the sluice executor that admission reads: the
+// instantaneous busy-worker count and a notification when a worker goes
+// idle. *sched.Scheduler (and so *runtime.Runtime) implements it.
+// Implementations must be comparable (a pointer), so that a gate can tell
+// whether two pipelines run on the same executor.
+type Executor interface {
+	// Busy returns the number of workers not parked now, one atomic load.
+	Busy() int
+	// NumWorkers returns the number of workers; it does not change.
+	NumWorkers() int
+	// NotifyIdle registers fn to be called on a worker each time it runs
+	// out of work, after the busy count has dropped; the returned function
+	// removes it.
+	NotifyIdle(fn func()) (remove func())
+}
+
+// Attempt describes a request to the policies. The adapter that owns the
+// pipeline fills the request fields; the pipeline sets the others.
+type Attempt struct {
+	// Method, Path and Header are the request's; Header must not be
+	// modified.
+	Method string
+	Path   string
+	Header http.Header
+	// Peer is the client's address (the zero AddrPort when unknown).
+	Peer netip.AddrPort
+	// Request is the adapter's own request, for policies that need more:
+	// a *server.Request on the sluice server, an *http.Request in the
+	// net/http middleware.
+	Request any
+
+	// Class is the request's priority class in the queue, set by
+	// QueueOptions.Classify when the request is about to wait.
+	Class queue.Class
+	// Spare is set when the goroutine that asks is not the one the request
+	// will take the place of: a worker that went idle starting a waiting
+	// request, a gate's refresh. It is unset when the caller counts itself
+	// (the worker parsing the request, a net/http request's own goroutine,
+	// a request that just ended handing its place on). A policy that counts
+	// running work (busy workers, running goroutines) counts one more when
+	// it is set.
+	Spare bool
+}
+
+// Refusal is a policy's reason to refuse a request. Policies build their
+// refusals once and return the same pointer every time; the pipeline never
+// modifies one, and builds the answer's wire form once per reason, status
+// and Retry-After.
+type Refusal struct {
+	// Reason names why, in the answer's Sluice-Reject-Reason field and in
+	// the counters: "busy", "concurrency", "rate-limit", ...
+	Reason string
+	// Status is the answer's status code: zero means the pipeline's
+	// (Rejection.Status, 503 by default), for an overload; a quota says
+	// 429.
+	Status int
+	// RetryAfter is the answer's Retry-After, rounded up to whole seconds:
+	// zero means the pipeline's (Rejection.RetryAfter, 1 s by default),
+	// negative means no Retry-After field.
+	RetryAfter time.Duration
+	// Header holds extra fields for this answer (a quota's RateLimit
+	// fields), or nil.
+	Header http.Header
+}
+
+// Outcome is how an admitted request ended.
+type Outcome struct {
+	// Latency is how long it ran, from its admission to its end; the
+	// pipeline measures it on its clock.
+	Latency time.Duration
+	// Status is the response's status code, 0 when none was written.
+	Status int
+	// Err is set when the handler failed: it panicked, or the response
+	// could not be written.
+	Err error
+	// Canceled is set when the admission never ran; Latency, Status and
+	// Err are then zero.
+	Canceled bool
+}

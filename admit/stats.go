@@ -1,0 +1,60 @@
+package admit
+
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/queue"
+)
+
+// Stats are a pipeline's counters since New. Each is read atomically;
+// together they are not one snapshot while requests run. Every request
+// decided is, in the end, admitted or rejected: once nothing runs or waits,
+// Admitted + Rejected is the number of requests decided.
+type Stats struct {
+	// InFlight is the number of admitted requests that have not ended.
+	InFlight int64
+	// Admitted counts requests started, at once or after waiting.
+	Admitted int64
+	// Queued counts requests that had to wait, whatever became of them.
+	Queued int64
+	// Rejected counts requests answered with a rejection; RejectedBy
+	// counts them by reason.
+	Rejected   int64
+	RejectedBy map[string]int64
+	// GatesClosed is the total time the gates have been closed, as the
+	// pipeline saw them: from a refusal to the next admission.
+	GatesClosed time.Duration
+	// MaxAge is the age limit in force now: Config.MaxAge, or Target while
+	// the line is standing; zero without a limit.
+	MaxAge time.Duration
+	// Standing reports whether the requests have all waited at least
+	// Target for a while (see Config.Target).
+	Standing bool
+	// Queue is the queue's own counters (zero without a queue).
+	Queue queue.Stats
+}
+
+// Stats returns the counters.
+func (p *Pipeline) Stats() Stats {
+	var st Stats
+	for i := range p.shards {
+		st.InFlight += p.shards[i].inFlight.Load()
+		st.Admitted += p.shards[i].admitted.Load()
+	}
+	st.Queued = p.queued.Load()
+	st.Rejected, st.RejectedBy = p.answers.counts()
+	st.GatesClosed = p.closed.at(p.clock())
+	if p.det != nil {
+		st.Standing = p.det.Standing()
+	}
+	if limit := p.maxAge.Load(); limit > 0 {
+		st.MaxAge = time.Duration(limit)
+		if st.Standing {
+			st.MaxAge = min(st.MaxAge, p.det.Target())
+		}
+	}
+	if p.q != nil {
+		st.Queue = p.q.Stats()
+	}
+	return st
+}

@@ -1,0 +1,84 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
+)
+
+// The README's protected server, as written there: any http.Handler,
+// served until Ctrl-C, then shut down gracefully. What protects it is the
+// age limit: a request that has waited 100 ms since the kernel received it
+// is rejected, unstarted, before its handler runs.
+func Example() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // run until Ctrl-C
+	defer stop()
+	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
+		Admission: admit.Config{MaxAge: 100 * time.Millisecond}, // reject what waited 100 ms, unstarted
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// For I/O-bound handlers (they wait for databases and other services), the
+// busy-worker gate keeps half the workers free for the continuations of
+// requests already started, and the timed queue holds what it refuses for
+// up to 100 ms.
+func Example_ioBound() {
+	mux := http.NewServeMux()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
+		Admission: admit.Config{
+			Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{Fraction: 0.5})},
+			Queue: &admit.QueueOptions{},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Listen, then Run until the context ends; the server's address and
+// counters are there meanwhile.
+func ExampleListen() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	srv, err := sluice.Listen("127.0.0.1:0", mux, sluice.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+
+	resp, err := http.Get("http://" + srv.Addr().String() + "/hello")
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	fmt.Printf("%d %s", resp.StatusCode, body)
+	fmt.Println("admitted:", srv.Stats().Admitted)
+
+	cancel()
+	fmt.Println("stopped:", <-done)
+	// Output:
+	// 200 hello
+	// admitted: 1
+	// stopped: <nil>
+}

@@ -1,0 +1,165 @@
+// Package sluice is the front door of sluice, a Go runtime for HTTP servers
+// that do not crash when overloaded: it serves any http.Handler on its own
+// executor (one pinned worker per CPU, the work of requests already
+// accepted running before new work), and decides before any of a request's
+// work whether it starts, waits a short time or is rejected unstarted (safe
+// to retry elsewhere).
+//
+// The simplest protected server:
+//
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//	defer stop()
+//	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{})
+//
+// By default a request that has waited 100 ms since the kernel received it
+// (5 ms while the server is saturated) is rejected with 503 before its
+// handler starts; see Config's Admission field (package admit) for gates,
+// a timed queue and policies. The packages underneath (server, runtime,
+// sched, admit, gate) are there for programs that need more than this
+// front door: several servers on one runtime, tasks of their own on the
+// executor, custom lanes.
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice/admit"
+	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/server"
+)
+
+// Config configures a server: timeouts, limits, listening sockets and, in
+// its Admission field, what protects it. The zero value is usable. It is
+// server.Config.
+type Config = server.Config
+
+// ShutdownGrace is how long Run and Stop let requests in progress finish,
+// at most, before they close what is left.
+const ShutdownGrace = 30 * time.Second
+
+// Server is an HTTP server on a sluice runtime of its own. Listen and
+// NewServer start it; Run serves until a context ends and then shuts down
+// gracefully; Stop does the shutdown alone.
+type Server struct {
+	rt   *srt.Runtime
+	srv  *server.Server
+	once sync.Once
+	err  error
+}
+
+// Listen starts a runtime (by default one pinned worker per usable CPU;
+// opts change that, see package runtime) and a server on addr
+// ("127.0.0.1:8080", "[::]:80") that serves h. It fails, naming the
+// problem, on a bad address, a port it cannot bind, or an admission
+// configuration that cannot work; nothing is left running then.
+func Listen(addr string, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
+	return start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
+		return server.Listen(rt, addr, sh, cfg)
+	})
+}
+
+// NewServer is Listen on a listener opened elsewhere: systemd's socket
+// activation (net.FileListener on the inherited descriptor) or a socket
+// handed over by the process this one replaces. The server listens on a
+// duplicate of l's socket; NewServer closes l.
+func NewServer(l net.Listener, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
+	if l == nil {
+		return nil, errors.New("sluice: NewServer with a nil net.Listener")
+	}
+	s, err := start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
+		return server.Serve(rt, l, sh, cfg)
+	})
+	_ = l.Close() // the server has its own duplicate of the socket
+	return s, err
+}
+
+func start(h http.Handler, opts []srt.Option, listen func(*srt.Runtime, server.Handler) (*server.Server, error)) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("sluice: nil http.Handler")
+	}
+	rt, err := srt.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	if err := rt.Start(); err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	srv, err := listen(rt, server.HTTPHandler(h))
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, errors.Join(fmt.Errorf("sluice: %w", err), rt.Stop(ctx))
+	}
+	return &Server{rt: rt, srv: srv}, nil
+}
+
+// ListenAndServe serves h on addr until ctx ends, then shuts down
+// gracefully (see Run). It returns nil after a clean shutdown.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, cfg Config, opts ...srt.Option) error {
+	s, err := Listen(addr, h, cfg, opts...)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// Serve serves h on l until ctx ends, then shuts down gracefully (see Run).
+// It closes l, as net/http's Serve does.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, cfg Config, opts ...srt.Option) error {
+	s, err := NewServer(l, h, cfg, opts...)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// Run serves until ctx ends, then stops gracefully with Stop, giving
+// requests in progress up to ShutdownGrace. It returns nil after a clean
+// shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	<-ctx.Done()
+	grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	return s.Stop(grace)
+}
+
+// Stop shuts the server down and stops its runtime: it stops accepting,
+// closes idle connections, lets requests in progress finish (answered
+// with Connection: close) until ctx ends, then closes what is left, and
+// stops the workers. It returns nil after a clean shutdown, ctx's error if
+// requests had to be cut. Stop may be called more than once; later calls
+// return the first one's result.
+func (s *Server) Stop(ctx context.Context) error {
+	s.once.Do(func() {
+		err := s.srv.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = errors.Join(err, s.srv.Close(closeCtx))
+			cancel()
+		}
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.err = errors.Join(err, s.rt.Stop(stopCtx))
+	})
+	return s.err
+}
+
+// Addr returns the address the server listens on (with the port the kernel
+// chose for port 0).
+func (s *Server) Addr() net.Addr { return s.srv.Addr() }
+
+// Stats returns the admission counters.
+func (s *Server) Stats() admit.Stats { return s.srv.Stats() }
+
+// Server returns the HTTP server, for what the front door does not show.
+func (s *Server) Server() *server.Server { return s.srv }
+
+// Runtime returns the server's runtime: its lanes can be tuned, and tasks
+// of the program's own submitted to its workers.
+func (s *Server) Runtime() *srt.Runtime { return s.rt }

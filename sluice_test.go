@@ -1,0 +1,135 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
+	srt "github.com/sluice-go/sluice/runtime"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// small is the runtime of these tests: two unpinned workers, GOMAXPROCS
+// left alone.
+var small = []srt.Option{srt.WithWorkers(2), srt.WithPinning(false), srt.WithGOMAXPROCS(-1)}
+
+func hello(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.URL.Path) }
+
+func get(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestListenAndServeStopsWithContext(t *testing.T) {
+	// Port 0 cannot be learned from ListenAndServe: pick a free one.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ListenAndServe(ctx, addr, http.HandlerFunc(hello), Config{}, small...) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	require.Eventually(t, func() bool {
+		resp, err := client.Get("http://" + addr + "/up")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b) == "hello /up"
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("ListenAndServe did not return after its context ended")
+	}
+}
+
+// Serve takes a listener opened elsewhere and closes it, as net/http's
+// Serve does.
+func TestServeOnAListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s, err := NewServer(l, http.HandlerFunc(hello), Config{}, small...)
+	require.NoError(t, err)
+	_, err = l.Accept()
+	assert.ErrorIs(t, err, net.ErrClosed, "NewServer closed the caller's listener")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	assert.Equal(t, "hello /x", get(t, client, "http://"+s.Addr().String()+"/x"))
+	assert.EqualValues(t, 1, s.Stats().Admitted)
+	assert.Equal(t, 2, s.Runtime().NumWorkers())
+	require.NoError(t, s.Stop(context.Background()))
+	require.NoError(t, s.Stop(context.Background()), "a second Stop returns the first one's result")
+}
+
+// The one shutdown sequence: requests in progress finish, then the runtime
+// stops.
+func TestStopLetsRequestsFinish(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release // holds its worker: Stop must wait for it anyway
+		_, _ = io.WriteString(w, "finished")
+	})
+	s, err := Listen("127.0.0.1:0", h, Config{}, small...)
+	require.NoError(t, err)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	body := make(chan string, 1)
+	go func() { body <- get(t, client, "http://"+s.Addr().String()+"/slow") }()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned with a request in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	assert.Equal(t, "finished", <-body)
+	require.NoError(t, <-stopped)
+}
+
+// What cannot work fails at once, naming the problem, and leaves nothing
+// running (goleak checks the workers are gone).
+func TestListenErrors(t *testing.T) {
+	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}}, small...)
+	assert.ErrorContains(t, err, "a queue needs a gate")
+	_, err = Listen("not an address", http.HandlerFunc(hello), Config{}, small...)
+	assert.ErrorContains(t, err, `listen address "not an address"`)
+	_, err = Listen("127.0.0.1:0", nil, Config{}, small...)
+	assert.ErrorContains(t, err, "nil http.Handler")
+	_, err = NewServer(nil, http.HandlerFunc(hello), Config{}, small...)
+	assert.ErrorContains(t, err, "nil net.Listener")
+	_, err = Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{}, srt.WithWorkers(-1))
+	assert.ErrorContains(t, err, "negative worker count")
+
+	// A busy gate is bound to the server's runtime when it starts.
+	busy := gate.NewBusy(gate.BusyOptions{})
+	s, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Gates: []admit.Policy{busy}}}, small...)
+	require.NoError(t, err)
+	assert.Equal(t, 1, busy.Limit(), "half of 2 workers")
+	require.NoError(t, s.Stop(context.Background()))
+}
