@@ -133,7 +133,7 @@ func recvFD(fd int, p, oob []byte) (n, oobn int, err error) {
 		if oob == nil {
 			n, err = unix.Read(fd, p)
 		} else {
-			n, oobn, _, _, err = unix.Recvmsg(fd, p, oob, 0)
+			n, oobn, err = recvmsg(fd, p, oob)
 		}
 		switch {
 		case err == unix.EINTR:
@@ -145,6 +145,28 @@ func recvFD(fd int, p, oob []byte) (n, oobn int, err error) {
 		}
 		return n, oobn, nil
 	}
+}
+
+// recvmsg is recvmsg(2) on a connected socket, without the source address
+// that unix.Recvmsg returns and allocates for: it allocates nothing.
+func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
+	var iov unix.Iovec
+	if len(p) > 0 {
+		iov.Base = &p[0]
+		iov.SetLen(len(p))
+	}
+	var msg unix.Msghdr
+	msg.Iov = &iov
+	msg.SetIovlen(1)
+	if len(oob) > 0 {
+		msg.Control = &oob[0]
+		msg.SetControllen(len(oob))
+	}
+	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return int(r), int(msg.Controllen), nil
 }
 
 // ReadBlocking reads at least one byte from the non-blocking socket fd into

@@ -381,3 +381,21 @@ func TestParseStampRejectsMalformedControlMessages(t *testing.T) {
 	h.Type = unix.SCM_RIGHTS
 	assert.Zero(t, parseStamp(bad), "another message type")
 }
+
+// A stamped read allocates nothing: it is on the path of every request.
+func TestReadStampedAllocatesNothing(t *testing.T) {
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	buf := make([]byte, 64)
+	var oob [64]byte
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = unix.Write(p[1], []byte("x"))
+		n, _, err := recvFD(p[0], buf, oob[:])
+		if err != nil || n != 1 {
+			t.Fatalf("read %d, %v", n, err)
+		}
+	})
+	assert.Zero(t, allocs)
+}

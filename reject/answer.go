@@ -73,6 +73,9 @@ func (a *Answer) SetHeader(h http.Header, withLength bool) {
 // "Name: value\r\n", sorted by name: fields whose name is not a token are
 // dropped, CR and LF in values become spaces.
 func AppendFields(b []byte, h http.Header) []byte {
+	if len(h) == 0 {
+		return b
+	}
 	for _, k := range slices.Sorted(maps.Keys(h)) {
 		if !validName(k) {
 			continue
