@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -568,6 +569,14 @@ func (l *limit) Admit(*Attempt) *Refusal {
 }
 
 func (l *limit) Done(*Attempt, Outcome) { l.n.Add(-1) }
+
+func TestClientAddress(t *testing.T) {
+	a := Attempt{RemoteAddr: "192.0.2.1:1234"}
+	assert.Equal(t, "192.0.2.1:1234", a.Client().String(), "parsed from the text")
+	a.Peer = netip.MustParseAddrPort("[2001:db8::1]:80")
+	assert.Equal(t, a.Peer, a.Client(), "the parsed one first")
+	assert.False(t, (&Attempt{RemoteAddr: "pipe"}).Client().IsValid())
+}
 
 func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
 	for r, want := range map[queue.Reason]string{

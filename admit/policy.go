@@ -80,8 +80,11 @@ type Attempt struct {
 	Method string
 	Path   string
 	Header http.Header
-	// Peer is the client's address (the zero AddrPort when unknown).
-	Peer netip.AddrPort
+	// Peer is the client's address, when the adapter has it parsed (the
+	// sluice server); RemoteAddr is the same as text, when it has it so
+	// (net/http's Request.RemoteAddr). Client gives either.
+	Peer       netip.AddrPort
+	RemoteAddr string
 	// Request is the adapter's own request, for policies that need more:
 	// a *server.Request on the sluice server, an *http.Request in the
 	// net/http middleware.
@@ -98,6 +101,17 @@ type Attempt struct {
 	// running work (busy workers, running goroutines) counts one more when
 	// it is set.
 	Spare bool
+}
+
+// Client returns the client's address: Peer, or RemoteAddr parsed (the
+// zero AddrPort when neither is known). Parsing costs tens of nanoseconds,
+// so the net/http middleware leaves it to the policies that need it.
+func (a *Attempt) Client() netip.AddrPort {
+	if a.Peer.IsValid() {
+		return a.Peer
+	}
+	ap, _ := netip.ParseAddrPort(a.RemoteAddr)
+	return ap
 }
 
 // Refusal is a policy's reason to refuse a request. Policies build their

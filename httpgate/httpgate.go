@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 
 	"github.com/sluice-go/sluice/admit"
@@ -81,7 +80,7 @@ func (a *Admission) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 	tk := a.tickets.Get().(*ticket)
 	defer a.tickets.Put(tk)
 	t := &tk.t
-	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, r.URL.Path, r.Header, peer(r), r
+	t.Method, t.Path, t.Header, t.RemoteAddr, t.Request = r.Method, r.URL.Path, r.Header, r.RemoteAddr, r
 	switch a.p.Decide(t) {
 	case admit.Admitted:
 		a.run(tk, w, r, next)
@@ -135,12 +134,6 @@ func (a *Admission) run(tk *ticket, w http.ResponseWriter, r *http.Request, next
 	}
 	a.p.Done(&tk.t, admit.Outcome{Status: status})
 	tk.sw = statusWriter{}
-}
-
-// peer returns the client's address, or the zero AddrPort.
-func peer(r *http.Request) netip.AddrPort {
-	ap, _ := netip.ParseAddrPort(r.RemoteAddr)
-	return ap
 }
 
 // statusWriter records the status a handler writes. It passes Flush and
