@@ -1,0 +1,63 @@
+package gate_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/httpgate"
+	srt "github.com/sluice-go/sluice/runtime"
+)
+
+// The busy-worker gate gets its executor when the server starts: on 2
+// workers, half busy means a request is admitted while the other worker is
+// idle.
+func ExampleNewBusy() {
+	busy := gate.NewBusy(gate.BusyOptions{Fraction: 0.5})
+	srv, err := sluice.Listen("127.0.0.1:0", http.NotFoundHandler(), sluice.Config{
+		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueOptions{}},
+	}, srt.WithWorkers(2), srt.WithPinning(false))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	fmt.Println("busy workers allowed, the deciding one included:", busy.Limit())
+	// Output:
+	// busy workers allowed, the deciding one included: 1
+}
+
+// A concurrency limit changes live: lowered to zero it refuses everything,
+// raised again it admits, here in front of plain net/http.
+func ExampleConcurrency_SetLimit() {
+	limit := gate.NewConcurrency(64)
+	a, err := httpgate.New(admit.Config{Gates: []admit.Policy{limit}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	})))
+	defer srv.Close()
+	get := func() {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get("Sluice-Reject-Reason"))
+	}
+	limit.SetLimit(0)
+	get()
+	limit.SetLimit(64)
+	get()
+	// Output:
+	// 503 concurrency
+	// 200
+}
