@@ -13,8 +13,10 @@
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
 // scenarios, StepMetrics and SummarizeSteps the step response (how fast
 // goodput settles after the load steps up and how long rejections go on
-// after it steps down), WriteTable and WriteJSON print them, and Plots draws
-// goodput, latency and step-response charts.
+// after it steps down), WriteTable and WriteJSON print them (the table with
+// a legend of its columns and notes on its blanks), PlainSummary says in
+// plain words what the main table shows, and Plots draws goodput, latency
+// and step-response charts.
 package report
 
 import (
@@ -68,6 +70,13 @@ type Row struct {
 	// Ratio is Goodput / BaselineGoodput, or 0 when BaselineGoodput is 0
 	// (the baseline is absent, all behind, or served nothing).
 	Ratio float64 `json:"ratio"`
+	// IndicativeRatio is Goodput over the baseline's goodput when that
+	// comparison rests on runs whose generator fell behind: this row is
+	// Indicative while the baseline has kept runs, or the baseline's row
+	// is Indicative (then BaselineGoodput and Ratio are 0). It is shown
+	// for information and counted nowhere; 0 when Ratio is set, when there
+	// is no baseline row, or when the baseline served nothing.
+	IndicativeRatio float64 `json:"indicative_ratio,omitempty"`
 	// P50, P99 and P999 are latency percentiles of the OK answers in
 	// milliseconds, medians over the kept runs that had some goodput (a run
 	// without OK answers has no latency); 0 when there is none.
@@ -203,17 +212,31 @@ func Summarize(rep *bench.Report) []Row {
 		scenario, shape, class string
 		multiple               float64
 	}
+	// The baseline's goodput at each load: counted when it has kept runs,
+	// indicative when its runs were all behind.
 	base := make(map[baseKey]float64)
+	indicativeBase := make(map[baseKey]float64)
 	for _, r := range rows {
-		if r.Target == BaselineTarget && r.Runs > 0 {
-			base[baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}] = r.Goodput
+		k := baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}
+		switch {
+		case r.Target != BaselineTarget:
+		case r.Runs > 0:
+			base[k] = r.Goodput
+		case r.Indicative:
+			indicativeBase[k] = r.Goodput
 		}
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.BaselineGoodput = base[baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}]
-		if r.BaselineGoodput > 0 && !r.Indicative {
+		k := baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}
+		r.BaselineGoodput = base[k]
+		switch {
+		case r.BaselineGoodput > 0 && !r.Indicative:
 			r.Ratio = r.Goodput / r.BaselineGoodput
+		case r.BaselineGoodput > 0:
+			r.IndicativeRatio = r.Goodput / r.BaselineGoodput
+		case indicativeBase[k] > 0 && (r.Runs > 0 || r.Indicative):
+			r.IndicativeRatio = r.Goodput / indicativeBase[k]
 		}
 	}
 	return rows

@@ -445,7 +445,9 @@ func TestWriteTable(t *testing.T) {
 	ind := lineOf(out, "semaphore*", "0/2")
 	require.Len(t, ind, 15)
 	assert.Equal(t, []string{"semaphore*", "8", "1000", "8000", "100", "0.10"}, ind[:6])
-	assert.Contains(t, out, "* the generator fell behind its schedule in every run of this row")
+	assert.Contains(t, out, "* after a target: the generator fell behind its schedule in every run of this row")
+	assert.Contains(t, out, "- under vs nethttp: nethttp was not run at that load.")
+	assert.Contains(t, out, "\nColumns (medians over the kept runs):\n")
 
 	assert.Contains(t, out, "step response, shape cpu")
 	// target x offered/s steady/s react stable done-react done-stable recover recovered runs

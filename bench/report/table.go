@@ -15,12 +15,19 @@ import (
 
 // WriteTable writes rep to w as human-readable text: a header with how the
 // benchmark was run, then one aligned table of Summarize rows per scenario
-// and handler shape, and after each step table the step response of that
-// shape (SummarizeSteps). Rates are per second, fractions of C or of the
-// offered load, latencies in milliseconds; "runs" is kept/behind, and a
-// row whose runs were all behind shows what they measured with its target
-// marked "*" (indicative, counted nowhere), or reads "behind" when even
-// that is unknown.
+// and handler shape, each followed by notes on what its blanks and marks
+// mean, and after each step table the step response of that shape
+// (SummarizeSteps). A legend under the last table says in plain words what
+// every column means (see legend).
+//
+// Rates are per second, fractions of C or of the offered load, latencies
+// in milliseconds; "runs" is kept/behind. A row whose runs were all behind
+// shows what they measured with its target marked "*" (indicative, counted
+// nowhere), or reads "behind" when even that is unknown. The "vs nethttp"
+// column is left out of a table without both net/http and another target;
+// where net/http's runs at a load were all behind, it compares with what
+// they measured, marked "*", and a note under the table says so, as it
+// says why a cell of the column is blank.
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -29,6 +36,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	writeHeader(&buf, rep)
 	rows := Summarize(rep)
 	steps := SummarizeSteps(rep)
+	var shown columns
 	for start := 0; start < len(rows); {
 		end := start + 1
 		for end < len(rows) && rows[end].Scenario == rows[start].Scenario && rows[end].Shape == rows[start].Shape {
@@ -37,7 +45,9 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		section := rows[start:end]
 		scenario, shape := section[0].Scenario, section[0].Shape
 		fmt.Fprintf(&buf, "\n%s, shape %s%s\n", scenario, orDash(shape), handlerOf(rep, scenario, shape))
-		writeRows(&buf, section)
+		cols := writeRows(&buf, section)
+		shown.classes = shown.classes || cols.classes
+		shown.ratio = shown.ratio || cols.ratio
 		if scenario == bench.ScenarioStep {
 			writeSteps(&buf, shape, steps)
 		}
@@ -45,17 +55,130 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	}
 	if len(rows) == 0 {
 		buf.WriteString("\nno samples\n")
-	}
-	for _, r := range rows {
-		if r.Indicative {
-			buf.WriteString("\n* the generator fell behind its schedule in every run of this row: indicative only,\n  counted in no median and no ratio (the target was offered less than asked at times).\n")
-			break
-		}
+	} else {
+		buf.WriteString("\n")
+		writeLegend(&buf, legend(rep.Deadline, shown.classes, shown.ratio))
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
 	return nil
+}
+
+// columns says which optional columns a table has.
+type columns struct {
+	classes bool // the class column
+	ratio   bool // the "vs nethttp" column
+}
+
+// legendEntry explains one column of the tables WriteTable prints.
+type legendEntry struct {
+	// column is the column's heading, or several headings explained
+	// together.
+	column string
+	// text says what the column means in plain words.
+	text string
+}
+
+// legend returns the explanation of every column of the sweep-like tables
+// WriteTable prints, in their order: deadline is the report's client
+// deadline (0 when unknown), classes and ratio whether the class and
+// "vs nethttp" columns are shown.
+func legend(deadline time.Duration, classes, ratio bool) []legendEntry {
+	inTime := "within the client's deadline"
+	if deadline > 0 {
+		inTime = "within the " + deadline.String() + " deadline"
+	}
+	entries := []legendEntry{
+		{"target", "the server measured; a * after its name marks a row whose runs all fell behind " +
+			"(see the note under its table)"},
+	}
+	if classes {
+		entries = append(entries, legendEntry{"class", `the requests the row counts (in the mix: "kept" ` +
+			`on kept-alive connections, "new" each on a connection of its own); - = all of them`})
+	}
+	entries = append(entries,
+		legendEntry{"x", "offered load, as a multiple of this target's own capacity C (step: the high level)"},
+		legendEntry{"C/s", "capacity: requests per second the target completed " + inTime + " in a short " +
+			"closed-loop run just before (each connection sends its next request when the last is answered; " +
+			"C is the best of 16 to 128 connections in demo and bench)"},
+		legendEntry{"offered/s", "requests per second the load generator sent: x times C, each at its own " +
+			"scheduled time whatever the answers (open loop)"},
+		legendEntry{"goodput/s", "requests per second answered with a 2xx " + inTime + ", counted from the " +
+			"scheduled send"},
+		legendEntry{"goodput/C", "goodput over C, per run, then the median: 1.00 = the whole capacity did useful " +
+			"work. It can exceed 1: C comes from short closed-loop runs, another kind of load than the open-loop " +
+			"one measured here, which keeps as many requests in flight as arrive; the test handler's CPU work is " +
+			"a busy-wait of wall time, which the kernel's network work, the garbage collector and other threads " +
+			"shorten when they interrupt it, the more so the more requests are in flight (net/http under " +
+			"overload; eff above 1 shows it); and both figures are noisy by a few percent"},
+	)
+	if ratio {
+		entries = append(entries, legendEntry{"vs " + BaselineTarget, "goodput over net/http's at the same x " +
+			"(each target offered x times its own C); for - and * see the notes under the table"})
+	}
+	entries = append(entries,
+		legendEntry{"rejected %", "share of the offered requests refused at once with a 503 that says the " +
+			"request was not started (safe to retry elsewhere)"},
+		legendEntry{"failed %", "share of the offered requests that failed: answered after the deadline, with " +
+			"an error or another status, or never sent because the generator had too many in flight"},
+		legendEntry{"p50/p99/p99.9", "latency in ms of the answers counted in goodput, from the scheduled send " +
+			"to the end of the answer: the median, and the time 99% and 99.9% of them stayed within"},
+		legendEntry{"CPU tgt/gen", "CPU-seconds per second used during the run by the target's process / by " +
+			"the load generator (1.00 = one CPU busy all the time); - = not measured"},
+		legendEntry{"eff", "goodput per CPU-second the target used, over the same while C was measured: " +
+			"1.00 = every CPU-second served as much as at capacity; lower = CPU went to work that gave no " +
+			"timely answer (rejections, late answers); higher = requests cost less CPU than at capacity (see " +
+			"goodput/C). Unlike goodput/C it does not fall when the generator takes CPU from the target"},
+		legendEntry{"runs", "kept/behind: runs counted in the medians / runs left out because the load " +
+			"generator fell behind its schedule (it could not send on time, so the target was offered less " +
+			"than asked)"},
+	)
+	return entries
+}
+
+// legendWidth is the width the legend's lines are wrapped to.
+const legendWidth = 100
+
+// writeLegend writes entries under a heading, the explanations aligned and
+// wrapped to legendWidth.
+func writeLegend(buf *bytes.Buffer, entries []legendEntry) {
+	width := 0
+	for _, e := range entries {
+		width = max(width, len(e.column))
+	}
+	buf.WriteString("Columns (medians over the kept runs):\n")
+	for _, e := range entries {
+		for i, l := range wrap(e.text, legendWidth-width-4) {
+			name := ""
+			if i == 0 {
+				name = e.column
+			}
+			fmt.Fprintf(buf, "  %-*s  %s\n", width, name, l)
+		}
+	}
+}
+
+// wrap splits text into lines of at most width bytes at spaces (a longer
+// word gets a line of its own).
+func wrap(text string, width int) []string {
+	var lines []string
+	cur := ""
+	for _, w := range strings.Fields(text) {
+		switch {
+		case cur == "":
+			cur = w
+		case len(cur)+1+len(w) <= width:
+			cur += " " + w
+		default:
+			lines = append(lines, cur)
+			cur = w
+		}
+	}
+	if cur != "" {
+		lines = append(lines, cur)
+	}
+	return lines
 }
 
 // writeHeader writes how the benchmark was run.
@@ -106,43 +229,115 @@ func line(tw *tabwriter.Writer, cells ...string) {
 	_, _ = io.WriteString(tw, strings.Join(cells, "\t")+"\t\n")
 }
 
-// writeRows writes the table of one scenario and shape.
-func writeRows(buf *bytes.Buffer, rows []Row) {
-	classes := false
-	for _, r := range rows {
-		classes = classes || r.Class != ""
+// ratioNote is a reason a "vs nethttp" cell is blank or marked.
+type ratioNote int
+
+const (
+	// noteNone: the cell is a plain ratio.
+	noteNone ratioNote = iota - 1
+	// noteIndicative: the baseline's runs at that load were all behind,
+	// and the ratio is against what they measured.
+	noteIndicative
+	// noteNoRow: the baseline was not run at that load.
+	noteNoRow
+	// noteNoFigures: the baseline's runs were all behind and left nothing
+	// to compare with.
+	noteNoFigures
+	// noteNothing: the baseline completed no request in time.
+	noteNothing
+	nRatioNotes
+)
+
+// baselineOf returns the baseline's row of r's load and class among rows.
+func baselineOf(rows []Row, r Row) (Row, bool) {
+	for _, b := range rows {
+		if b.Target == BaselineTarget && b.Scenario == r.Scenario && b.Shape == r.Shape && b.Multiple == r.Multiple && b.Class == r.Class {
+			return b, true
+		}
 	}
-	tw := newTab(buf)
+	return Row{}, false
+}
+
+// ratioCell returns the "vs nethttp" cell of r, and why it is blank or
+// marked (noteNone when it is neither).
+func ratioCell(rows []Row, r Row) (string, ratioNote) {
+	b, ok := baselineOf(rows, r)
+	switch {
+	case !ok:
+		return "-", noteNoRow
+	case b.Runs == 0 && !b.Indicative:
+		return "-", noteNoFigures
+	case b.Goodput <= 0:
+		return "-", noteNothing
+	case b.Indicative:
+		return fmt.Sprintf("%.2f*", r.Goodput/b.Goodput), noteIndicative
+	case r.Indicative:
+		// The row's own * says why.
+		return fmt.Sprintf("%.2f*", r.Goodput/b.Goodput), noteNone
+	default:
+		return fmt.Sprintf("%.2f", r.Goodput/b.Goodput), noteNone
+	}
+}
+
+// tableHead returns the headings of a table with cols.
+func tableHead(cols columns) []string {
 	head := []string{"target"}
-	if classes {
+	if cols.classes {
 		head = append(head, "class")
 	}
-	head = append(head, "x", "C/s", "offered/s", "goodput/s", "goodput/C", "vs "+BaselineTarget,
-		"rejected %", "failed %", "p50 ms", "p99 ms", "p99.9 ms", "CPU tgt/gen", "eff", "runs")
-	line(tw, head...)
+	head = append(head, "x", "C/s", "offered/s", "goodput/s", "goodput/C")
+	if cols.ratio {
+		head = append(head, "vs "+BaselineTarget)
+	}
+	return append(head, "rejected %", "failed %", "p50 ms", "p99 ms", "p99.9 ms", "CPU tgt/gen", "eff", "runs")
+}
+
+// writeRows writes the table of one scenario and shape, then the notes on
+// its marks and blanks, and returns which optional columns it has.
+func writeRows(buf *bytes.Buffer, rows []Row) columns {
+	var cols columns
+	hasBase, hasOther, indicative := false, false, false
+	for _, r := range rows {
+		cols.classes = cols.classes || r.Class != ""
+		hasBase = hasBase || r.Target == BaselineTarget
+		hasOther = hasOther || r.Target != BaselineTarget
+		indicative = indicative || r.Indicative
+	}
+	cols.ratio = hasBase && hasOther
+	var notes [nRatioNotes]bool
+	tw := newTab(buf)
+	line(tw, tableHead(cols)...)
 	for _, r := range rows {
 		name := r.Target
 		if r.Indicative {
 			name += "*"
 		}
 		cells := []string{name}
-		if classes {
+		if cols.classes {
 			cells = append(cells, orDash(r.Class))
 		}
 		cells = append(cells, formatMultiple(r.Multiple))
 		if r.Runs == 0 && !r.Indicative {
-			cells = append(cells, behindCells(12)...)
-		} else {
-			ratio := "-"
-			if r.BaselineGoodput > 0 {
-				ratio = fmt.Sprintf("%.2f", r.Ratio)
+			n := 11
+			if cols.ratio {
+				n++
 			}
+			cells = append(cells, behindCells(n)...)
+		} else {
 			cells = append(cells,
 				fmt.Sprintf("%.0f", r.Capacity),
 				fmt.Sprintf("%.0f", r.Offered),
 				fmt.Sprintf("%.0f", r.Goodput),
 				fmt.Sprintf("%.2f", r.GoodputFrac),
-				ratio,
+			)
+			if cols.ratio {
+				cell, note := ratioCell(rows, r)
+				if note != noteNone {
+					notes[note] = true
+				}
+				cells = append(cells, cell)
+			}
+			cells = append(cells,
 				fmt.Sprintf("%.1f", 100*r.RejectedFrac),
 				fmt.Sprintf("%.1f", 100*r.FailedFrac),
 				formatMS(r.P50),
@@ -157,6 +352,27 @@ func writeRows(buf *bytes.Buffer, rows []Row) {
 	}
 	// Flushing into a bytes.Buffer cannot fail.
 	_ = tw.Flush()
+	if indicative {
+		buf.WriteString("* after a target: the generator fell behind its schedule in every run of this row (it could not\n" +
+			"  send on time, so the target was offered less than asked at times): the figures are what those runs\n" +
+			"  measured, indicative only and counted in no median.\n")
+	}
+	vs := "vs " + BaselineTarget
+	if notes[noteIndicative] {
+		fmt.Fprintf(buf, "* after a %s figure: %s's runs at that load all fell behind the generator's schedule, so\n"+
+			"  %s has no counted figure there; the ratio is against what those runs measured, indicative only\n"+
+			"  (it may be off either way).\n", vs, BaselineTarget, BaselineTarget)
+	}
+	if notes[noteNoRow] {
+		fmt.Fprintf(buf, "- under %s: %s was not run at that load.\n", vs, BaselineTarget)
+	}
+	if notes[noteNoFigures] {
+		fmt.Fprintf(buf, "- under %s: %s's runs at that load all fell behind the generator's schedule and left no figures.\n", vs, BaselineTarget)
+	}
+	if notes[noteNothing] {
+		fmt.Fprintf(buf, "- under %s: %s completed no request in time at that load, so there is no ratio.\n", vs, BaselineTarget)
+	}
+	return cols
 }
 
 // formatCPU shows the target's and the generator's CPU-seconds per second.

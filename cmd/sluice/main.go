@@ -3,7 +3,7 @@
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
 //	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
-//	sluice report -in F    the table and plots of a saved report.json, again
+//	sluice report FILE     the table and plots of a saved report.json, again
 //
 // Each target of the benchmarks runs in a child process of this command (the
 // same executable, started with bench.ChildEnv set).
@@ -46,7 +46,8 @@ commands:
          connections, and a step from 0.5x to 3x and back (several minutes)
   lanes  the executor's priority lanes and Await on pinned workers, under a
          load above capacity (a few seconds)
-  report print the table of a saved report.json again and redraw its plots
+  report print the table of a saved report.json again and redraw its plots:
+         sluice report [-out DIR] FILE
 
 Run "sluice <command> -h" for a command's flags.`)
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/report"
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +50,9 @@ func TestDemoWritesTableJSONAndPlot(t *testing.T) {
 	assert.Contains(t, s, "nethttp")
 	assert.Contains(t, s, filepath.Join(dir, "report.json"))
 	assert.Contains(t, s, filepath.Join(dir, "goodput-io.png"))
+	assert.Contains(t, s, "Columns (medians over the kept runs):", "the legend under the table")
+	assert.Regexp(t, `\n  At 0\.3x: sluice completed \d+ requests a second in time .*; net/http completed \d+ in time .*\.\n$`, s,
+		"the plain summary closes the output")
 
 	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	require.NoError(t, err)
@@ -135,7 +139,7 @@ func TestCPUSplitFlags(t *testing.T) {
 func TestProgressBarMovesAndStops(t *testing.T) {
 	var cfg bench.SuiteConfig
 	var buf bytes.Buffer
-	stop := startProgress(&cfg, "on", &buf)
+	stop := startProgress(&cfg, "on", "demo", &buf)
 	require.NotNil(t, cfg.Progress, "mode on sets the suite's progress hook")
 	cfg.Progress(0, 10*time.Second, "calibrating")
 	cfg.Progress(5*time.Second, 10*time.Second, "sweep 2x")
@@ -146,9 +150,128 @@ func TestProgressBarMovesAndStops(t *testing.T) {
 	assert.Contains(t, out, "100%", "Finish fills the bar")
 
 	var off bench.SuiteConfig
-	startProgress(&off, "off", &buf)()
+	buf.Reset()
+	startProgress(&off, "off", "demo", &buf)()
 	assert.Nil(t, off.Progress)
-	var auto bench.SuiteConfig
-	startProgress(&auto, "auto", &buf)() // a buffer is not a terminal
-	assert.Nil(t, auto.Progress)
+	assert.Empty(t, buf.String())
+}
+
+// TestProgressLinesWhenNotATerminal checks that with -progress auto and
+// stderr going elsewhere than a terminal (a buffer here, a file or a pipe
+// in use), every step of the suite gets one plain line.
+func TestProgressLinesWhenNotATerminal(t *testing.T) {
+	for _, mode := range []string{"auto", "lines"} {
+		var cfg bench.SuiteConfig
+		var buf bytes.Buffer
+		stop := startProgress(&cfg, mode, "demo", &buf)
+		require.NotNil(t, cfg.Progress, mode)
+		total := 40 * time.Second
+		// As RunSuite reports: each step as it starts and as it ends.
+		cfg.Progress(0, total, "repeat 1/1, io, sluice: calibrating")
+		cfg.Progress(10*time.Second, total, "repeat 1/1, io, sluice: calibrating")
+		cfg.Progress(10*time.Second, total, "repeat 1/1, io, sluice: sweep 2x")
+		cfg.Progress(20*time.Second, total, "repeat 1/1, io, sluice: sweep 2x")
+		cfg.Progress(20*time.Second, total, "repeat 1/1, io, nethttp: sweep 2x")
+		cfg.Progress(total, total, "repeat 1/1, io, nethttp: sweep 2x")
+		stop()
+		lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+		require.Len(t, lines, 5, mode+": "+buf.String())
+		assert.Equal(t, "sluice demo: about 40s of measurements planned, one line per step", lines[0])
+		assert.Equal(t, "sluice demo: [  0%] repeat 1/1, io, sluice: calibrating", lines[1])
+		assert.Equal(t, "sluice demo: [ 25%] repeat 1/1, io, sluice: sweep 2x", lines[2])
+		assert.Equal(t, "sluice demo: [ 50%] repeat 1/1, io, nethttp: sweep 2x", lines[3])
+		assert.Regexp(t, `^sluice demo: \[100%\] done in \d+s$`, lines[4])
+		assert.NotContains(t, buf.String(), "\r", "no bar drawing")
+	}
+
+	// Stopped before the end (an interrupt, an error): says so.
+	var cfg bench.SuiteConfig
+	var buf bytes.Buffer
+	stop := startProgress(&cfg, "auto", "bench", &buf)
+	cfg.Progress(0, 10*time.Second, "repeat 1/3, io, sluice: calibrating")
+	cfg.Progress(3*time.Second, 10*time.Second, "repeat 1/3, io, sluice: calibrating")
+	stop()
+	assert.Regexp(t, `\nsluice bench: \[ 30%\] stopped after \d+s\n$`, buf.String())
+
+	// A suite that never started writes nothing.
+	buf.Reset()
+	startProgress(&bench.SuiteConfig{}, "lines", "demo", &buf)()
+	assert.Empty(t, buf.String())
+}
+
+// writeReport saves rep as a report.json under dir and returns its path.
+func writeReport(t *testing.T, dir string, rep *bench.Report) string {
+	t.Helper()
+	path := filepath.Join(dir, "report.json")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, report.WriteJSON(f, rep))
+	require.NoError(t, f.Close())
+	return path
+}
+
+// savedReport is a small hand-built sweep of sluice and net/http at 2x.
+func savedReport() *bench.Report {
+	sample := func(target string, goodput, rejected float64) bench.Sample {
+		return bench.Sample{
+			Scenario: bench.ScenarioSweep, Shape: "io", Target: target,
+			Capacity: 1000, Multiple: 2,
+			Rates:   bench.Rates{Offered: 2000, Goodput: goodput, Rejected: rejected, Failed: 2000 - goodput - rejected},
+			Latency: bench.Percentiles{P50: 15, P90: 30, P99: 80, P999: 90, Max: 100},
+		}
+	}
+	return &bench.Report{
+		Command:  "go run ./cmd/sluice demo",
+		Deadline: time.Second,
+		Repeats:  1,
+		Samples:  []bench.Sample{sample("sluice", 990, 1010), sample("nethttp", 950, 0)},
+	}
+}
+
+func TestReportTakesTheFileAsArgumentOrFlag(t *testing.T) {
+	dir := t.TempDir()
+	path := writeReport(t, dir, savedReport())
+	plots := t.TempDir()
+	for _, args := range [][]string{
+		{"report", path},
+		{"report", "-in", path},
+		{"report", "-out", plots, path},
+		{"report", path, "-out", plots},
+		{"report", "--", path},
+	} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run(context.Background(), args, &out, &errOut), strings.Join(args, " "))
+		s := out.String()
+		assert.Contains(t, s, "sweep, shape io", args)
+		assert.Contains(t, s, "Columns (medians over the kept runs):", args)
+		assert.Contains(t, s, "plot:  ", args)
+		assert.Contains(t, s, "  At 2x: sluice completed 990 requests a second in time", args)
+	}
+	assert.FileExists(t, filepath.Join(dir, "goodput-io.png"), "the plots go next to the report by default")
+	assert.FileExists(t, filepath.Join(plots, "goodput-io.png"), "or to -out")
+
+	for _, args := range [][]string{
+		{"report"},
+		{"report", path, path},
+		{"report", "-in", path, path},
+		{"report", filepath.Join(dir, "missing.json")},
+		{"report", "-bogus", path},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Error(t, run(context.Background(), args, &out, &errOut), strings.Join(args, " "))
+	}
+}
+
+func TestSummaryClosesTheOutput(t *testing.T) {
+	var buf bytes.Buffer
+	writeSummary(&buf, savedReport())
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 4, buf.String())
+	assert.Empty(t, lines[0], "a blank line before")
+	assert.Equal(t, "  At 2x: sluice completed 990 requests a second in time (0.99 of its capacity), with 50% refused; "+
+		"net/http completed 950 in time (0.95 of its capacity), with 52% failed.", lines[3])
+
+	buf.Reset()
+	writeSummary(&buf, &bench.Report{})
+	assert.Empty(t, buf.String(), "nothing to say, no blank line")
 }

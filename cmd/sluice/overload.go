@@ -56,7 +56,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.targetCPUs, "target-cpus", "", "with -generator-cpus, the CPU list the targets run on (for example 1, or 4-15) instead of the automatic split")
 	fs.StringVar(&f.genCPUs, "generator-cpus", "", "with -target-cpus, the CPU list the load generator runs on (for example 0, or 0-3)")
 	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
-	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
+	fs.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else one line per step), on (the bar), lines (one line per step), off")
 }
 
 // finish checks the flags and completes the suite's configuration.
@@ -75,8 +75,8 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		return fmt.Errorf("-cpu must be in [0, 1s] and -db in [0, 10s]")
 	case f.cpu == 0 && f.db == 0:
 		return errors.New("-cpu and -db are both zero: the handler would do no work")
-	case f.progress != "auto" && f.progress != "on" && f.progress != "off":
-		return fmt.Errorf("-progress must be auto, on or off, got %q", f.progress)
+	case f.progress != "auto" && f.progress != "on" && f.progress != "lines" && f.progress != "off":
+		return fmt.Errorf("-progress must be auto, on, lines or off, got %q", f.progress)
 	}
 	c.Targets = splitList(f.targets)
 	c.Scenarios = splitList(f.scenarios)
@@ -212,7 +212,7 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		return err
 	}
 
-	stop := startProgress(&f.cfg, f.progress, stderr)
+	stop := startProgress(&f.cfg, f.progress, name, stderr)
 	rep, err := bench.RunSuite(ctx, f.cfg)
 	stop()
 	if rep == nil {
@@ -238,22 +238,104 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 	for _, p := range plots {
 		fmt.Fprintf(stdout, "plot:  %s\n", p)
 	}
+	writeSummary(stdout, rep)
 	return err
 }
 
-// startProgress shows a progress bar on stderr while the suite runs, moving
-// with the clock between the suite's reports; the returned function stops
-// it.
-func startProgress(cfg *bench.SuiteConfig, mode string, stderr io.Writer) func() {
-	if mode == "off" {
-		return func() {}
+// writeSummary ends the output with what the table shows, in plain words
+// (report.PlainSummary), after a blank line; nothing when it has nothing
+// to say.
+func writeSummary(w io.Writer, rep *bench.Report) {
+	lines := report.PlainSummary(rep)
+	if len(lines) == 0 {
+		return
 	}
-	if mode == "auto" {
-		f, ok := stderr.(*os.File)
-		if !ok || !term.IsTerminal(int(f.Fd())) {
-			return func() {}
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// startProgress reports the suite's progress on stderr while it runs;
+// the returned function ends the report. Mode "on" shows a progress bar,
+// moving with the clock between the suite's reports; "lines" writes one
+// plain line per step instead (see progressLines), for a log or a file;
+// "auto" shows the bar when stderr is a terminal and the lines otherwise;
+// "off" shows nothing. name is the command, which prefixes the lines.
+func startProgress(cfg *bench.SuiteConfig, mode, name string, stderr io.Writer) func() {
+	switch mode {
+	case "off":
+		return func() {}
+	case "lines":
+		return progressLines(cfg, name, stderr)
+	case "auto":
+		if !isTerminal(stderr) {
+			return progressLines(cfg, name, stderr)
 		}
 	}
+	return progressBar(cfg, stderr)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressLines makes the suite write one line to w when it starts and
+// one per step, as "sluice demo: [ 38%] repeat 1/1, io, nethttp: sweep
+// 5x" (the share of the planned time done, and what runs now); the
+// returned function writes the last line, with the time taken.
+func progressLines(cfg *bench.SuiteConfig, name string, w io.Writer) func() {
+	var (
+		mu          sync.Mutex
+		started     time.Time
+		last        string
+		done, total time.Duration
+	)
+	cfg.Progress = func(d, tot time.Duration, now string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if started.IsZero() {
+			started = time.Now()
+			fmt.Fprintf(w, "sluice %s: about %v of measurements planned, one line per step\n", name, tot.Round(time.Second))
+		}
+		done, total = d, tot
+		// Each step is reported as it starts and again as it ends.
+		if now == last {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "sluice %s: [%3.0f%%] %s\n", name, percent(d, tot), now)
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if started.IsZero() {
+			return
+		}
+		took := time.Since(started).Round(time.Second)
+		if done >= total {
+			fmt.Fprintf(w, "sluice %s: [100%%] done in %v\n", name, took)
+		} else {
+			fmt.Fprintf(w, "sluice %s: [%3.0f%%] stopped after %v\n", name, percent(done, total), took)
+		}
+	}
+}
+
+// percent returns done as a percentage of total (0 when total is not
+// positive).
+func percent(done, total time.Duration) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return 100 * float64(done) / float64(total)
+}
+
+// progressBar shows a progress bar on w while the suite runs, moving with
+// the clock between the suite's reports; the returned function fills and
+// ends it.
+func progressBar(cfg *bench.SuiteConfig, stderr io.Writer) func() {
 	var (
 		mu       sync.Mutex
 		bar      *progressbar.ProgressBar
