@@ -22,7 +22,7 @@ type Shape struct {
 // The handler shapes of the suite.
 var (
 	// ShapeIO waits 10 ms on its database through await.Sleep after 1 ms
-	// of CPU: I/O-bound, the seeds' io_isolated model.
+	// of CPU: I/O-bound ("io_isolated" in docs/background.md).
 	ShapeIO = Shape{"io", HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond}}
 	// ShapeCPU computes for 1 ms and waits for nothing.
 	ShapeCPU = Shape{"cpu", HandlerSpec{CPU: time.Millisecond}}

@@ -12,8 +12,9 @@
 // for net/http run unchanged.
 //
 // A handler that blocks without Await (time.Sleep, a raw socket, a blocking
-// driver) holds its worker for the duration: that is the "isolated" model,
-// which works but caps throughput at workers / blocking time. The await
+// driver) holds its worker for the duration: that is the "isolated" model
+// (docs/background.md), which works but caps throughput at workers /
+// blocking time. The await
 // package has an http.RoundTripper, a database/sql connector and a Sleep that
 // release the worker instead.
 package server

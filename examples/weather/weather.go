@@ -1,11 +1,12 @@
-// Package weather is the seeds' example service: a request asks for a
+// Package weather is the example service of "Rejecting requests" (see
+// docs/background.md): a request asks for a
 // city's forecast, the server does some CPU work and queries a database,
 // and returns the forecast as JSON. The CPU work and the database's wait
 // are configurable, so that the same handler can be CPU-bound or I/O-bound,
 // and the database can wait in the two ways the design distinguishes:
 // through await.Sleep, which on sluice releases the worker while it waits
-// (the io_isolated model), or with a plain time.Sleep, which holds it (the
-// isolated model). On net/http both are a sleeping goroutine.
+// (I/O-bound work, "io_isolated" in docs/background.md), or with a plain
+// time.Sleep, which holds it (the "isolated" model there). On net/http both are a sleeping goroutine.
 //
 // The benchmarks (bench/) serve this handler from every target, and
 // cmd/weather runs it:

@@ -20,7 +20,8 @@ import (
 	"github.com/sluice-go/sluice/server"
 )
 
-// The seeds' I/O-slowdown case (seed 01, "the gate"): an I/O-bound server
+// The slow-database case of "Rejecting requests" (its part on the gate; see
+// docs/background.md): an I/O-bound server
 // whose database becomes twice as slow. A fixed concurrency limit tuned for
 // the normal latency is reached at the same request rate once every request
 // waits twice as long, and rejects requests that this server has the CPU to

@@ -1,4 +1,4 @@
-// Command weather serves the seeds' weather service (package weather) on
+// Command weather serves the weather service (package weather) on
 // sluice, or on plain net/http for comparison, until Ctrl-C:
 //
 //	go run ./examples/weather/cmd/weather -cpu 1ms -db 10ms
