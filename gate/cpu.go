@@ -51,7 +51,7 @@ type CPUStats struct {
 	// Utilisation is the machine's CPU utilisation over the window, in
 	// [0, 1]: the share of CPU time, over all CPUs, not idle nor iowait.
 	Utilisation float64
-	// Reject is the probability with which Acquire refuses.
+	// Reject is the probability with which Admit refuses.
 	Reject float64
 	// Span is how many intervals the utilisation covers (less than Window
 	// until the window has filled; 0 before two readings).
@@ -72,8 +72,8 @@ type CPUStats struct {
 // not the quota.
 //
 // The rejection probability is computed off the hot path and kept as an
-// atomic threshold: Acquire is one atomic load, plus one call to Rand while
-// the utilisation lies between the thresholds. Release is a no-op.
+// atomic threshold: Admit is one atomic load, plus one call to Rand while
+// the utilisation lies between the thresholds. Done is a no-op.
 type CPU struct {
 	thr     atomic.Uint64 // refuse iff Rand() < thr; MaxUint64 refuses all
 	rnd     func() uint64
@@ -158,8 +158,8 @@ func readStat(path string, buf []byte) (cpuTimes, error) {
 
 // Refresh reads /proc/stat now, updates the rejection probability and
 // returns the state. It runs on the refresher's goroutine every Interval;
-// tests call it directly. If the probability falls it calls the OnOpen
-// callbacks.
+// tests call it directly. If the probability falls it wakes the attached
+// pipelines.
 func (c *CPU) Refresh() CPUStats {
 	c.mu.Lock()
 	t, err := readStat(filepath.Join(c.opts.Root, "proc/stat"), c.buf)

@@ -71,9 +71,9 @@ func TestGoSchedLimits(t *testing.T) {
 					s.set(load-runnable, runnable)
 					g.Refresh()
 					assert.Equal(t, load <= c.limit, acquire(g), "Acquire at load %d", load)
-					// AcquireIdle admits iff one more fits, and counts it.
+					// A spare caller is admitted iff one more fits, and counted.
 					ok := acquireSpare(g)
-					assert.Equal(t, load+1 <= c.limit, ok, "AcquireIdle at load %d", load)
+					assert.Equal(t, load+1 <= c.limit, ok, "spare at load %d", load)
 				}
 			}
 		})
@@ -106,7 +106,7 @@ func TestGoSchedTwoProcsHalf(t *testing.T) {
 	assert.Equal(t, "gosched", g.Name())
 }
 
-// AcquireIdle counts the goroutines it starts until the next reading, so
+// Spare admissions count the goroutines they start until the next reading, so
 // a queue pumping on a cached reading starts no more than fit.
 func TestGoSchedStartedAccounting(t *testing.T) {
 	s := &scriptedSched{}

@@ -156,7 +156,7 @@ func (m *Memory) locate() {
 
 // Refresh reads the memory state now, updates the gate and returns what it
 // saw. It runs on the refresher's goroutine every Interval; tests call it
-// directly. If it opens the gate it calls the OnOpen callbacks.
+// directly. If it opens the gate it wakes the attached pipelines.
 func (m *Memory) Refresh() MemoryStats {
 	m.mu.Lock()
 	st := m.read()

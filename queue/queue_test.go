@@ -579,7 +579,7 @@ func TestPushArrivedLIFOServesLatestArrival(t *testing.T) {
 	assert.Equal(t, []string{"start c", "start b", "start a"}, l.take())
 }
 
-func TestPumpOneStartsAtMostOne(t *testing.T) {
+func TestPumpNStartsAtMostN(t *testing.T) {
 	q, clk := newQueue(Options{})
 	var l log
 	for _, n := range []string{"a", "b", "c"} {
