@@ -20,7 +20,7 @@ import (
 // age limit: a request that has waited 100 ms since the kernel received it
 // is rejected, unstarted, before its handler runs.
 func Example() {
-	mux := http.NewServeMux()
+	mux := http.NewServeMux() // any http.Handler: routers and middleware run unchanged
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // run until Ctrl-C

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +112,32 @@ func TestStopLetsRequestsFinish(t *testing.T) {
 	close(release)
 	assert.Equal(t, "finished", <-body)
 	require.NoError(t, <-stopped)
+}
+
+// The README's protected server is Example's code, as written: the test
+// makes "compiles as written" hold.
+func TestReadmeExampleIsCompiled(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "## A protected server\n")
+	require.True(t, ok, "the README has its protected-server section")
+	_, block, ok := strings.Cut(section, "```go\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	example, err := os.ReadFile("example_test.go")
+	require.NoError(t, err)
+	_, body, ok := strings.Cut(string(example), "func Example() {\n")
+	require.True(t, ok)
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		want = append(want, strings.TrimSpace(l))
+	}
+	var got []string
+	for _, l := range strings.Split(body, "\n")[:len(want)] {
+		got = append(got, strings.TrimSpace(l))
+	}
+	assert.Equal(t, want, got, "README.md's first example and Example() in example_test.go")
 }
 
 // What cannot work fails at once, naming the problem, and leaves nothing
