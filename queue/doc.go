@@ -47,6 +47,10 @@
 //
 // # Using it
 //
+// Servers do not use the queue directly: the admission pipeline (package
+// admit) owns one, with its timer and its gates, for the sluice server and
+// the net/http middleware alike. This section is for other owners.
+//
 // The core is callback based, so that the sluice server can run each entry's
 // callbacks on the worker that owns its connection (it wraps them with the
 // worker's Submit): the queue calls them from whichever goroutine calls
