@@ -9,11 +9,14 @@
 package netpoll
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,8 +43,13 @@ type Options struct {
 	// doing. SO_REUSEPORT spreads long-lived connections evenly and is the
 	// default.
 	Shared bool
-	// OnError is told of accept failures other than "try again" (for
-	// example EMFILE); nil ignores them. It runs on a worker.
+	// OnError is told of accept failures other than "try again"; nil
+	// ignores them. It runs on a worker. When the process or the system is
+	// out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM),
+	// retrying at once cannot succeed: the socket pauses, 5 ms and then
+	// twice as long at each failure in a row, up to 1 s, while the
+	// connections already open are served, and OnError is told once per
+	// pause.
 	OnError func(error)
 	// Timestamps turns on the kernel's receive timestamps
 	// (SO_TIMESTAMPNS) on the listening sockets, which accepted
@@ -59,17 +67,36 @@ type Listener struct {
 	addr   netip.AddrPort
 	accept AcceptFunc
 
+	events   uint32         // the sockets' epoll events
+	stopped  atomic.Bool    // Stop began: accept nothing more of the kernel
+	handoffs sync.WaitGroup // connections Stop accepted, not yet handed to their worker
+
 	mu       sync.Mutex
 	socks    []*listenSock
 	sharedFD int // the one socket of a Shared listener, or -1
 	closed   bool
 }
 
+// listenSock is one worker's watch of a listening socket. Its fields other
+// than fd and w are the worker's.
 type listenSock struct {
 	fd    int
 	w     *sched.Worker
 	watch *sched.Watch
+	// backoff is the pause after accept ran out of a resource (EMFILE and
+	// the like), doubled at each failure in a row; 0 after a success.
+	backoff time.Duration
 }
+
+// Accept back-off after an error that retrying at once cannot cure (the
+// process or the system is out of descriptors or memory): the socket is
+// unwatched for minBackoff, doubling up to maxBackoff while it lasts, so
+// that the worker neither spins nor floods the log, and the connections
+// already open are served meanwhile.
+const (
+	minBackoff = 5 * time.Millisecond
+	maxBackoff = time.Second
+)
 
 // Listen binds addr ("127.0.0.1:0", "[::1]:8080", ...) once per worker of s,
 // which must be started, and calls accept for every connection.
@@ -195,13 +222,17 @@ func (l *Listener) watchAll(s *sched.Scheduler, fd int, events uint32) error {
 // watch registers ls's socket on its worker: readiness queues an accept
 // batch as Upstream work.
 func (l *Listener) watch(ls *listenSock, events uint32) error {
-	return onWorker(ls.w, func() error {
-		wt, err := ls.w.Watch(ls.fd, events, func(uint32) {
-			ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
-		})
-		ls.watch = wt
-		return err
+	l.events = events
+	return onWorker(ls.w, func() error { return l.watchLocal(ls) })
+}
+
+// watchLocal is watch on the worker.
+func (l *Listener) watchLocal(ls *listenSock) error {
+	wt, err := ls.w.Watch(ls.fd, l.events, func(uint32) {
+		ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
 	})
+	ls.watch = wt
+	return err
 }
 
 // parseListenAddr parses a listening address: an IP literal and a port
@@ -241,21 +272,28 @@ func (l *Listener) Addr() net.Addr { return net.TCPAddrFromAddrPort(l.addr) }
 
 // acceptBatch runs on the socket's worker as Upstream work.
 func (l *Listener) acceptBatch(ls *listenSock) {
+	if ls.watch == nil {
+		return // queued before a pause or Stop unwatched the socket
+	}
 	for i := 0; i < l.opts.AcceptBatch; i++ {
 		nfd, sa, err := unix.Accept4(ls.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if err != nil {
-			switch err {
-			case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
-				return
+			switch {
+			case err == unix.EAGAIN || err == unix.EINTR || err == unix.ECONNABORTED:
+			case err == unix.EINVAL && l.stopped.Load():
+				// Stop shut the socket down: it reports a hang-up at
+				// every poll until it is unwatched.
+				l.unwatchLocal(ls)
+			case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM:
+				l.pause(ls, err)
 			default:
-				// EMFILE and the like: the socket stays readable,
-				// so the next poll retries; report it.
 				if l.opts.OnError != nil {
 					l.opts.OnError(fmt.Errorf("netpoll: accept: %w", err))
 				}
-				return
 			}
+			return
 		}
+		ls.backoff = 0
 		c, err := newConn(ls.w, nfd, sa)
 		if err != nil {
 			unix.Close(nfd)
@@ -266,7 +304,106 @@ func (l *Listener) acceptBatch(ls *listenSock) {
 	// More may be waiting: the level-triggered watch fires again.
 }
 
-// Close stops accepting: each worker's socket is unwatched and closed.
+// pause unwatches the socket for its next back-off, reports err once for
+// it, and watches it again afterwards (on the worker, Upstream work).
+func (l *Listener) pause(ls *listenSock, err error) {
+	ls.backoff = min(max(2*ls.backoff, minBackoff), maxBackoff)
+	if l.opts.OnError != nil {
+		l.opts.OnError(fmt.Errorf("netpoll: accept: %w (accepting again in %v)", err, ls.backoff))
+	}
+	l.unwatchLocal(ls)
+	ls.w.AfterFunc(ls.backoff, lanes.Upstream, func() {
+		if l.stopped.Load() || ls.watch != nil {
+			return
+		}
+		if err := l.watchLocal(ls); err != nil && l.opts.OnError != nil {
+			l.opts.OnError(fmt.Errorf("netpoll: accept: watching the socket again: %w", err))
+		}
+	})
+}
+
+// unwatchLocal removes the socket from its worker's epoll; on the worker.
+func (l *Listener) unwatchLocal(ls *listenSock) {
+	if ls.watch != nil {
+		_ = ls.watch.Close()
+		ls.watch = nil
+	}
+}
+
+// Stop stops accepting at once, on every socket, whatever the workers are
+// doing: the connections already in the sockets' accept queues are
+// accepted and handed to their workers (Upstream work, as every accepted
+// connection), then the sockets are shut down, so that the kernel refuses
+// new connections rather than queueing them for a worker that is busy and
+// resetting them when the socket closes. Stop returns once the connections
+// it accepted have reached their workers' AcceptFunc, or with ctx's error.
+// The workers unwatch the sockets at their next poll; Close closes them.
+// Stop may be called from any goroutine, more than once.
+func (l *Listener) Stop(ctx context.Context) error {
+	if l.stopped.CompareAndSwap(false, true) {
+		l.mu.Lock()
+		socks := l.socks
+		l.mu.Unlock()
+		var errs []error
+		next := 0 // the worker of the next connection of a shared socket
+		for i, ls := range socks {
+			if l.sharedFD >= 0 && i > 0 {
+				break // one socket for all: drained once
+			}
+			for {
+				nfd, sa, err := unix.Accept4(ls.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+				if err == unix.EINTR || err == unix.ECONNABORTED {
+					continue
+				}
+				if err != nil {
+					break // EAGAIN: drained; anything else: nothing more to take
+				}
+				owner := ls
+				if l.sharedFD >= 0 {
+					owner = socks[next%len(socks)]
+					next++
+				}
+				l.handOff(owner.w, nfd, sa)
+			}
+			if err := unix.Shutdown(ls.fd, unix.SHUT_RD); err != nil && err != unix.ENOTCONN {
+				errs = append(errs, fmt.Errorf("netpoll: shutting the listening socket down: %w", err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	done := make(chan struct{})
+	go func() { l.handoffs.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handOff gives an accepted connection to worker w, which makes it its own
+// and calls the AcceptFunc; if w has stopped, the connection is closed.
+func (l *Listener) handOff(w *sched.Worker, nfd int, sa unix.Sockaddr) {
+	l.handoffs.Add(1)
+	err := w.Submit(lanes.Upstream, func() {
+		defer l.handoffs.Done()
+		c, err := newConn(w, nfd, sa)
+		if err != nil {
+			unix.Close(nfd)
+			return
+		}
+		l.accept(c)
+	})
+	if err != nil {
+		unix.Close(nfd)
+		l.handoffs.Done()
+	}
+}
+
+// Close stops accepting (Stop, if it was not called), then unwatches and
+// closes each worker's socket, waiting for each worker to do its part.
 // Connections already accepted are not affected.
 func (l *Listener) Close() error {
 	l.mu.Lock()
@@ -277,7 +414,7 @@ func (l *Listener) Close() error {
 	l.closed = true
 	socks := l.socks
 	l.mu.Unlock()
-	errs := []error{l.unwatch(socks)}
+	errs := []error{l.Stop(context.Background()), l.unwatch(socks)}
 	for _, ls := range socks {
 		if l.sharedFD < 0 {
 			if err := unix.Close(ls.fd); err != nil {
@@ -298,8 +435,9 @@ func (l *Listener) unwatch(socks []*listenSock) error {
 	var errs []error
 	for _, ls := range socks {
 		err := onWorker(ls.w, func() error {
-			if ls.watch != nil {
-				return ls.watch.Close()
+			if wt := ls.watch; wt != nil {
+				ls.watch = nil
+				return wt.Close()
 			}
 			return nil
 		})

@@ -2,10 +2,12 @@ package netpoll
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -401,4 +403,126 @@ func TestReadStampedAllocatesNothing(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// Out of descriptors, accept backs off instead of retrying at every poll:
+// a handful of reports where the old code made thousands, and the
+// connections waiting are accepted once descriptors are free again.
+func TestAcceptBacksOffWhenOutOfDescriptors(t *testing.T) {
+	s := schedtest.Start(t, 1)
+	var reports atomic.Int32
+	var mu sync.Mutex
+	var accepted []*Conn
+	l, err := Listen(s, "127.0.0.1:0", Options{OnError: func(err error) {
+		if errors.Is(err, unix.EMFILE) {
+			reports.Add(1)
+		}
+	}}, func(c *Conn) {
+		mu.Lock()
+		accepted = append(accepted, c)
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	defer l.Close()
+
+	// Hold the worker while the clients connect, so that every accept
+	// happens once the process is out of descriptors.
+	running, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Worker(0).Submit(lanes.Upstream, func() { close(running); <-release }))
+	<-running
+	var lim unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &lim))
+	restore := func() { _ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) }
+	t.Cleanup(restore)
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	const clients = 3
+	low := lim
+	low.Cur = uint64(len(fds) + clients) // room for the clients, none for the server
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
+	var conns []net.Conn
+	for range clients {
+		nc, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			restore()
+			require.NoError(t, err)
+		}
+		conns = append(conns, nc)
+	}
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	close(release)
+	time.Sleep(300 * time.Millisecond)
+	n := reports.Load()
+	restore()
+	assert.Positive(t, n, "the worker tried and reported")
+	assert.LessOrEqual(t, n, int32(20), "backed off: 5 ms doubling covers 300 ms in about 6 tries, not thousands")
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted) == clients
+	}, 10*time.Second, time.Millisecond, "accepted once descriptors are free")
+	mu.Lock()
+	for _, c := range accepted {
+		c := c
+		require.NoError(t, c.Worker().Submit(lanes.Upstream, func() { _ = c.Close() }))
+	}
+	mu.Unlock()
+}
+
+// Stop stops accepting at once, even while the worker of the socket is busy:
+// connections already queued in the kernel are accepted and served, and new
+// ones are refused rather than queued and later reset.
+func TestStopAcceptsWhatIsQueuedAndRefusesTheRest(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reuseport", true: "exclusive"}[shared], func(t *testing.T) {
+			s := schedtest.Start(t, 1)
+			var conns sync.WaitGroup
+			l, err := Listen(s, "127.0.0.1:0", Options{Shared: shared}, echo(512, &conns, nil))
+			require.NoError(t, err)
+			defer l.Close()
+			running, release := make(chan struct{}), make(chan struct{})
+			require.NoError(t, s.Worker(0).Submit(lanes.Upstream, func() { close(running); <-release }))
+			<-running
+			// Queued in the kernel: the only worker is busy.
+			var queued []net.Conn
+			for range 5 {
+				nc, err := net.Dial("tcp", l.Addr().String())
+				require.NoError(t, err)
+				defer nc.Close()
+				queued = append(queued, nc)
+			}
+			stopped := make(chan error, 1)
+			go func() { stopped <- l.Stop(context.Background()) }()
+			// Stop refuses new connections at once, whatever the worker does.
+			require.Eventually(t, func() bool {
+				nc, err := net.DialTimeout("tcp", l.Addr().String(), time.Second)
+				if err == nil {
+					nc.Close()
+				}
+				return err != nil
+			}, 10*time.Second, time.Millisecond)
+			select {
+			case err := <-stopped:
+				t.Fatalf("Stop returned %v before its connections reached the busy worker", err)
+			default:
+			}
+			close(release)
+			require.NoError(t, <-stopped)
+			for i, nc := range queued {
+				_, err := nc.Write([]byte("ping"))
+				require.NoError(t, err, "connection %d", i)
+				got := make([]byte, 4)
+				_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, err = io.ReadFull(nc, got)
+				require.NoError(t, err, "connection %d queued before Stop is served", i)
+				nc.Close()
+			}
+			conns.Wait()
+			require.NoError(t, l.Close())
+		})
+	}
 }

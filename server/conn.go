@@ -88,12 +88,9 @@ type reqState struct {
 	rw   ResponseWriter
 }
 
-// accept runs on the connection's worker for each new connection.
+// accept runs on the connection's worker for each new connection, also for
+// those that Shutdown took from the kernel's queue as it stopped accepting.
 func (srv *Server) accept(nc *netpoll.Conn) {
-	if srv.stopping.Load() {
-		nc.Close()
-		return
-	}
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
 	c.onData, c.onTimeout, c.serveFn = c.readable, c.timeout, c.serve
 	c.t.Shard = c.w.ID()
@@ -101,6 +98,9 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	srv.open.Add(1)
 	c.ws.conns.add(c)
 	c.idle()
+	if srv.stopping.Load() && c.state == connIdle {
+		c.shutdown(false)
+	}
 }
 
 // idle waits for the next request: Upstream work, under the idle timeout
@@ -688,7 +688,20 @@ func (c *conn) discard() {
 func (c *conn) shutdown(force bool) {
 	switch c.state {
 	case connIdle:
-		c.close()
+		switch {
+		case force:
+			c.close()
+		case c.r < c.n || c.inputWaiting():
+			// A request arrived and was not read yet: serve it, then
+			// close.
+			c.closeAfter = true
+		case c.fresh:
+			// Accepted a moment ago: its first request is on its way.
+			c.closeAfter = true
+			c.arm(min(c.srv.cfg.ReadHeaderTimeout, NewConnGrace))
+		default:
+			c.close()
+		}
 	case connHead:
 		if force {
 			c.close()
@@ -716,6 +729,12 @@ func (c *conn) shutdown(force bool) {
 			c.close()
 		}
 	}
+}
+
+// inputWaiting reports whether bytes wait in the socket's receive queue.
+func (c *conn) inputWaiting() bool {
+	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
+	return err == nil && n > 0
 }
 
 // close closes the connection now.

@@ -408,10 +408,18 @@ func TestShutdownLosesNoRequestInFlight(t *testing.T) {
 	srv, err := Listen(rt, "127.0.0.1:0", h, Config{})
 	require.NoError(t, err)
 	addr := srv.Addr().String()
-	// An idle connection, which Shutdown closes.
+	// An idle connection (kept alive after a request), which Shutdown
+	// closes.
 	idle, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer idle.Close()
+	_, err = io.WriteString(idle, "GET /warm HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	<-entered
+	release <- struct{}{}
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}

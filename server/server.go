@@ -216,41 +216,41 @@ func (srv *Server) Addr() net.Addr { return srv.l.Addr() }
 // OpenConns returns the number of connections not yet closed.
 func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 
-// Shutdown stops the server gracefully: it stops accepting, closes idle
-// connections, lets requests in progress (and requests whose head has begun
-// to arrive) finish, answering them with Connection: close, and returns
-// when every connection is closed, or with ctx's error when ctx ends first;
-// the connections left are then still served until they finish or Close is
-// called.
+// Shutdown stops the server gracefully. It stops accepting at once, on
+// every listening socket, whatever the workers are doing: the connections
+// the kernel had already queued are accepted and served, new ones are
+// refused. It closes idle connections, and lets every request already
+// received finish: requests in progress, requests whose head has begun to
+// arrive, requests that arrived and were not read yet, and the first
+// request of a connection accepted in the last moments (it gets
+// NewConnGrace to send it). Their answers carry Connection: close.
+// Shutdown returns when every connection is closed, or with ctx's error
+// when ctx ends first; the connections left are then still served until
+// they finish or Close is called.
 func (srv *Server) Shutdown(ctx context.Context) error {
-	return srv.wait(ctx, srv.stop(false))
+	return srv.stop(ctx, false)
 }
 
-// Close stops the server at once: it stops accepting and closes every
-// connection. Handlers still running see their request context cancelled
-// and their reads and writes fail; Close waits for them to return, or for
-// ctx to end.
+// Close stops the server at once: it stops accepting as Shutdown does and
+// closes every connection. Handlers still running see their request
+// context cancelled and their reads and writes fail; Close waits for them
+// to return, or for ctx to end.
 func (srv *Server) Close(ctx context.Context) error {
-	return srv.wait(ctx, srv.stop(true))
+	return srv.stop(ctx, true)
 }
 
-// wait returns err once every connection is closed, or joined with ctx's
-// error when ctx ends first.
-func (srv *Server) wait(ctx context.Context, err error) error {
-	for srv.open.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-srv.closed:
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return err
-}
+// NewConnGrace is how long a connection accepted just before Shutdown has
+// to send its first request (net/http gives its new connections as long).
+const NewConnGrace = 5 * time.Second
 
-func (srv *Server) stop(force bool) error {
+// stop is the one shutdown sequence of Shutdown (force false) and Close:
+// stop accepting, shut the connections down, wait for them, close the
+// listening sockets.
+func (srv *Server) stop(ctx context.Context, force bool) error {
+	// Accepted connections reach their workers before stopping is set, so
+	// that the last one to close sees every one of them counted.
+	err := srv.l.Stop(ctx)
 	srv.stopping.Store(true)
-	err := srv.l.Close()
 	if force {
 		srv.adm.Close()
 	}
@@ -271,7 +271,15 @@ func (srv *Server) stop(force bool) error {
 	if srv.open.Load() == 0 {
 		srv.finished()
 	}
-	return err
+	for srv.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-srv.closed:
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return errors.Join(err, srv.l.Close())
 }
 
 // finished runs once, when a stopping server has no connection left.
