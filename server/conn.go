@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -168,7 +169,11 @@ func (c *conn) timeout() {
 		return // re-armed or disarmed since this firing was queued
 	}
 	switch c.state {
-	case connIdle, connHead, connLinger:
+	case connHead:
+		// Part of a request came, not all of it in time: say so, as a
+		// client that waits for an answer deserves one, then close.
+		c.fail(errHeadTimeout)
+	case connIdle, connLinger:
 		c.close()
 	}
 }
@@ -493,8 +498,11 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		}
 		err = fmt.Errorf("server: handler panic: %v", v)
 		if v != http.ErrAbortHandler {
-			c.srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
-				"remote", r.RemoteAddr.String(), "panic", fmt.Sprint(v))
+			if ok, dropped := c.srv.panics.allow(time.Now()); ok {
+				c.srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
+					"remote", r.RemoteAddr.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()),
+					"unlogged_before", dropped)
+			}
 		}
 		if rw.headerSent || v == http.ErrAbortHandler {
 			rw.err = err

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -277,6 +278,63 @@ func TestHandlerPanicIs500AndWorkerLivesOn(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, 6, strings.Count(logged.String(), "handler panic"))
 	assert.NotContains(t, logged.String(), "ErrAbortHandler")
+	assert.Contains(t, logged.String(), "TestHandlerPanicIs500AndWorkerLivesOn", "the stack of the panic is logged")
+	assert.Contains(t, logged.String(), "stack=")
+}
+
+// A server logs at most panicBurst panics a second; the next one logged
+// says how many were not.
+func TestPanicLogIsRateLimited(t *testing.T) {
+	var p panicLog
+	t0 := time.Unix(1000, 0)
+	for i := range panicBurst {
+		ok, dropped := p.allow(t0.Add(time.Duration(i) * time.Millisecond))
+		require.True(t, ok)
+		require.Zero(t, dropped)
+	}
+	for range 25 {
+		ok, _ := p.allow(t0.Add(500 * time.Millisecond))
+		assert.False(t, ok)
+	}
+	ok, dropped := p.allow(t0.Add(time.Second))
+	assert.True(t, ok, "a new second")
+	assert.Equal(t, int64(25), dropped)
+	ok, dropped = p.allow(t0.Add(time.Second + time.Millisecond))
+	assert.True(t, ok)
+	assert.Zero(t, dropped)
+}
+
+// The Content-Type is sniffed from the first 512 bytes whatever the size of
+// the first write, as net/http does.
+func TestContentTypeSniffedFromALargeFirstWrite(t *testing.T) {
+	bodies := map[string][]byte{
+		"/text": bytes.Repeat([]byte("plain text "), 1000),
+		"/html": append([]byte("<!DOCTYPE html><html><body>"), bytes.Repeat([]byte("x"), 20000)...),
+		"/bin":  append([]byte{0, 1, 2, 3}, bytes.Repeat([]byte{0xff}, 9000)...),
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(bodies[r.URL.Path]) })
+	_, addr := serveHTTP(t, h, Config{})
+	ref := httptest.NewServer(h)
+	defer ref.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for path, body := range bodies {
+		got, want := fetch(t, client, "http://"+addr+path), fetch(t, client, ref.URL+path)
+		assert.Equal(t, want.Header.Get("Content-Type"), got.Header.Get("Content-Type"), path)
+		assert.NotEmpty(t, got.Header.Get("Content-Type"), path)
+		b, err := io.ReadAll(got.Body)
+		require.NoError(t, err)
+		assert.Equal(t, body, b, path)
+	}
+}
+
+// fetch GETs url and returns the response, its body still to read.
+func fetch(t *testing.T, client *http.Client, url string) *http.Response {
+	t.Helper()
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 type lockedWriter struct {
@@ -372,13 +430,27 @@ func TestAwaitReleasesWorkerInHandler(t *testing.T) {
 
 func TestHeaderAndIdleTimeouts(t *testing.T) {
 	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 150 * time.Millisecond})
-	// A head that never ends is cut off.
+	// A head that never ends is cut off, with a 408 to say why.
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer nc.Close()
 	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n")
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = nc.Read(make([]byte, 1))
+	br0 := bufio.NewReader(nc)
+	timedOut, err := http.ReadResponse(br0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusRequestTimeout, timedOut.StatusCode)
+	assert.True(t, timedOut.Close, "Connection: close")
+	io.ReadAll(timedOut.Body)
+	_, err = br0.ReadByte()
+	assert.ErrorIs(t, err, io.EOF)
+	// A connection that sends nothing is closed without an answer.
+	silent, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer silent.Close()
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := silent.Read(make([]byte, 1))
+	assert.Zero(t, n)
 	assert.ErrorIs(t, err, io.EOF)
 	// A kept-alive connection with nothing more is closed after IdleTimeout.
 	nc2, err := net.Dial("tcp", addr)

@@ -51,6 +51,7 @@ var (
 	errHeaderTooLarge = &reqError{status: http.StatusRequestHeaderFieldsTooLarge}
 	errUnsupportedTE  = &reqError{status: http.StatusNotImplemented}
 	errMalformed      = badRequest("")
+	errHeadTimeout    = &reqError{status: http.StatusRequestTimeout}
 )
 
 // findHeadEnd returns the length of the request head at the start of buf

@@ -107,7 +107,7 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 	if w.bodyless {
 		// HEAD: counted, not sent; the start is kept to sniff the
 		// Content-Type a GET would get.
-		if k := min(len(p), 512-len(w.out)); k > 0 {
+		if k := min(len(p), sniffLen-len(w.out)); k > 0 {
 			w.out = append(w.out, p[:k]...)
 		}
 		return len(p), nil
@@ -116,18 +116,30 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 		w.out = append(w.out, p...)
 		return len(p), nil
 	}
+	n := len(p)
+	if !w.headerSent && len(w.out) < sniffLen {
+		// The header goes out with this write: the Content-Type sniffer
+		// gets its first 512 bytes, whatever the size of the write, as
+		// in net/http.
+		k := min(sniffLen-len(w.out), len(p))
+		w.out = append(w.out, p[:k]...)
+		p = p[k:]
+	}
 	if err := w.flush(false); err != nil {
 		return 0, err
 	}
 	if len(p) < cap(w.out)/2 {
 		w.out = append(w.out, p...)
-		return len(p), nil
+		return n, nil
 	}
 	if err := w.sendBody(p); err != nil {
 		return 0, err
 	}
-	return len(p), nil
+	return n, nil
 }
+
+// sniffLen is how much of a body http.DetectContentType looks at.
+const sniffLen = 512
 
 // WriteString is Write for a string.
 func (w *ResponseWriter) WriteString(s string) (int, error) {

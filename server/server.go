@@ -50,9 +50,11 @@ const (
 // Config configures a Server. The zero value is usable.
 type Config struct {
 	// ReadHeaderTimeout bounds the time from the first byte of a request
-	// (or from accepting the connection) to the end of its head; the
-	// connection is closed when it passes. Zero means
-	// DefaultReadHeaderTimeout; negative means none.
+	// (or from accepting the connection) to the end of its head. When it
+	// passes with part of a head received, the request is answered 408
+	// Request Timeout and the connection closed; with nothing received, the
+	// connection is closed. Zero means DefaultReadHeaderTimeout; negative
+	// means none.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
 	// connection. Zero means DefaultIdleTimeout; negative means none.
@@ -97,6 +99,7 @@ type Server struct {
 	ws      []*workerState
 	adm     *admit.Pipeline
 
+	panics   panicLog     // rate-limits the log of handler panics
 	open     atomic.Int64 // connections not yet closed
 	stopping atomic.Bool  // Shutdown or Close began
 	closed   chan struct{}
