@@ -75,6 +75,17 @@ type MemoryStats struct {
 //     total_inactive_file);
 //   - always: /proc/meminfo's MemAvailable against MemTotal.
 //
+// The gate reads memory every Interval: it refuses once memory has grown
+// over readings (a rising load, a cache, a leak), not a burst of requests
+// that all allocate within one interval, which it admits before any
+// reading shows them. For handlers that each take much memory, add a
+// concurrency limit (NewConcurrency) of about the free memory over the
+// memory of one request. In a container, set GOMEMLIMIT below the cgroup's
+// limit, so that the garbage collector works harder before the gate refuses
+// (TestMemoryGateRefusesBeforeTheOOMKiller in the sluice package runs a
+// server in a cgroup: behind this gate it refuses and lives, without it it
+// is killed).
+//
 // Each level with a limit ("max", v1's near-2^63 values and any limit at or
 // above MemTotal are no limit) is a constraint with
 // free = limit − (usage − inactive_file), and the machine is one with
