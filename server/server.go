@@ -274,11 +274,13 @@ func (srv *Server) stop(ctx context.Context, force bool) error {
 	if srv.open.Load() == 0 {
 		srv.finished()
 	}
+	closed := srv.closed // nil once it has fired: a connection handed over late may still count
 	for srv.open.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
-		case <-srv.closed:
+		case <-closed:
+			closed = nil
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
