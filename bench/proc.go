@@ -89,3 +89,106 @@ func processCPU(pid int) time.Duration {
 	// /proc reports clock ticks of USER_HZ, 100 per second on Linux.
 	return time.Duration(ut+st) * (time.Second / 100)
 }
+
+// countFDs returns the number of open descriptors of process pid ("self"
+// for this one), from /proc/PID/fd, or -1 if it cannot be read. (Reading
+// the directory opens one more, which the count includes for "self".)
+func countFDs(pid string) int {
+	f, err := os.Open("/proc/" + pid + "/fd")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(1024)
+		n += len(names)
+		if err != nil {
+			break
+		}
+	}
+	return n
+}
+
+// procStatus returns the resident set size in bytes and the thread count
+// of process pid, from /proc/PID/status.
+func procStatus(pid int) (rss int64, threads int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	var gotRSS, gotThreads bool
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		switch {
+		case k == "VmRSS" && len(f) == 2 && f[1] == "kB":
+			kb, perr := strconv.ParseInt(f[0], 10, 64)
+			if perr != nil {
+				return 0, 0, fmt.Errorf("VmRSS %q: %w", v, perr)
+			}
+			rss, gotRSS = kb<<10, true
+		case k == "Threads" && len(f) == 1:
+			n, perr := strconv.Atoi(f[0])
+			if perr != nil {
+				return 0, 0, fmt.Errorf("Threads %q: %w", v, perr)
+			}
+			threads, gotThreads = n, true
+		}
+	}
+	if !gotRSS || !gotThreads {
+		// A zombie has no VmRSS: the process has exited.
+		return 0, 0, fmt.Errorf("process %d: no VmRSS or Threads in its status (exited?)", pid)
+	}
+	return rss, threads, nil
+}
+
+// TCP states in /proc/net/tcp.
+const (
+	tcpEstablished = "01"
+	tcpCloseWait   = "08"
+)
+
+// tcpConns counts the TCP sockets of this network namespace whose local
+// port is port and that belong to a process (a socket not accepted yet has
+// none), from /proc/net/tcp and /proc/net/tcp6: established ones, the
+// connections a server on port holds open with its clients, and those in
+// CLOSE_WAIT, whose client has closed but the server not yet.
+func tcpConns(port int) (established, closeWait int, err error) {
+	suffix := fmt.Sprintf(":%04X", port)
+	found := false
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, rerr := os.ReadFile(name)
+		if rerr != nil {
+			continue
+		}
+		found = true
+		for line := range strings.Lines(string(b)) {
+			// "sl: local rem st queues tr retrnsmt uid timeout inode
+			// ...": the lines of other ports are passed over before
+			// being split.
+			_, rest, _ := strings.Cut(line, ": ")
+			local, rest, _ := strings.Cut(rest, " ")
+			if !strings.HasSuffix(local, suffix) {
+				continue
+			}
+			f := strings.Fields(rest) // rem st queues tr retrnsmt uid timeout inode
+			if len(f) < 8 || f[7] == "0" {
+				continue
+			}
+			switch f[1] {
+			case tcpEstablished:
+				established++
+			case tcpCloseWait:
+				closeWait++
+			}
+		}
+	}
+	if !found {
+		return 0, 0, errors.New("no /proc/net/tcp")
+	}
+	return established, closeWait, nil
+}

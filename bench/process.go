@@ -2,14 +2,21 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/examples/weather"
@@ -25,6 +32,15 @@ type childSpec struct {
 	Target  string      `json:"target"`
 	Handler HandlerSpec `json:"handler"`
 	Nice    int         `json:"nice,omitempty"`
+	// Soak serves the soak scenario's handler (see childHandler), whose
+	// /forecast panics on every PanicEvery-th request when that is
+	// positive.
+	Soak       bool `json:"soak,omitempty"`
+	PanicEvery int  `json:"panic_every,omitempty"`
+	// Probe, when positive, makes the child write a "probe" line (its
+	// goroutines and heap, childProbe) every Probe while it serves, and
+	// an "exit" line (ChildExit) after it stopped.
+	Probe time.Duration `json:"probe,omitempty"`
 }
 
 // TargetNice is the nice value of the targets' child processes. On a
@@ -59,7 +75,8 @@ func ServeChild() {
 
 // serveChild starts the target described by spec, writes "listening URL"
 // on out, and serves until in reaches its end (the parent closed it or
-// died) or ctx ends.
+// died) or ctx ends. Then it stops the target and writes "stats JSON"
+// (the target's counters, if it has any) and, when probed, "exit JSON".
 func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) error {
 	var cs childSpec
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
@@ -74,12 +91,27 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 			return err
 		}
 	}
-	rn, err := t.Start(cs.Handler.Options())
+	var before census
+	if cs.Probe > 0 {
+		// Go's netpoller opens its descriptors on the first network
+		// use: open them now, so that they are in the count taken
+		// before the target starts as well as in the one after it
+		// stopped.
+		if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+			_ = l.Close()
+		}
+		before = takeCensus()
+	}
+	rn, err := t.Serve(childHandler(cs))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", cs.Target, err)
 	}
 	if _, err := fmt.Fprintf(out, "listening %s\n", rn.URL); err != nil {
 		return errors.Join(err, rn.Stop())
+	}
+	stopProbe := func() {}
+	if cs.Probe > 0 {
+		stopProbe = startProbe(out, cs.Probe)
 	}
 	ended := make(chan struct{})
 	go func() {
@@ -90,6 +122,8 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	case <-ended:
 	case <-ctx.Done():
 	}
+	stopProbe()
+	stopped := time.Now()
 	if err := rn.Stop(); err != nil {
 		return err
 	}
@@ -102,7 +136,161 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 			return err
 		}
 	}
+	if cs.Probe > 0 {
+		js, err := json.Marshal(settle(before, stopped, childSettle))
+		if err != nil {
+			return fmt.Errorf("exit: %w", err)
+		}
+		if _, err := fmt.Fprintf(out, "exit %s\n", js); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// childHandler returns the handler a child serves: the weather service
+// shaped by cs.Handler or, for a soak, the weather service whose /forecast
+// panics on every cs.PanicEvery-th request when that is positive, and
+// LargePath, which the no-read chaos clients ask for.
+func childHandler(cs childSpec) http.Handler {
+	h := weather.Handler(cs.Handler.Options())
+	if !cs.Soak {
+		return h
+	}
+	mux := http.NewServeMux()
+	forecast := h
+	if cs.PanicEvery > 0 {
+		forecast = panicking(cs.PanicEvery, h)
+	}
+	mux.Handle("/forecast", forecast)
+	mux.Handle("GET "+LargePath, large())
+	mux.Handle("/", h) // 404 for everything else, as the service says it
+	return mux
+}
+
+// LargePath is the soak handler's large answer, LargeSize bytes: the
+// no-read chaos clients ask for it, so that a few unread answers fill the
+// server's socket buffer (up to 4 MiB on Linux) and block its writes.
+const (
+	LargePath = "/soak/large"
+	LargeSize = 256 << 10
+)
+
+// large answers LargeSize bytes.
+func large() http.Handler {
+	body := bytes.Repeat([]byte("sluice soak\n"), LargeSize/12+1)[:LargeSize]
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
+}
+
+// panicking wraps h so that every n-th request panics: alternately before
+// h runs (nothing written yet: servers answer 500) and after it has
+// written its answer (which a server may have begun to send: it then cuts
+// the connection).
+func panicking(n int, h http.Handler) http.Handler {
+	var count atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := count.Add(1)
+		if i%int64(n) != 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if (i/int64(n))%2 == 1 {
+			panic(PanicValue)
+		}
+		h.ServeHTTP(w, r)
+		panic(PanicValue)
+	})
+}
+
+// PanicValue is what the soak scenario's handler panics with.
+const PanicValue = "bench: the soak handler panics on purpose"
+
+// childSettle bounds the wait, after the target stopped, for its
+// goroutines and descriptors to go back to their counts before it started.
+const childSettle = 2 * time.Second
+
+// census is a child's count of its own goroutines and open descriptors.
+type census struct {
+	goroutines, fds int
+}
+
+func takeCensus() census {
+	return census{goroutines: runtime.NumGoroutine(), fds: countFDs("self")}
+}
+
+// settle waits up to limit for the counts to fall back to before and
+// returns what they were when they did, or at the limit.
+func settle(before census, stopped time.Time, limit time.Duration) ChildExit {
+	deadline := time.Now().Add(limit)
+	for {
+		now := takeCensus()
+		if (now.goroutines <= before.goroutines && now.fds <= before.fds) || time.Now().After(deadline) {
+			return ChildExit{
+				GoroutinesBefore: before.goroutines, GoroutinesAfter: now.goroutines,
+				FDsBefore: before.fds, FDsAfter: now.fds,
+				After: time.Since(stopped),
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ChildExit is what a probed child reports once its target has stopped:
+// its goroutines and open descriptors before the target started and after
+// it stopped. After is taken as soon as both are back at their counts
+// before, or 2 s after the stop began if they never are.
+type ChildExit struct {
+	GoroutinesBefore int `json:"goroutines_before"`
+	GoroutinesAfter  int `json:"goroutines_after"`
+	FDsBefore        int `json:"fds_before"`
+	FDsAfter         int `json:"fds_after"`
+	// After is the time from the beginning of the target's stop to the
+	// second count.
+	After time.Duration `json:"after"`
+}
+
+// childProbe is a child's report on itself while it serves.
+type childProbe struct {
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+}
+
+// startProbe writes "probe JSON" (a childProbe) on out every interval,
+// the first at once, until the returned function is called; that function
+// returns once the probe has stopped writing.
+func startProbe(out io.Writer, interval time.Duration) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			p := childProbe{Goroutines: runtime.NumGoroutine()}
+			metrics.Read(heap)
+			if heap[0].Value.Kind() == metrics.KindUint64 {
+				p.HeapBytes = heap[0].Value.Uint64()
+			}
+			js, _ := json.Marshal(p)
+			if _, err := fmt.Fprintf(out, "probe %s\n", js); err != nil {
+				return
+			}
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // Launcher returns the command that runs the program as a target's child:
@@ -128,10 +316,20 @@ type Process struct {
 	// Stats is the target's counters as JSON, reported when it stopped
 	// (nil for a target without any, or before Stop).
 	Stats json.RawMessage
+	// Exit is what a probed child (the soak scenario's) reported after
+	// its target stopped; nil before Stop, or when it reported nothing.
+	Exit  *ChildExit
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
 	errb  *strings.Builder
+	probe atomic.Pointer[probeReading] // the latest probe line
+}
+
+// probeReading is a probe line and when it was read.
+type probeReading struct {
+	childProbe
+	at time.Time
 }
 
 // processStartTimeout bounds the wait for a child's "listening" line.
@@ -147,6 +345,13 @@ func StartProcess(ctx context.Context, launch Launcher, target string, spec Hand
 // startProcess is StartProcess with the child restricted to cpus (none:
 // the parent's CPUs).
 func startProcess(ctx context.Context, launch Launcher, target string, spec HandlerSpec, cpus []int) (*Process, error) {
+	return startChild(ctx, launch, childSpec{Target: target, Handler: spec, Nice: TargetNice}, cpus)
+}
+
+// startChild starts the child cs describes on cpus (none: the parent's
+// CPUs) and returns once it listens.
+func startChild(ctx context.Context, launch Launcher, cs childSpec, cpus []int) (*Process, error) {
+	target := cs.Target
 	if _, ok := TargetByName(target); !ok {
 		return nil, fmt.Errorf("bench: unknown target %q", target)
 	}
@@ -157,7 +362,7 @@ func startProcess(ctx context.Context, launch Launcher, target string, spec Hand
 	if err != nil {
 		return nil, err
 	}
-	js, err := json.Marshal(childSpec{Target: target, Handler: spec, Nice: TargetNice})
+	js, err := json.Marshal(cs)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -185,9 +390,7 @@ func startProcess(ctx context.Context, launch Launcher, target string, spec Hand
 		// Read the rest (the stats at the end) so that the child never
 		// blocks on a full pipe.
 		for sc.Scan() {
-			if js, ok := strings.CutPrefix(sc.Text(), "stats "); ok && json.Valid([]byte(js)) {
-				p.Stats = json.RawMessage(js)
-			}
+			p.readLine(sc.Text())
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 		p.done <- cmd.Wait()
@@ -213,6 +416,31 @@ func startProcess(ctx context.Context, launch Launcher, target string, spec Hand
 		return fail(ctx.Err())
 	}
 }
+
+// readLine takes in a line the child wrote after its address.
+func (p *Process) readLine(line string) {
+	kind, js, _ := strings.Cut(line, " ")
+	switch kind {
+	case "stats":
+		if json.Valid([]byte(js)) {
+			p.Stats = json.RawMessage(js)
+		}
+	case "probe":
+		var r probeReading
+		if json.Unmarshal([]byte(js), &r.childProbe) == nil {
+			r.at = time.Now()
+			p.probe.Store(&r)
+		}
+	case "exit":
+		var e ChildExit
+		if json.Unmarshal([]byte(js), &e) == nil {
+			p.Exit = &e
+		}
+	}
+}
+
+// pid returns the child's process id.
+func (p *Process) pid() int { return p.cmd.Process.Pid }
 
 // cpu returns the CPU time the child has used so far, or 0 if unknown.
 func (p *Process) cpu() time.Duration { return processCPU(p.cmd.Process.Pid) }

@@ -21,6 +21,11 @@ const (
 	// ScenarioMix offers requests on kept-alive connections and on new
 	// connections together, counted as two classes.
 	ScenarioMix = "mix"
+	// ScenarioSoak offers 5x of capacity for a minute with chaos clients
+	// alongside and a handler that panics on 1% of its requests, and
+	// checks goodput per second and the target's goroutines, descriptors
+	// and memory (see SoakConfig).
+	ScenarioSoak = "soak"
 )
 
 // Percentiles are latencies of the OK answers, in milliseconds.
@@ -96,9 +101,12 @@ type Sample struct {
 	// it reported them (the sluice server's admission Stats: rejections
 	// by reason, queue waits); absent for targets without any.
 	Server json.RawMessage `json:"server,omitempty"`
-	// Step and Series are set for the step scenario.
+	// Step is set for the step scenario, Series for the step and soak
+	// scenarios.
 	Step   *StepInfo `json:"step,omitempty"`
 	Series []Bucket  `json:"series,omitempty"`
+	// Soak is set for the soak scenario.
+	Soak *SoakInfo `json:"soak,omitempty"`
 }
 
 // ClassSample is one class's part of a Sample.

@@ -43,7 +43,8 @@ type StepConfig struct {
 type SuiteConfig struct {
 	// Targets names the targets (see Targets); default all of them.
 	Targets []string
-	// Scenarios names the scenarios (Scenario* constants); default all.
+	// Scenarios names the scenarios (Scenario* constants); default all
+	// but the soak, which runs only when named.
 	Scenarios []string
 	// Shape is the handler shape of the sweep, step, slowdown and mix
 	// scenarios; default ShapeIO.
@@ -91,6 +92,8 @@ type SuiteConfig struct {
 	// NewFraction is the share of requests on new connections in the mix
 	// scenario, the rest on kept-alive ones; default 0.5.
 	NewFraction float64
+	// Soak shapes the soak scenario; it serves the handler of Shape.
+	Soak SoakConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -125,9 +128,15 @@ func (c *SuiteConfig) defaults() error {
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = all
 	}
+	known := slices.Concat(all, []string{ScenarioSoak})
 	for _, s := range c.Scenarios {
-		if !slices.Contains(all, s) {
-			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, all)
+		if !slices.Contains(known, s) {
+			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioSoak) {
+		if err := c.Soak.defaults(); err != nil {
+			return err
 		}
 	}
 	if c.Shape.Name == "" {
@@ -244,6 +253,8 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 			}
 		case ScenarioStep:
 			add(c.Shape, point{sc, c.Shape, c.Shape.Spec, c.Step.High})
+		case ScenarioSoak:
+			add(c.Shape, point{sc, c.Shape, c.Shape.Spec, c.Soak.Multiple})
 		}
 	}
 	return shapes, points
@@ -251,8 +262,11 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 
 // window returns a point's sending window.
 func (c *SuiteConfig) window(p point) time.Duration {
-	if p.scenario == ScenarioStep {
+	switch p.scenario {
+	case ScenarioStep:
 		return c.Step.Before + c.Step.During + c.Step.After
+	case ScenarioSoak:
+		return c.Soak.Duration
 	}
 	return c.Duration
 }
@@ -375,6 +389,9 @@ const weatherPath = "/forecast?city=Lisbon"
 
 // measure runs one point on a fresh child process.
 func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
+	if p.scenario == ScenarioSoak {
+		return cfg.soak(ctx, target, p, capacity, repeat, run)
+	}
 	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err

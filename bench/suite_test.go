@@ -236,7 +236,8 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 	}
 	for name, change := range map[string]func(*SuiteConfig){
 		"unknown target":          func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
-		"unknown scenario":        func(c *SuiteConfig) { c.Scenarios = []string{ScenarioSweep, "soak"} },
+		"unknown scenario":        func(c *SuiteConfig) { c.Scenarios = []string{ScenarioSweep, "chaos"} },
+		"soak of half a bucket":   func(c *SuiteConfig) { c.Scenarios = []string{ScenarioSoak}; c.Soak.Duration = 1500 * time.Millisecond },
 		"zero multiple":           func(c *SuiteConfig) { c.Multiples = []float64{0.2, 0} },
 		"negative multiple":       func(c *SuiteConfig) { c.Multiples = []float64{-1} },
 		"NaN multiple":            func(c *SuiteConfig) { c.Multiples = []float64{math.NaN()} },

@@ -18,13 +18,19 @@ import (
 )
 
 // Target is a server under test, started on 127.0.0.1 with the weather
-// service (examples/weather) shaped by its options.
+// service (examples/weather) shaped by its options, or with any handler.
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched".
 	Name string
-	// Start starts the target.
+	// Start starts the target serving the weather service shaped by opts:
+	// Serve with weather.Handler(opts).
 	Start func(opts weather.Options) (*Running, error)
+	// Serve starts the target serving h, behind the target's own
+	// protection (its admission, its semaphore) as the weather service
+	// is; the soak scenario serves the weather service wrapped in a
+	// handler that panics now and then.
+	Serve func(h http.Handler) (*Running, error)
 }
 
 // Running is a started target.
@@ -81,19 +87,23 @@ func SluiceHalfConfig() sluice.Config {
 // The handler is the weather service in every one.
 func Targets() []Target {
 	return []Target{
-		{Name: "sluice", Start: func(o weather.Options) (*Running, error) {
-			return startSluice(o, SluiceConfig())
-		}},
-		{Name: "nethttp", Start: func(o weather.Options) (*Running, error) {
-			return running(startNetHTTP(weather.Handler(o)))
-		}},
-		{Name: "semaphore", Start: func(o weather.Options) (*Running, error) {
-			return running(startNetHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, weather.Handler(o))))
-		}},
-		{Name: "sluice-half", Start: func(o weather.Options) (*Running, error) {
-			return startSluice(o, SluiceHalfConfig())
-		}},
-		{Name: "gosched", Start: startGoSched},
+		newTarget("sluice", func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig()) }),
+		newTarget("nethttp", func(h http.Handler) (*Running, error) { return running(startNetHTTP(h)) }),
+		newTarget("semaphore", func(h http.Handler) (*Running, error) {
+			return running(startNetHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, h)))
+		}),
+		newTarget("sluice-half", func(h http.Handler) (*Running, error) { return startSluice(h, SluiceHalfConfig()) }),
+		newTarget("gosched", startGoSched),
+	}
+}
+
+// newTarget returns the target named name served by serve, whose Start
+// serves the weather service.
+func newTarget(name string, serve func(h http.Handler) (*Running, error)) Target {
+	return Target{
+		Name:  name,
+		Start: func(o weather.Options) (*Running, error) { return serve(weather.Handler(o)) },
+		Serve: serve,
 	}
 }
 
@@ -105,10 +115,10 @@ func Targets() []Target {
 // (docs/benchmarks.md, "GoSched on net/http").
 const GoSchedFraction = 2.0
 
-// startGoSched serves the handler on net/http behind package httpgate with
-// the GoSched gate and the 100 ms timed queue: the nearest thing to the
+// startGoSched serves h on net/http behind package httpgate with the
+// GoSched gate and the 100 ms timed queue: the nearest thing to the
 // executor's busy count that plain net/http can have.
-func startGoSched(o weather.Options) (*Running, error) {
+func startGoSched(h http.Handler) (*Running, error) {
 	adm, err := httpgate.New(admit.Config{
 		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction})},
 		Queue: &admit.QueueOptions{},
@@ -116,7 +126,7 @@ func startGoSched(o weather.Options) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	url, stop, err := startNetHTTP(adm.Wrap(weather.Handler(o)))
+	url, stop, err := startNetHTTP(adm.Wrap(h))
 	if err != nil {
 		adm.Close()
 		return nil, err
@@ -145,8 +155,8 @@ func running(url string, stop func() error, err error) (*Running, error) {
 	return &Running{URL: url, Stop: stop}, nil
 }
 
-func startSluice(o weather.Options, cfg sluice.Config) (*Running, error) {
-	srv, err := sluice.Listen("127.0.0.1:0", weather.Handler(o), cfg)
+func startSluice(h http.Handler, cfg sluice.Config) (*Running, error) {
+	srv, err := sluice.Listen("127.0.0.1:0", h, cfg)
 	if err != nil {
 		return nil, err
 	}

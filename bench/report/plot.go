@@ -40,7 +40,10 @@ const (
 //     offered (dashed) and rejected (thin) rates per second of each series
 //     bucket against time, for one kept run per target (the one with the
 //     lowest repeat index, named in the title), with the step up and down
-//     marked.
+//     marked;
+//   - soak-<shape>.png for each shape of the soak scenario: goodput per
+//     bucket as a fraction of C against time, for one run per target (the
+//     lowest repeat), with the least the rules allow marked.
 //
 // The shape's part of a name is reduced to letters, digits, '-' and '_';
 // a sample without a shape gives goodput.png, latency.png and step.png. A
@@ -87,6 +90,11 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 	}
 	for _, shape := range shapes(rep, bench.ScenarioStep) {
 		if err := save(stepPlot(rep, shape, ranks)); err != nil {
+			return paths, err
+		}
+	}
+	for _, shape := range shapes(rep, bench.ScenarioSoak) {
+		if err := save(soakPlot(rep, shape, ranks)); err != nil {
 			return paths, err
 		}
 	}

@@ -2,6 +2,7 @@
 //
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
 //	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step
+//	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
 //
@@ -44,6 +45,11 @@ commands:
   bench  the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against
          I/O-bound handlers, a database slowdown, kept-alive against new
          connections, and a step from 0.5x to 3x and back (several minutes)
+  soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
+         clients that never read, resets, garbage and pipelined floods
+         alongside and a handler that panics on 1% of requests: goodput per
+         second, goroutines, fds and memory, checked (PASS/FAIL; fails the
+         command when sluice's checks fail)
   lanes  the executor's priority lanes and Await on pinned workers, under a
          load above capacity (a few seconds)
   report print the table of a saved report.json again and redraw its plots:
@@ -62,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return demo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "soak":
+		return soakCmd(ctx, args[1:], stdout, stderr)
 	case "lanes":
 		return lanesDemo(ctx, args[1:], stdout, stderr)
 	case "report":

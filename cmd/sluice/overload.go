@@ -34,16 +34,30 @@ type suiteFlags struct {
 	// cpus is "split" or "shared"; targetCPUs and genCPUs are CPU lists
 	// ("1", "0-7") that replace the automatic split.
 	cpus, targetCPUs, genCPUs string
+	// soak makes the flags those of the soak command: -duration, -x
+	// and the chaos are the soak's, and there is no -scenarios.
+	soak bool
+	// chaos is the soak's chaos clients, "kind=n,..." or "none".
+	chaos string
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
-	fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
+	if f.soak {
+		fs.DurationVar(&c.Soak.Duration, "duration", c.Soak.Duration, "sending window of the soak, a whole number of seconds")
+		fs.Float64Var(&c.Soak.Multiple, "x", c.Soak.Multiple, "offered load, in multiples of each target's capacity")
+		fs.DurationVar(&c.Soak.Settle, "settle", c.Soak.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
+		fs.IntVar(&c.Soak.PanicEvery, "panic-every", c.Soak.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
+		fs.StringVar(&f.chaos, "chaos", formatMix(bench.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
+	} else {
+		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step, soak")
+		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
+		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
+		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
+	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
 	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched")
-	fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step")
-	fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
-	fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 	fs.DurationVar(&f.cpu, "cpu", f.cpu, "CPU work per request of the weather handler")
 	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
 	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")
@@ -80,6 +94,25 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	}
 	c.Targets = splitList(f.targets)
 	c.Scenarios = splitList(f.scenarios)
+	if f.soak {
+		if c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour || c.Soak.Duration%time.Second != 0 {
+			return fmt.Errorf("-duration must be a whole number of seconds in (0, 1h], got %v", c.Soak.Duration)
+		}
+		if !(c.Soak.Multiple > 0) || c.Soak.Multiple > 1000 {
+			return fmt.Errorf("-x must be in (0, 1000], got %v", c.Soak.Multiple)
+		}
+		if c.Soak.Settle < 0 || c.Soak.Settle > c.Soak.Duration {
+			return fmt.Errorf("-settle must be in [0, -duration], got %v", c.Soak.Settle)
+		}
+		mix, err := parseMix(f.chaos)
+		if err != nil {
+			return fmt.Errorf("-chaos: %w", err)
+		}
+		c.Soak.Chaos = &mix
+		c.Scenarios = []string{bench.ScenarioSoak}
+	} else if c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour {
+		return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
+	}
 	var err error
 	if c.Multiples, err = parseMultiples("-x", f.multiples); err != nil {
 		return err
@@ -239,7 +272,20 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		fmt.Fprintf(stdout, "plot:  %s\n", p)
 	}
 	writeSummary(stdout, rep)
-	return err
+	return errors.Join(err, writeSoak(stdout, rep))
+}
+
+// writeSoak prints the soak runs of rep (report.WriteSoak) and returns an
+// error naming the enforced checks that failed, if any.
+func writeSoak(w io.Writer, rep *bench.Report) error {
+	if err := report.WriteSoak(w, rep); err != nil {
+		return err
+	}
+	failed := bench.SoakFailures(rep)
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("soak: %d check(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 }
 
 // writeSummary ends the output with what the table shows, in plain words

@@ -68,7 +68,9 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "plot:  %s\n", p)
 	}
 	writeSummary(stdout, doc.Report)
-	return nil
+	// The soak's checks are shown again; a failed one is no error of
+	// this command, which only reads.
+	return report.WriteSoak(stdout, doc.Report)
 }
 
 // parseInterspersed parses args with fs, letting flags follow the
