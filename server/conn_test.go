@@ -14,13 +14,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -618,4 +621,38 @@ func TestFirstRequestAfterAQuietStart(t *testing.T) {
 		assert.Equal(t, "GET /late", string(b))
 		c.Close()
 	}
+}
+
+// A client that pipelines requests and never reads its answers makes the
+// server read ahead one buffer at most while an answer waits for room, not
+// its whole head limit (about 1 MiB per such connection before).
+func TestPipelinerThatNeverReadsIsNotReadAhead(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 256<<10)
+	rt := schedtest.Runtime(t, 1)
+	srv, addr := serveNativeOn(t, rt, HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(big)
+	})), Config{})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+	}}
+	nc, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	req := []byte("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	flood := bytes.Repeat(req, 20000) // 600 KB of requests
+	go func() { _, _ = nc.Write(flood) }()
+	// Let the server read what it will while its first answer is stuck.
+	time.Sleep(300 * time.Millisecond)
+	var bufSize, conns int
+	done := make(chan struct{})
+	require.NoError(t, rt.Worker(0).Submit(lanes.Continuation, func() {
+		defer close(done)
+		for c := srv.ws[0].conns.head; c != nil; c = c.next {
+			conns++
+			bufSize = max(bufSize, cap(c.buf))
+		}
+	}))
+	<-done
+	assert.Equal(t, 1, conns)
+	assert.LessOrEqual(t, bufSize, readBufSize, "read ahead at most one buffer")
 }
