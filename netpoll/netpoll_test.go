@@ -25,9 +25,25 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// openConns counts the connections an echo server has open. (A WaitGroup
+// would do, but the race detector cannot see that a client's exchange
+// orders one worker's Add after another's Done, through the kernel's
+// sockets, and would report a WaitGroup reused during its Wait.)
+type openConns struct{ n atomic.Int64 }
+
+func (o *openConns) Add(d int) { o.n.Add(int64(d)) }
+func (o *openConns) Done()     { o.n.Add(-1) }
+
+// Wait waits until every connection has closed.
+func (o *openConns) Wait(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return o.n.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"every server side saw the close and closed")
+}
+
 // echo serves each connection by writing back what it reads, reading at most
 // budget bytes per readiness callback.
-func echo(budget int, conns *sync.WaitGroup, lanesSeen *sync.Map) AcceptFunc {
+func echo(budget int, conns *openConns, lanesSeen *sync.Map) AcceptFunc {
 	return func(c *Conn) {
 		conns.Add(1)
 		buf := make([]byte, budget)
@@ -70,7 +86,7 @@ func TestEchoManyConnections(t *testing.T) {
 
 func testEcho(t *testing.T, opts Options) {
 	s := schedtest.Start(t, 2)
-	var conns sync.WaitGroup
+	var conns openConns
 	l, err := Listen(s, "127.0.0.1:0", opts, echo(512, &conns, nil))
 	require.NoError(t, err)
 	defer l.Close()
@@ -100,7 +116,7 @@ func testEcho(t *testing.T, opts Options) {
 		}()
 	}
 	wg.Wait()
-	conns.Wait() // every server side saw the close and closed
+	conns.Wait(t)
 }
 
 func TestWriteWaitsForEPOLLOUT(t *testing.T) {
@@ -180,7 +196,7 @@ func TestAdoptServesAnInheritedSocket(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	var conns sync.WaitGroup
+	var conns openConns
 	l, err := Adopt(s, fd, Options{Timestamps: true}, echo(512, &conns, nil))
 	require.NoError(t, err)
 	assert.Equal(t, nl.Addr().String(), l.Addr().String())
@@ -195,7 +211,7 @@ func TestAdoptServesAnInheritedSocket(t *testing.T) {
 		assert.Equal(t, "ping", string(got))
 		require.NoError(t, nc.Close())
 	}
-	conns.Wait()
+	conns.Wait(t)
 	require.NoError(t, l.Close())
 	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	assert.ErrorIs(t, err, unix.EBADF, "Close closed the adopted socket")
@@ -480,7 +496,7 @@ func TestStopAcceptsWhatIsQueuedAndRefusesTheRest(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reuseport", true: "exclusive"}[shared], func(t *testing.T) {
 			s := schedtest.Start(t, 1)
-			var conns sync.WaitGroup
+			var conns openConns
 			l, err := Listen(s, "127.0.0.1:0", Options{Shared: shared}, echo(512, &conns, nil))
 			require.NoError(t, err)
 			defer l.Close()
@@ -521,7 +537,7 @@ func TestStopAcceptsWhatIsQueuedAndRefusesTheRest(t *testing.T) {
 				require.NoError(t, err, "connection %d queued before Stop is served", i)
 				nc.Close()
 			}
-			conns.Wait()
+			conns.Wait(t)
 			require.NoError(t, l.Close())
 		})
 	}
