@@ -558,9 +558,12 @@ func (cfg *SuiteConfig) soak(ctx context.Context, target string, p point, capaci
 		chaosErr error
 		readings []Resources
 	)
-	// The chaos clients stop with the sending window; the readings go on
-	// to its last bucket's end.
-	chaosCtx, stopChaos := context.WithTimeout(ctx, sc.Duration)
+	// The readings go on to the sending window's last bucket's end; the
+	// chaos clients stop a quarter of a bucket later, so that the last
+	// reading does not catch the connections they all close at once (on a
+	// busy server their hang-ups wait their turn, in CLOSE_WAIT, and would
+	// read as descriptors held beyond the open connections).
+	chaosCtx, stopChaos := context.WithTimeout(ctx, sc.Duration+sc.Bucket/4)
 	defer stopChaos()
 	if sc.Chaos.Total() > 0 {
 		wg.Go(func() {
