@@ -49,6 +49,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.DurationVar(&c.Soak.Settle, "settle", c.Soak.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
 		fs.IntVar(&c.Soak.PanicEvery, "panic-every", c.Soak.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
 		fs.StringVar(&f.chaos, "chaos", formatMix(bench.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
+		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
 		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step, soak")
@@ -103,6 +104,9 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		}
 		if c.Soak.Settle < 0 || c.Soak.Settle > c.Soak.Duration {
 			return fmt.Errorf("-settle must be in [0, -duration], got %v", c.Soak.Settle)
+		}
+		if !(c.Soak.Rules.MinGoodput > 0) || c.Soak.Rules.MinGoodput > 1 {
+			return fmt.Errorf("-min-goodput must be in (0, 1], got %v", c.Soak.Rules.MinGoodput)
 		}
 		mix, err := parseMix(f.chaos)
 		if err != nil {
