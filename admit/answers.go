@@ -74,22 +74,16 @@ func (as *answers) count(r *Refusal) *reject.Answer {
 	ra := v.(*reasonAnswers)
 	ra.n.Add(1)
 	as.total.Add(1)
-	if vs := ra.variants.Load(); vs != nil {
-		for _, a := range *vs {
-			if a.Status == status && a.RetryAfter == secs {
-				return a
-			}
-		}
+	if a := ra.find(status, secs); a != nil {
+		return a
 	}
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
+	if a := ra.find(status, secs); a != nil {
+		return a // built meanwhile
+	}
 	var vs []*reject.Answer
 	if old := ra.variants.Load(); old != nil {
-		for _, a := range *old {
-			if a.Status == status && a.RetryAfter == secs {
-				return a
-			}
-		}
 		vs = append(vs, *old...)
 	}
 	a := reject.NewAnswer(r.Reason, status, retry, as.header)
@@ -98,6 +92,18 @@ func (as *answers) count(r *Refusal) *reject.Answer {
 		ra.variants.Store(&vs)
 	}
 	return a
+}
+
+// find returns the answer built for status and secs, or nil.
+func (ra *reasonAnswers) find(status int, secs int64) *reject.Answer {
+	if vs := ra.variants.Load(); vs != nil {
+		for _, a := range *vs {
+			if a.Status == status && a.RetryAfter == secs {
+				return a
+			}
+		}
+	}
+	return nil
 }
 
 // counts returns the rejections counted, in all and by reason.

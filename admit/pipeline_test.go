@@ -209,7 +209,7 @@ func TestGateRefusalWithoutQueueRejects(t *testing.T) {
 	assert.Equal(t, "g2", a.Reason)
 	assert.Equal(t, int64(-1), a.RetryAfter)
 	h := http.Header{}
-	a.SetHeader(h, true)
+	a.SetHeader(h, true, nil)
 	assert.Equal(t, "yes", h.Get("X-Extra"))
 	assert.Equal(t, "1", h.Get(reject.NotStartedHeader))
 	assert.Equal(t, []string{"admit pol /r", "admit g1 /r", "refuse g2 /r", "cancel g1 /r", "cancel pol /r"}, log.take())

@@ -11,24 +11,20 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
 )
 
-// Target is a server under test, started on 127.0.0.1 with the weather
-// service (examples/weather) shaped by its options, or with any handler.
+// Target is a server under test, started on 127.0.0.1 with a handler: the
+// weather service (examples/weather) or the soak's.
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched".
 	Name string
-	// Start starts the target serving the weather service shaped by opts:
-	// Serve with weather.Handler(opts).
-	Start func(opts weather.Options) (*Running, error)
 	// Serve starts the target serving h, behind the target's own
-	// protection (its admission, its semaphore) as the weather service
-	// is; the soak scenario serves the weather service wrapped in a
+	// protection (its admission, its semaphore): the weather service
+	// (weather.Handler), or for the soak the weather service wrapped in a
 	// handler that panics now and then.
 	Serve func(h http.Handler) (*Running, error)
 }
@@ -87,23 +83,13 @@ func SluiceHalfConfig() sluice.Config {
 // The handler is the weather service in every one.
 func Targets() []Target {
 	return []Target{
-		newTarget("sluice", func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig()) }),
-		newTarget("nethttp", func(h http.Handler) (*Running, error) { return running(startNetHTTP(h)) }),
-		newTarget("semaphore", func(h http.Handler) (*Running, error) {
+		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig()) }},
+		{Name: "nethttp", Serve: func(h http.Handler) (*Running, error) { return running(startNetHTTP(h)) }},
+		{Name: "semaphore", Serve: func(h http.Handler) (*Running, error) {
 			return running(startNetHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, h)))
-		}),
-		newTarget("sluice-half", func(h http.Handler) (*Running, error) { return startSluice(h, SluiceHalfConfig()) }),
-		newTarget("gosched", startGoSched),
-	}
-}
-
-// newTarget returns the target named name served by serve, whose Start
-// serves the weather service.
-func newTarget(name string, serve func(h http.Handler) (*Running, error)) Target {
-	return Target{
-		Name:  name,
-		Start: func(o weather.Options) (*Running, error) { return serve(weather.Handler(o)) },
-		Serve: serve,
+		}},
+		{Name: "sluice-half", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceHalfConfig()) }},
+		{Name: "gosched", Serve: startGoSched},
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 func TestTargetsServeTheWeather(t *testing.T) {
 	for _, tg := range Targets() {
 		t.Run(tg.Name, func(t *testing.T) {
-			rn, err := tg.Start(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond})
+			rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond}))
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, rn.Stop()) }()
 			base := rn.URL

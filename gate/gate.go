@@ -53,11 +53,3 @@ func (w *wakers) fire(n int) {
 		}
 	}
 }
-
-// len returns the number of attached pipelines.
-func (w *wakers) len() int {
-	if p := w.p.Load(); p != nil {
-		return len(*p)
-	}
-	return 0
-}

@@ -22,10 +22,7 @@ var closeField = []string{"close"}
 func answer(w http.ResponseWriter, r *http.Request, t *admit.Ticket) {
 	a, extra := t.Answer()
 	h := w.Header()
-	a.SetHeader(h, true)
-	for k, vv := range extra {
-		h[http.CanonicalHeaderKey(k)] = vv
-	}
+	a.SetHeader(h, true, extra)
 	if !drain(r) {
 		h["Connection"] = closeField
 	}

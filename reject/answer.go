@@ -29,7 +29,6 @@ type Answer struct {
 	Fields []byte
 
 	header http.Header // every field, Content-Length included
-	length []string    // the Content-Length value
 }
 
 // NewAnswer builds the answer for a refusal: the status, Retry-After rounded
@@ -51,21 +50,24 @@ func NewAnswer(reason string, status int, retryAfter time.Duration, extra http.H
 	a.header[NotStartedHeader] = []string{"1"}
 	a.header[ReasonHeader] = []string{reason}
 	a.header["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	a.length = []string{strconv.Itoa(len(body))}
-	a.header["Content-Length"] = a.length
+	a.header["Content-Length"] = []string{strconv.Itoa(len(body))}
 	a.Fields = AppendFields(nil, a.header)
 	return a
 }
 
 // SetHeader fills h with the answer's header fields, Content-Length
 // included when withLength is set (a writer that sets the length itself
-// leaves it out).
-func (a *Answer) SetHeader(h http.Header, withLength bool) {
+// leaves it out), then with extra, the fields of one refusal (nil when it
+// has none).
+func (a *Answer) SetHeader(h http.Header, withLength bool, extra http.Header) {
 	for k, vv := range a.header {
 		h[k] = vv
 	}
 	if !withLength {
 		delete(h, "Content-Length")
+	}
+	for k, vv := range extra {
+		h[http.CanonicalHeaderKey(k)] = vv
 	}
 }
 

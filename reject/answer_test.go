@@ -13,7 +13,7 @@ func TestAnswer(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, a.Status)
 	assert.Equal(t, int64(2), a.RetryAfter)
 	h := http.Header{}
-	a.SetHeader(h, true)
+	a.SetHeader(h, true, nil)
 	assert.Equal(t, "1", h.Get(NotStartedHeader))
 	assert.Equal(t, "busy", h.Get(ReasonHeader))
 	assert.Equal(t, "2", h.Get("Retry-After"))
@@ -24,12 +24,18 @@ func TestAnswer(t *testing.T) {
 
 	none := NewAnswer("x", http.StatusTooManyRequests, -1, nil)
 	h = http.Header{}
-	none.SetHeader(h, false)
+	none.SetHeader(h, false, nil)
 	assert.Equal(t, 429, none.Status)
 	assert.Equal(t, int64(-1), none.RetryAfter)
 	assert.Empty(t, h.Get("Retry-After"))
 	assert.Empty(t, h.Get("Content-Length"))
 	assert.NotContains(t, string(none.Fields), "Retry-After")
+
+	// A refusal's own fields come on top, with canonical names.
+	h = http.Header{}
+	none.SetHeader(h, true, http.Header{"ratelimit-remaining": {"0"}})
+	assert.Equal(t, "0", h.Get("Ratelimit-Remaining"))
+	assert.Equal(t, "1", h.Get(NotStartedHeader))
 
 	zero := NewAnswer("x", 503, 0, nil)
 	assert.Contains(t, string(zero.Fields), "Retry-After: 0\r\n", "zero is a value, not none")

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"net/http"
-
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -32,11 +30,7 @@ func (srv *Server) Pipeline() *admit.Pipeline { return srv.adm }
 // request's ResponseWriter (the request's coroutine).
 func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
-	h := w.Header()
-	a.SetHeader(h, false) // the writer sets the length
-	for k, vv := range extra {
-		h[http.CanonicalHeaderKey(k)] = vv
-	}
+	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)
 	_, _ = w.WriteString(a.Body)
 }
