@@ -54,10 +54,13 @@ type Server struct {
 }
 
 // Listen starts a runtime (by default one pinned worker per usable CPU;
-// opts change that, see package runtime) and a server on addr
-// ("127.0.0.1:8080", "[::]:80") that serves h. It fails, naming the
-// problem, on a bad address, a port it cannot bind, or an admission
-// configuration that cannot work; nothing is left running then.
+// opts change that, see package runtime) and a server on addr that serves
+// h. addr is what net.Listen("tcp", addr) takes: ":8080" (every address,
+// IPv6 and IPv4), "127.0.0.1:8080", "[::1]:8080", "localhost:8080"; see
+// netpoll.Listen. It fails, naming the problem, on a bad address, a port
+// it cannot bind or that another socket holds (EADDRINUSE, unless
+// Config.Listen.ReusePort asks to share it), or an admission configuration
+// that cannot work; nothing is left running then.
 func Listen(addr string, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
 	return start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
 		return server.Listen(rt, addr, sh, cfg)

@@ -31,6 +31,8 @@ type fakeConnector struct {
 	// Gates for the calls of that name, nil for none: "query"
 	// (QueryContext), "next" (the first Next of a result set), "commit".
 	gates map[string]*gate
+	// drv is what Driver returns; nil means fakeDriver{}.
+	drv driver.Driver
 
 	mu  sync.Mutex
 	log []string
@@ -73,7 +75,12 @@ func (f *fakeConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return ctxConn{c}, nil
 }
 
-func (f *fakeConnector) Driver() driver.Driver { return fakeDriver{} }
+func (f *fakeConnector) Driver() driver.Driver {
+	if f.drv != nil {
+		return f.drv
+	}
+	return fakeDriver{}
+}
 
 func (f *fakeConnector) Close() error { f.closedDB.Store(true); return nil }
 

@@ -27,6 +27,13 @@ import (
 // context as long as it lives.) A connection's own Close has no context to
 // go by and runs in place.
 //
+// Connector covers the driver's calls only: database/sql's own wait for a
+// free connection, when SetMaxOpenConns caps their number, blocks the caller
+// before any driver call. OpenDB and Open wrap the connector and return a
+// DB, whose calls release the worker during that wait too; use Connector
+// alone where a *sql.DB must be built some other way, and wrap that in a DB
+// for the pool's wait.
+//
 // The wrapped connection keeps database/sql's behaviour unchanged. It
 // implements the optional interfaces whose absence database/sql treats like
 // a no-op, and emulates that no-op when the driver lacks them, exactly as
@@ -68,32 +75,6 @@ func Connector(c driver.Connector) driver.Connector {
 		return closingConnector{k}
 	}
 	return k
-}
-
-// OpenDB is sql.OpenDB(Connector(c)): a database whose calls made from a
-// coroutine release the worker while they wait on the database.
-//
-// Two things in database/sql block the calling goroutine itself, and so
-// hold the worker, while they wait for another caller; avoid them when that
-// caller may be a handler suspended on the same worker, which could then
-// never resume:
-//
-//   - Waiting for a free connection when SetMaxOpenConns caps their number:
-//     a handler that finds the pool exhausted blocks its worker until a
-//     connection comes back, and a connection held by a handler suspended
-//     on that same worker cannot come back before the blocked handler's
-//     context ends. Leave the number of open connections unlimited, or above
-//     the number of handlers that may use the database at once.
-//   - Locks held across driver calls: database/sql holds a connection's
-//     lock during each call on it. Do not use one sql.Tx, sql.Conn or
-//     sql.Rows from two handlers at once, and do not close a sql.Stmt that
-//     other handlers may still be using.
-//
-// Each row of a result set is fetched through sched.Await; most drivers
-// buffer rows, so that most fetches do not wait, but each still costs a trip
-// off the worker and back.
-func OpenDB(c driver.Connector) *sql.DB {
-	return sql.OpenDB(Connector(c))
 }
 
 // connector is what Connector returns.

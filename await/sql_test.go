@@ -16,10 +16,10 @@ import (
 	"github.com/sluice-go/sluice/sched"
 )
 
-// openFake opens a database over a fake connector wrapped by Connector and
-// closes it when the test ends, checking that every connection was closed
-// and none was misused.
-func openFake(t *testing.T, kind connKind, gates map[string]*gate) (*sql.DB, *fakeConnector) {
+// openFake opens a database over a fake connector with OpenDB and closes it
+// when the test ends, checking that every connection was closed and none
+// was misused. Tests of Connector alone use its DB field.
+func openFake(t *testing.T, kind connKind, gates map[string]*gate) (*DB, *fakeConnector) {
 	t.Helper()
 	f := &fakeConnector{kind: kind, gates: gates}
 	db := OpenDB(f)
@@ -37,9 +37,7 @@ func openFake(t *testing.T, kind connKind, gates map[string]*gate) (*sql.DB, *fa
 }
 
 // queryRows runs the fake's query for x and returns its rows as strings.
-func queryRows(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, x int) ([]string, error) {
+func queryRows(ctx context.Context, q querier, x int) ([]string, error) {
 	return readRows(q.QueryContext(ctx, "select", x))
 }
 
@@ -65,11 +63,28 @@ func wantRows(x int) []string {
 	return []string{fmt.Sprintf("%d r0", x*10), fmt.Sprintf("%d r1", x*10+1), fmt.Sprintf("%d r2", x*10+2)}
 }
 
+// Queries through Connector alone, and through a DB, release their workers
+// while the driver runs them and while their rows are fetched.
 func TestConnectorReleasesWorkers(t *testing.T) {
+	t.Run("Connector", func(t *testing.T) {
+		testReleasesWorkers(t, func(db *DB) querier { return db.DB })
+	})
+	t.Run("DB", func(t *testing.T) {
+		testReleasesWorkers(t, func(db *DB) querier { return db })
+	})
+}
+
+// querier is what *sql.DB and *DB have in common for queries.
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+func testReleasesWorkers(t *testing.T, use func(*DB) querier) {
 	const n = 50
 	s := startSched(t, 2)
 	query, next := newGate(n), newGate(n)
-	db, _ := openFake(t, fullConn, map[string]*gate{"query": query, "next": next})
+	fdb, _ := openFake(t, fullConn, map[string]*gate{"query": query, "next": next})
+	db := use(fdb)
 
 	var mu sync.Mutex
 	results := make(map[int][]string)
@@ -323,7 +338,7 @@ func TestConnectorStopAbandonsCall(t *testing.T) {
 
 	res := make(chan error, 1)
 	require.NoError(t, s.Go(context.Background(), 0, func(ctx context.Context) {
-		_, err := queryRows(ctx, db, 1)
+		_, err := queryRows(ctx, db.DB, 1) // Connector alone
 		res <- err
 	}))
 	recv(t, query.reached, "the query in the driver")
@@ -354,84 +369,125 @@ func TestConnectorErrorsPassThrough(t *testing.T) {
 	})
 }
 
-// The same database/sql calls, with and without the wrapper, do the same
-// driver calls and return the same results, for each kind of connection.
+// The same database/sql calls, on a database over the plain connector, over
+// Connector alone and through a DB, do the same driver calls and return the
+// same results, for each kind of connection.
 func TestConnectorKeepsDatabaseSQLBehaviour(t *testing.T) {
-	scenario := func(ctx context.Context, db *sql.DB) []string {
-		var out []string
-		note := func(v ...any) { out = append(out, strings.TrimSpace(fmt.Sprintln(v...))) }
-		res, err := db.ExecContext(ctx, "insert", 1, "a")
-		note("exec", err)
-		if err == nil {
-			n, err := res.RowsAffected()
-			note("affected", n, err)
-		}
-		_, err = db.ExecContext(ctx, "insert", sql.Named("a", 1))
-		note("named exec", err)
-		rows, err := db.QueryContext(ctx, "select", sql.Named("a", 1))
-		note("named query", err)
-		if err == nil {
-			note("named rows", rows.Close())
-		}
-		rows, err = db.QueryContext(ctx, "select", 2)
-		note("query", err)
-		if err == nil {
-			types, err := rows.ColumnTypes()
-			note("types", err)
-			for _, ct := range types {
-				l, okl := ct.Length()
-				nl, oknl := ct.Nullable()
-				p, sc, okp := ct.DecimalSize()
-				note(ct.Name(), ct.ScanType(), ct.DatabaseTypeName(), l, okl, nl, oknl, p, sc, okp)
-			}
-			for {
-				for rows.Next() {
-					var n int64
-					var label string
-					note("scan", rows.Scan(&n, &label), n, label)
-				}
-				if !rows.NextResultSet() {
-					break
-				}
-				note("next set")
-			}
-			note("rows", rows.Err(), rows.Close())
-		}
-		note("ping", db.PingContext(ctx))
-		for _, opts := range []*sql.TxOptions{nil, {ReadOnly: true}, {Isolation: sql.LevelSerializable}} {
-			tx, err := db.BeginTx(ctx, opts)
-			note("begin", err)
-			if err == nil {
-				_, err = tx.ExecContext(ctx, "update", 3)
-				note("tx exec", err)
-				note("commit", tx.Commit())
-			}
-		}
-		st, err := db.PrepareContext(ctx, "select")
-		note("prepare", err)
-		if err == nil {
-			got, err := readRows(st.QueryContext(ctx, 4))
-			note("stmt query", got, err)
-			note("stmt close", st.Close())
-		}
-		return out
-	}
 	s := startSched(t, 1)
 	for _, kind := range []connKind{fullConn, minimalConn, resetConn, legacyConn} {
 		plain := &fakeConnector{kind: kind}
 		plainDB := sql.OpenDB(plain)
-		want := scenario(context.Background(), plainDB)
+		want := dbScenario[*sql.Stmt, *sql.Row](context.Background(), plainDB)
 		require.NoError(t, plainDB.Close())
 		wantLog := plain.Log()
 
+		check := func(name string, f *fakeConnector, got []string) {
+			t.Helper()
+			assert.Equal(t, want, got, "%s, kind %d", name, kind)
+			assert.Equal(t, wantLog, f.Log(), "%s, kind %d", name, kind)
+			assert.Equal(t, f.opened.Load(), f.closed.Load(), "%s, kind %d", name, kind)
+			assert.Nil(t, f.violation.Load(), "%s, kind %d", name, kind)
+		}
+
 		f := &fakeConnector{kind: kind}
-		db := OpenDB(f)
+		wrapped := sql.OpenDB(Connector(f))
 		var got []string
-		inCoroutine(t, s, func(ctx context.Context) { got = scenario(ctx, db) })
+		inCoroutine(t, s, func(ctx context.Context) { got = dbScenario[*sql.Stmt, *sql.Row](ctx, wrapped) })
+		require.NoError(t, wrapped.Close())
+		check("Connector", f, got)
+
+		f = &fakeConnector{kind: kind}
+		db := OpenDB(f)
+		inCoroutine(t, s, func(ctx context.Context) { got = dbScenario[*Stmt, *Row](ctx, db) })
 		require.NoError(t, db.Close())
-		assert.Equal(t, want, got, "kind %d", kind)
-		assert.Equal(t, wantLog, f.Log(), "kind %d", kind)
-		assert.Equal(t, f.opened.Load(), f.closed.Load())
-		assert.Nil(t, f.violation.Load())
+		check("DB", f, got)
 	}
+}
+
+// What dbScenario needs of a row, a statement and a database: *sql.Row,
+// *sql.Stmt and *sql.DB, or *Row, *Stmt and *DB.
+type (
+	scenarioRow interface{ Scan(...any) error }
+
+	scenarioStmt[R scenarioRow] interface {
+		QueryContext(context.Context, ...any) (*sql.Rows, error)
+		QueryRowContext(context.Context, ...any) R
+		Close() error
+	}
+
+	scenarioDB[S scenarioStmt[R], R scenarioRow] interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+		QueryRowContext(context.Context, string, ...any) R
+		PingContext(context.Context) error
+		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+		PrepareContext(context.Context, string) (S, error)
+	}
+)
+
+// dbScenario makes a series of database/sql calls on db and returns what
+// they returned, as text.
+func dbScenario[S scenarioStmt[R], R scenarioRow](ctx context.Context, db scenarioDB[S, R]) []string {
+	var out []string
+	note := func(v ...any) { out = append(out, strings.TrimSpace(fmt.Sprintln(v...))) }
+	res, err := db.ExecContext(ctx, "insert", 1, "a")
+	note("exec", err)
+	if err == nil {
+		n, err := res.RowsAffected()
+		note("affected", n, err)
+	}
+	_, err = db.ExecContext(ctx, "insert", sql.Named("a", 1))
+	note("named exec", err)
+	rows, err := db.QueryContext(ctx, "select", sql.Named("a", 1))
+	note("named query", err)
+	if err == nil {
+		note("named rows", rows.Close())
+	}
+	rows, err = db.QueryContext(ctx, "select", 2)
+	note("query", err)
+	if err == nil {
+		types, err := rows.ColumnTypes()
+		note("types", err)
+		for _, ct := range types {
+			l, okl := ct.Length()
+			nl, oknl := ct.Nullable()
+			p, sc, okp := ct.DecimalSize()
+			note(ct.Name(), ct.ScanType(), ct.DatabaseTypeName(), l, okl, nl, oknl, p, sc, okp)
+		}
+		for {
+			for rows.Next() {
+				var n int64
+				var label string
+				note("scan", rows.Scan(&n, &label), n, label)
+			}
+			if !rows.NextResultSet() {
+				break
+			}
+			note("next set")
+		}
+		note("rows", rows.Err(), rows.Close())
+	}
+	var n int64
+	var label string
+	note("row", db.QueryRowContext(ctx, "select", 5).Scan(&n, &label), n, label)
+	note("bad row", db.QueryRowContext(ctx, "select", "x").Scan(&n, &label))
+	note("ping", db.PingContext(ctx))
+	for _, opts := range []*sql.TxOptions{nil, {ReadOnly: true}, {Isolation: sql.LevelSerializable}} {
+		tx, err := db.BeginTx(ctx, opts)
+		note("begin", err)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "update", 3)
+			note("tx exec", err)
+			note("commit", tx.Commit())
+		}
+	}
+	st, err := db.PrepareContext(ctx, "select")
+	note("prepare", err)
+	if err == nil {
+		got, err := readRows(st.QueryContext(ctx, 4))
+		note("stmt query", got, err)
+		note("stmt row", st.QueryRowContext(ctx, 6).Scan(&n, &label), n, label)
+		note("stmt close", st.Close())
+	}
+	return out
 }

@@ -43,6 +43,22 @@ type Options struct {
 	// doing. SO_REUSEPORT spreads long-lived connections evenly and is the
 	// default.
 	Shared bool
+	// ReusePort lets Listen share its port with sockets of other
+	// Listeners or processes that set SO_REUSEPORT too, for a restart
+	// without downtime: the new process listens on the port while the old
+	// one still does, the kernel spreads new connections over both, and
+	// the old one stops accepting (Listener.Stop) once the new one
+	// serves. Without it, as with net.Listen, Listen fails with an error
+	// that wraps syscall.EADDRINUSE when any other socket holds the port.
+	//
+	// The risk: while a Listener with ReusePort is open, any process of
+	// the same user that sets SO_REUSEPORT on a socket can bind the port
+	// as well and take a share of the new connections, silently. (A
+	// Listener without ReusePort and without Shared can be joined that way
+	// too once it is listening, since its per-worker sockets carry
+	// SO_REUSEPORT; but it never joins a port someone else holds. A Shared
+	// Listener without ReusePort cannot be joined at all.)
+	ReusePort bool
 	// OnError is told of accept failures other than "try again"; nil
 	// ignores them. It runs on a worker. When the process or the system is
 	// out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM),
@@ -61,7 +77,8 @@ type Options struct {
 
 // Listener is a TCP address served by every worker of a scheduler through
 // its own SO_REUSEPORT socket, so the kernel spreads new connections over
-// the workers and no worker steals another's.
+// the workers and no worker steals another's (or through one shared
+// socket, Options.Shared).
 type Listener struct {
 	opts   Options
 	addr   netip.AddrPort
@@ -98,13 +115,27 @@ const (
 	maxBackoff = time.Second
 )
 
-// Listen binds addr ("127.0.0.1:0", "[::1]:8080", ...) once per worker of s,
-// which must be started, and calls accept for every connection.
+// Listen listens on addr once per worker of s, which must be started, and
+// calls accept for every connection. addr is what net.Listen("tcp", addr)
+// takes: ":8080" or ":0" listens on every address, IPv6 and IPv4 together
+// (IPv4 alone where the machine has no IPv6); "[::]:8080" on every address
+// too; "0.0.0.0:8080" on every IPv4 address only (unlike net.Listen, which
+// has "tcp4" for that); "127.0.0.1:0", "[::1]:8080" on one address;
+// "localhost:8080" on the host name's first IPv4 address (its first
+// address when it has no IPv4 one), resolved by net.DefaultResolver. The
+// port may be a service name (":http"); port 0 lets the kernel choose one,
+// the same for every worker, which Addr reports.
+//
+// As with net.Listen, Listen fails when another socket already holds the
+// port, with an error that wraps syscall.EADDRINUSE and names the address
+// ("netpoll: listen tcp 127.0.0.1:8080: bind: address already in use"),
+// unless opts.ReusePort asks to share it. A bad address fails with an
+// error that says what Listen takes.
 func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*Listener, error) {
 	if accept == nil {
 		return nil, errors.New("netpoll: Listen with a nil AcceptFunc")
 	}
-	ap, err := parseListenAddr(addr)
+	la, err := resolveListenAddr(context.Background(), net.DefaultResolver, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -114,32 +145,44 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 	if opts.AcceptBatch <= 0 {
 		opts.AcceptBatch = 64
 	}
-	l := &Listener{opts: opts, addr: ap, accept: accept, sharedFD: -1}
-	events := uint32(unix.EPOLLIN)
-	shared := -1
+	l := &Listener{opts: opts, addr: la.ap, accept: accept, sharedFD: -1}
+	so := sockOpts{backlog: opts.Backlog, stamps: opts.Timestamps}
 	if opts.Shared {
-		events |= unix.EPOLLEXCLUSIVE
-		fd, bound, err := listenFD(l.addr, opts.Backlog, false, opts.Timestamps)
+		so.reusePort = opts.ReusePort // one socket: it needs SO_REUSEPORT only to share the port
+		fd, port, err := listenFD(la, la.ap.Port(), so)
 		if err != nil {
 			return nil, err
 		}
-		shared, l.addr = fd, bound
 		l.sharedFD = fd
-	}
-	for i := 0; i < s.NumWorkers(); i++ {
-		fd := shared
-		if fd < 0 {
-			var bound netip.AddrPort
-			fd, bound, err = listenFD(l.addr, opts.Backlog, true, opts.Timestamps)
-			if err != nil {
-				l.Close()
-				return nil, err
-			}
-			l.addr = bound // a port chosen by the kernel is reused by the others
+		l.addr = netip.AddrPortFrom(la.ap.Addr(), port)
+		if err := l.watchAll(s, fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
+			unix.Close(fd)
+			return nil, err
 		}
+		return l, nil
+	}
+	port := la.ap.Port()
+	for i := 0; i < s.NumWorkers(); i++ {
+		so.reusePort, so.joinable = true, false
+		if i == 0 && !opts.ReusePort {
+			// The first socket binds and listens without SO_REUSEPORT,
+			// so the kernel refuses the port if any other socket holds
+			// it, as it would net.Listen's; only then does it take
+			// SO_REUSEPORT, and the other workers' sockets join it.
+			so.reusePort, so.joinable = false, true
+		}
+		fd, bound, err := listenFD(la, port, so)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		port = bound // a port chosen by the kernel is the others' too
+		l.addr = netip.AddrPortFrom(la.ap.Addr(), port)
 		ls := &listenSock{fd: fd, w: s.Worker(i)}
+		l.mu.Lock()
 		l.socks = append(l.socks, ls)
-		if err := l.watch(ls, events); err != nil {
+		l.mu.Unlock()
+		if err := l.watch(ls, unix.EPOLLIN); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -233,38 +276,6 @@ func (l *Listener) watchLocal(ls *listenSock) error {
 	})
 	ls.watch = wt
 	return err
-}
-
-// parseListenAddr parses a listening address: an IP literal and a port
-// ("127.0.0.1:8080", "[::1]:0"), or a port alone (":8080"), which means every
-// interface, IPv6 and IPv4 together where the machine has IPv6, as in
-// net.Listen.
-func parseListenAddr(addr string) (netip.AddrPort, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("netpoll: listen address %q: %w (want host:port, such as 127.0.0.1:8080 or :8080)", addr, err)
-	}
-	if host == "" {
-		host = "::"
-		if !hasIPv6() {
-			host = "0.0.0.0"
-		}
-	}
-	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("netpoll: listen address %q: %w (the host must be an IP address or empty)", addr, err)
-	}
-	return ap, nil
-}
-
-// hasIPv6 reports whether the machine can open an IPv6 socket.
-func hasIPv6() bool {
-	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		return false
-	}
-	unix.Close(fd)
-	return true
 }
 
 // Addr returns the bound address.
@@ -460,63 +471,68 @@ func onWorker(w *sched.Worker, fn func() error) error {
 	return <-done
 }
 
-// listenFD opens a non-blocking listening socket on ap, with SO_REUSEPORT
-// when reuse is set and SO_TIMESTAMPNS when stamps is, and returns it with
-// the address it is bound to. Accepted sockets inherit SO_TIMESTAMPNS, and
-// setting it before the first connection turns the kernel's receive
-// stamping on before any byte of it arrives.
-func listenFD(ap netip.AddrPort, backlog int, reuse, stamps bool) (int, netip.AddrPort, error) {
-	family := unix.AF_INET
-	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+// sockOpts are the options of a listening socket.
+type sockOpts struct {
+	backlog int
+	// reusePort sets SO_REUSEPORT before bind: the socket may share a
+	// port that sockets of the same user with SO_REUSEPORT hold.
+	reusePort bool
+	// joinable sets SO_REUSEPORT once the socket listens: it got the
+	// port to itself, and sockets with SO_REUSEPORT may join it now.
+	joinable bool
+	// stamps sets SO_TIMESTAMPNS.
+	stamps bool
+}
+
+// listenFD opens a non-blocking listening socket on la's address and port
+// (0: the kernel chooses) and returns it with the port it is bound to.
+// SO_REUSEADDR is set, as net.Listen sets it, so that connections of an
+// earlier process in TIME_WAIT do not hold the port. SO_TIMESTAMPNS, when
+// so.stamps asks for it, is set before the first connection, so that the
+// kernel stamps every byte the accepted sockets (which inherit it)
+// receive. An IPv6 socket accepts IPv4 too (IPV6_V6ONLY off), as Go's.
+func listenFD(la listenAddr, port uint16, so sockOpts) (int, uint16, error) {
+	fd, err := unix.Socket(la.family(), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
-		return -1, ap, fmt.Errorf("netpoll: socket: %w", err)
+		return -1, 0, la.listenError("socket", port, err)
 	}
-	fail := func(what string, err error) (int, netip.AddrPort, error) {
+	fail := func(op string, err error) (int, uint16, error) {
 		unix.Close(fd)
-		return -1, ap, fmt.Errorf("netpoll: %s %v: %w", what, ap, err)
+		return -1, 0, la.listenError(op, port, err)
+	}
+	if la.family() == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return fail("setsockopt IPV6_V6ONLY", err)
+		}
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		return fail("SO_REUSEADDR", err)
+		return fail("setsockopt SO_REUSEADDR", err)
 	}
-	if reuse {
+	if so.reusePort {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-			return fail("SO_REUSEPORT", err)
+			return fail("setsockopt SO_REUSEPORT", err)
 		}
 	}
-	if stamps {
+	if so.stamps {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-			return fail("SO_TIMESTAMPNS", err)
+			return fail("setsockopt SO_TIMESTAMPNS", err)
 		}
 	}
-	if err := unix.Bind(fd, sockaddr(ap)); err != nil {
+	if err := unix.Bind(fd, la.sockaddr(port)); err != nil {
 		return fail("bind", err)
 	}
-	if err := unix.Listen(fd, backlog); err != nil {
+	if err := unix.Listen(fd, so.backlog); err != nil {
 		return fail("listen", err)
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	return fd, addrPort(sa), nil
-}
-
-func sockaddr(ap netip.AddrPort) unix.Sockaddr {
-	if ap.Addr().Is4() || ap.Addr().Is4In6() {
-		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}
+	port = addrPort(sa).Port()
+	if so.joinable {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("setsockopt SO_REUSEPORT", err)
+		}
 	}
-	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
-}
-
-func addrPort(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
-	}
-	return netip.AddrPort{}
+	return fd, port, nil
 }

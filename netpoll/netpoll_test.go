@@ -165,21 +165,35 @@ func TestListenErrors(t *testing.T) {
 	assert.Error(t, err, "closed listener refuses")
 }
 
-// A port alone listens on every interface, as net.Listen does.
+// A port alone listens on every address, IPv6 and IPv4 together, as
+// net.Listen does: one socket per worker (or one shared socket) bound to ::
+// with IPV6_V6ONLY off.
 func TestListenOnEveryInterface(t *testing.T) {
-	s := schedtest.Start(t, 1)
-	l, err := Listen(s, ":0", Options{}, func(c *Conn) { _ = c.Close() })
-	require.NoError(t, err)
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
-	nc, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	require.NoError(t, err, "reachable over IPv4 loopback")
-	require.NoError(t, nc.Close())
-
-	_, err = Listen(s, "localhost:0", Options{}, func(*Conn) {})
-	assert.ErrorContains(t, err, "must be an IP address or empty")
-	_, err = Listen(s, "8080", Options{}, func(*Conn) {})
-	assert.ErrorContains(t, err, "want host:port")
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reuseport", true: "shared"}[shared], func(t *testing.T) {
+			s := schedtest.Start(t, 2)
+			l, err := Listen(s, ":0", Options{Shared: shared}, func(c *Conn) { _ = c.Close() })
+			require.NoError(t, err)
+			defer l.Close()
+			port := l.Addr().(*net.TCPAddr).Port
+			require.NotZero(t, port)
+			hosts := []string{"127.0.0.1"}
+			if haveIPv6Loopback() {
+				hosts = append(hosts, "::1")
+			} else {
+				t.Log("no IPv6 loopback here: IPv4 only")
+			}
+			for _, h := range hosts {
+				nc, err := net.Dial("tcp", net.JoinHostPort(h, fmt.Sprint(port)))
+				require.NoError(t, err, "reachable over %s", h)
+				_, err = nc.Read(make([]byte, 1))
+				assert.Equal(t, io.EOF, err, "served over %s", h)
+				require.NoError(t, nc.Close())
+			}
+			_, err = Listen(s, "8080", Options{}, func(*Conn) {})
+			assert.ErrorContains(t, err, "want host:port")
+		})
+	}
 }
 
 // Adopt serves a socket opened elsewhere (here by net.Listen, as systemd or

@@ -1,0 +1,31 @@
+package redistest
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A server answers while its test runs and is gone once the test ends.
+func TestStart(t *testing.T) {
+	var addr string
+	t.Run("server", func(t *testing.T) {
+		addr = Start(t)
+		require.NoError(t, ping(addr))
+		// A second server for the same test gets its own port.
+		other := Start(t)
+		assert.NotEqual(t, addr, other)
+		require.NoError(t, ping(other))
+	})
+	if addr == "" {
+		t.Skip("no server was started")
+	}
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	assert.Error(t, err, "the server still listens after its test ended")
+}
