@@ -1,6 +1,6 @@
 // Package sluice is the front door of sluice, a Go runtime for HTTP servers
 // that do not crash when overloaded: it serves any http.Handler on its own
-// executor (one pinned worker per CPU, the work of requests already
+// executor (one worker per CPU, the work of requests already
 // accepted running before new work), and decides before any of a request's
 // work whether it starts, waits a short time or is rejected unstarted (safe
 // to retry elsewhere).
@@ -53,8 +53,9 @@ type Server struct {
 	err  error
 }
 
-// Listen starts a runtime (by default one pinned worker per usable CPU;
-// opts change that, see package runtime) and a server on addr that serves
+// Listen starts a runtime (by default one worker per usable CPU, pinned
+// where the CPUs are the process's own; opts change that, see package
+// runtime) and a server on addr that serves
 // h. addr is what net.Listen("tcp", addr) takes: ":8080" (every address,
 // IPv6 and IPv4), "127.0.0.1:8080", "[::1]:8080", "localhost:8080"; see
 // netpoll.Listen. It fails, naming the problem, on a bad address, a port

@@ -17,6 +17,15 @@ type CPUInfo struct {
 	// no quota applies (or when the GOMAXPROCS environment variable is
 	// set, which automaxprocs honours instead of reading the quota).
 	Quota float64
+	// Exclusive reports that the process's cpuset is its own: a valid
+	// cgroup v2 cpuset partition ("root" or "isolated"), or a cgroup v1
+	// cpuset other than the root one with cpu_exclusive set. Only then
+	// does New pin the workers by default; see the package documentation.
+	Exclusive bool
+	// ExclusiveReason says in words what the cgroup files said, for logs
+	// and reports (for example "cgroup v2: /sys/fs/cgroup/app is a cpuset
+	// partition (root)").
+	ExclusiveReason string
 }
 
 // Usable returns how many CPUs' worth of work the process may do at once:
@@ -47,9 +56,15 @@ func AffinityCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// DetectCPUs reads the calling thread's affinity mask (AffinityCPUs) and
-// the cgroup CPU quota (through go.uber.org/automaxprocs).
-func DetectCPUs() (CPUInfo, error) {
+// DetectCPUs reads the calling thread's affinity mask (AffinityCPUs), the
+// cgroup CPU quota (through go.uber.org/automaxprocs) and whether the
+// process's cpuset is exclusive (CPUInfo.Exclusive, from the cgroup files
+// under /proc/self and the cgroup mounts).
+func DetectCPUs() (CPUInfo, error) { return detectCPUs("/") }
+
+// detectCPUs is DetectCPUs with the cgroup files read under root instead
+// of "/", for tests.
+func detectCPUs(root string) (CPUInfo, error) {
 	var info CPUInfo
 	var err error
 	if info.Allowed, err = AffinityCPUs(); err != nil {
@@ -72,6 +87,7 @@ func DetectCPUs() (CPUInfo, error) {
 		return info, fmt.Errorf("runtime: read CPU quota: %w", err)
 	}
 	info.Quota = quota
+	info.Exclusive, info.ExclusiveReason = exclusiveCPUs(root)
 	return info, nil
 }
 

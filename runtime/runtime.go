@@ -3,6 +3,27 @@
 // that Go's own goroutines are not starved by the workers, and runs a
 // sched.Scheduler.
 //
+// # Pinning
+//
+// Every worker is a goroutine locked to an OS thread of its own. Whether
+// that thread is also pinned to one CPU (sched_setaffinity) depends on
+// whose CPUs they are. By default New pins only when the process's CPUs
+// are its own: a valid cgroup v2 cpuset partition ("root" or "isolated"
+// in cpuset.cpus.partition), or a cgroup v1 cpuset other than the root one
+// with cpuset.cpu_exclusive set (CPUInfo.Exclusive says which applied, and
+// ExclusiveReason why). Everywhere else (a laptop, a shared VM, a
+// container limited by a quota or an ordinary cpuset) the workers float:
+// the kernel places their threads and moves them. The reason is a
+// neighbour: a pinned worker cannot leave a CPU that another process keeps
+// busy, while the kernel goes on spreading new connections to it, so the
+// requests behind it wait for the share of the CPU it gets, and an
+// admission rule reading busy workers or request ages refuses work the
+// other CPUs had room for. On CPUs that are the process's own there is no
+// such neighbour, and pinning keeps each worker's caches and run queue to
+// itself. WithPinning(true) and WithCPUs pin whatever the cpuset says;
+// WithPinning(false) never pins. Runtime.Pinned and Runtime.CPUs report
+// the decision.
+//
 // The package shares its name with the standard library's runtime; import it
 // under another name where both are needed, for example
 //
@@ -30,6 +51,7 @@ type config struct {
 	workers   int
 	cpus      []int
 	pin       bool
+	pinSet    bool // pin was chosen by an option, not by detection
 	goProcs   int
 	policy    lanes.Policy
 	guard     time.Duration
@@ -39,6 +61,7 @@ type config struct {
 	logger    *slog.Logger
 	pollEvery int
 	spin      time.Duration
+	blocked   sched.Config // BlockedAfter, MaxSpares, SpareIdle, BlockedStacks
 	detect    func() (CPUInfo, error)
 }
 
@@ -46,20 +69,44 @@ type config struct {
 // sleeps (sched.Config.Spin); the default is no spinning.
 func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 
+// WithBlockedAfter sets how long a handler may hold its worker's thread
+// off the CPU (blocked without Await) before the worker goes on without it
+// on a spare thread (sched.Config.BlockedAfter; default
+// sched.DefaultBlockedAfter, less than zero turns the rescue off).
+func WithBlockedAfter(d time.Duration) Option {
+	return func(c *config) { c.blocked.BlockedAfter = d }
+}
+
+// WithMaxSpares bounds the spare threads that run workers whose threads
+// are blocked (sched.Config.MaxSpares; default 8 per worker).
+func WithMaxSpares(n int) Option { return func(c *config) { c.blocked.MaxSpares = n } }
+
+// WithBlockedStacks logs the stack of a handler found blocking its worker,
+// once per call site: where an Await is missing (sched.Config.BlockedStacks;
+// for debugging).
+func WithBlockedStacks(on bool) Option {
+	return func(c *config) { c.blocked.BlockedStacks = on }
+}
+
 // WithWorkers sets the number of workers. The default is the number of CPUs
 // the process may use (CPUInfo.Usable).
 func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
 
-// WithCPUs pins the workers to these CPUs, worker i to cpus[i]; each must be
-// in the process's affinity mask. Without WithWorkers the worker count is
-// len(cpus).
+// WithCPUs pins the workers to these CPUs, worker i to cpus[i], whether or
+// not the process's cpuset is exclusive; each must be in the process's
+// affinity mask. Without WithWorkers the worker count is len(cpus).
 func WithCPUs(cpus ...int) Option {
-	return func(c *config) { c.cpus = slices.Clone(cpus); c.pin = true }
+	return func(c *config) { c.cpus = slices.Clone(cpus); c.pin, c.pinSet = true, true }
 }
 
-// WithPinning turns pinning on (the default) or off. Unpinned workers are
-// still locked to their own OS threads, and the kernel places them.
-func WithPinning(on bool) Option { return func(c *config) { c.pin = on } }
+// WithPinning forces pinning on or off. On, each worker is pinned to a CPU
+// of the affinity mask (the first ones), and New fails with ErrAffinity if
+// there are more workers than CPUs; off, the workers float: still locked to
+// their own OS threads, placed by the kernel. Without this option the
+// workers are pinned only when the process's cpuset is exclusive
+// (CPUInfo.Exclusive) and there are no more of them than CPUs; see the
+// package documentation.
+func WithPinning(on bool) Option { return func(c *config) { c.pin, c.pinSet = on, true } }
 
 // WithGOMAXPROCS sets the GOMAXPROCS the runtime applies at Start: n > 0
 // sets exactly n (which must exceed the worker count, or Go's own goroutines
@@ -115,7 +162,7 @@ type Runtime struct {
 // New validates the options, detects the CPUs and builds the runtime; Start
 // runs it.
 func New(opts ...Option) (*Runtime, error) {
-	cfg := config{pin: true, detect: DetectCPUs}
+	cfg := config{detect: DetectCPUs}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -132,6 +179,11 @@ func New(opts ...Option) (*Runtime, error) {
 		} else {
 			cfg.workers = info.Usable()
 		}
+	}
+	if !cfg.pinSet {
+		// Pin by default only on CPUs that are the process's own, and
+		// only where each worker can have one.
+		cfg.pin = info.Exclusive && cfg.workers <= len(info.Allowed)
 	}
 	var cpus []int
 	if cfg.pin {
@@ -156,8 +208,13 @@ func New(opts ...Option) (*Runtime, error) {
 		Clock:     cfg.clock,
 		PollEvery: cfg.pollEvery,
 		Spin:      cfg.spin,
-		OnPanic:   cfg.onPanic,
-		Logger:    cfg.logger,
+
+		BlockedAfter:  cfg.blocked.BlockedAfter,
+		MaxSpares:     cfg.blocked.MaxSpares,
+		SpareIdle:     cfg.blocked.SpareIdle,
+		BlockedStacks: cfg.blocked.BlockedStacks,
+		OnPanic:       cfg.onPanic,
+		Logger:        cfg.logger,
 	})
 	if err != nil {
 		return nil, err
@@ -190,8 +247,13 @@ func pinPlan(workers int, asked, allowed []int) ([]int, error) {
 	return slices.Clone(allowed[:workers]), nil
 }
 
-// CPUs returns the CPU each worker is pinned to, or nil when unpinned.
+// CPUs returns the CPU each worker is pinned to, or nil when the workers
+// float.
 func (rt *Runtime) CPUs() []int { return slices.Clone(rt.cpus) }
+
+// Pinned reports whether each worker is pinned to a CPU of its own (see
+// the package documentation for when it is by default).
+func (rt *Runtime) Pinned() bool { return len(rt.cpus) > 0 }
 
 // CPUInfo returns what New detected.
 func (rt *Runtime) CPUInfo() CPUInfo { return rt.info }

@@ -213,3 +213,28 @@ func BenchmarkBusyRead(b *testing.B) {
 	}
 	_ = sum
 }
+
+// BenchmarkGuestRegion measures what the blocked-worker rescue adds to a
+// request: a guest region (Worker.Guest) around a handler that enters the
+// worker once (a response write), on a worker that stays its own.
+func BenchmarkGuestRegion(b *testing.B) {
+	s := benchSched(b)
+	w := s.Worker(0)
+	done := make(chan struct{})
+	var n int
+	handler := func() {
+		w.Leave(w.Enter())
+		n++
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := w.Submit(lanes.Upstream, func() {
+		for i := 0; i < b.N; i++ {
+			w.Guest(nil, handler)
+		}
+		close(done)
+	}); err != nil {
+		b.Fatal(err)
+	}
+	<-done
+}

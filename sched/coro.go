@@ -29,10 +29,12 @@ const (
 // iter.Pull: the worker resumes it with pull and it gives control back with
 // yield, in about 100 ns and without a Go scheduler round trip. A coroutine
 // created on a locked thread may only ever be resumed on that thread, which
-// is why a coroutine never leaves its worker. Finished coroutines are kept
-// for reuse, so starting one costs no goroutine creation.
+// is why a coroutine never leaves its worker, nor the runner thread that
+// made it (see runner.go). Finished coroutines are kept for reuse, so
+// starting one costs no goroutine creation.
 type coro struct {
 	w     *Worker
+	r     *runner
 	pull  func() (uint8, bool)
 	stop  func()
 	yield func(uint8) bool
@@ -56,8 +58,8 @@ type coro struct {
 	node       inNode // to queue its resumption through the inbox
 }
 
-func newCoro(w *Worker) *coro {
-	c := &coro{w: w}
+func newCoro(w *Worker, r *runner) *coro {
+	c := &coro{w: w, r: r}
 	c.pull, c.stop = iter.Pull(c.body)
 	return c
 }
@@ -111,6 +113,9 @@ func (c *coro) kill() {
 	c.stop()
 }
 
+// free counts a coroutine of r's that has finished its job for good.
+func (r *runner) free() { r.live-- }
+
 // coCtx is the context a coroutine's job receives; it lets Await find the
 // coroutine. gen guards against a context kept after its job ended.
 type coCtx struct {
@@ -158,6 +163,7 @@ func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Cont
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	defer w.leave(w.enter())
 	w.push(lane, task{fn: func() { w.start(ctx, fn) }, enq: w.now})
 }
 
@@ -174,33 +180,41 @@ func (w *Worker) GoNow(ctx context.Context, fn func(ctx context.Context)) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	defer w.leave(w.enter())
 	w.start(ctx, fn)
 }
 
 func (w *Worker) start(ctx context.Context, fn func(context.Context)) {
+	r := w.owner.Load()
 	var c *coro
-	if n := len(w.idle); n > 0 {
-		c = w.idle[n-1]
-		w.idle[n-1] = nil
-		w.idle = w.idle[:n-1]
+	if n := len(r.idle); n > 0 {
+		c = r.idle[n-1]
+		r.idle[n-1] = nil
+		r.idle = r.idle[:n-1]
 	} else {
-		c = newCoro(w)
+		c = newCoro(w, r)
 	}
+	r.live++
 	c.gen++
 	c.fn = fn
 	c.ctx = &coCtx{Context: ctx, c: c, gen: c.gen}
 	w.resume(c)
 }
 
-// resume runs c until it finishes its job or suspends again.
+// resume runs c until it finishes its job or suspends again. It runs on
+// c's runner, which owns the worker; c gives control back only through
+// suspend or the end of its job, after any guest code in it has got the
+// worker back.
 func (w *Worker) resume(c *coro) {
 	if c.state == coDead {
 		return
 	}
 	c.state = coRunning
 	kind, ok := c.pull()
+	r := c.r
 	if !ok {
 		c.state = coDead
+		r.free()
 		return
 	}
 	switch kind {
@@ -208,8 +222,9 @@ func (w *Worker) resume(c *coro) {
 		c.state = coIdle
 		c.gen++
 		c.fn, c.ctx, c.canceled = nil, nil, false
-		if len(w.idle) < w.s.cfg.IdleCoroutines {
-			w.idle = append(w.idle, c)
+		r.free()
+		if len(r.idle) < w.s.cfg.IdleCoroutines {
+			r.idle = append(r.idle, c)
 		} else {
 			c.kill()
 		}
@@ -266,7 +281,10 @@ func Await[T any](ctx context.Context, op func(context.Context) (T, error)) (T, 
 		defer func() { p = recover() }()
 		r, err = op(ctx)
 	}
-	if !c.suspend(yAwait) {
+	e := c.w.enter()
+	ok := c.suspend(yAwait)
+	c.w.leave(e)
+	if !ok {
 		var zero T
 		return zero, ErrStopped
 	}
@@ -299,6 +317,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	w := c.w
+	defer w.leave(w.enter())
 	c.wakeAt = w.now + int64(d)
 	c.woke = false
 	var stopAfter func() bool
@@ -312,8 +331,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 				// seq: a later Sleep of the same coroutine is not ours.
 				if c.sleeps == seq && c.timer != nil && c.timer.Stop() {
 					c.woke = true
-					w.suspended.remove(c)
-					w.resume(c)
+					w.push(lanes.Continuation, task{co: c, enq: w.now})
 				}
 			}, enq: w.s.clock()}})
 		})
@@ -362,6 +380,7 @@ func Pause(ctx context.Context, arm func(resume func())) error {
 		return ErrStopped
 	}
 	w := c.w
+	defer w.leave(w.enter())
 	c.pauses++
 	seq := c.pauses
 	c.paused = true
@@ -389,6 +408,7 @@ func Pause(ctx context.Context, arm func(resume func())) error {
 // not a coroutine. Local: call it only on w. A panic in op is reported like a
 // task's, and then still runs.
 func (w *Worker) Offload(op func(), then func()) {
+	defer w.leave(w.enter())
 	w.pending.Add(1)
 	go func() {
 		w.call(op)

@@ -9,9 +9,17 @@
 // take no lock. Every other goroutine uses Submit, which goes through the
 // inbox and wakes the worker through an eventfd if it is parked.
 //
+// Code that may block its thread without Await (a request handler calling
+// an SDK) runs as guest code (Worker.Guest): when it holds the thread off
+// the CPU for longer than Config.BlockedAfter, a watchdog hands the worker
+// to a spare thread, which goes on with the worker's other work, and the
+// guest code gets the worker back when it next touches it.
+//
 // The busy count (Busy) is the number of workers not parked in epoll_wait.
 // It changes only when a worker parks or unparks, so reading it is one atomic
-// load and it is exact whenever no worker is between the two.
+// load and it is exact whenever no worker is between the two. A worker whose
+// guest code blocked counts by its spare thread: the blocked code holds a
+// thread, not a CPU.
 package sched
 
 import (
@@ -25,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/lanes"
 )
 
@@ -71,10 +80,37 @@ type Config struct {
 	// or coroutine that panicked; the worker then goes on. Nil logs the
 	// panic with Logger.
 	OnPanic func(v any, stack []byte)
-	// Logger receives panics (when OnPanic is nil) and internal errors;
-	// nil means slog.Default().
+	// Logger receives panics (when OnPanic is nil), guest code found
+	// blocking its worker (see Worker.Guest) and internal errors; nil means
+	// slog.Default().
 	Logger *slog.Logger
+
+	// BlockedAfter is how long guest code (see Worker.Guest) may hold its
+	// worker's thread off the CPU before the worker goes on without it on
+	// a spare thread; zero means DefaultBlockedAfter, and less than zero
+	// turns the watchdog off (guest code that blocks then stalls its
+	// worker). The watchdog looks every BlockedAfter/2, so the worker goes
+	// on after BlockedAfter to 1.5×BlockedAfter.
+	BlockedAfter time.Duration
+	// MaxSpares bounds the spare threads, over all workers, that run
+	// workers whose threads are blocked; zero means 8 per worker. A worker
+	// whose thread blocks when the bound is reached waits, as it would
+	// without spares, and the blocking is still counted and logged.
+	MaxSpares int
+	// SpareIdle is how long a thread that no longer runs its worker, and
+	// has nothing of its own to resume, waits before it exits; zero means
+	// one second.
+	SpareIdle time.Duration
+	// BlockedStacks logs, once for each call site, the stack of guest code
+	// found blocking its worker: where a missing Await is. It costs a
+	// stack walk at the start of every guest region; for debugging.
+	BlockedStacks bool
 }
+
+// DefaultBlockedAfter is the default Config.BlockedAfter: long enough that a
+// handler preempted or faulting a page is left alone, short enough that the
+// requests behind a blocked one wait a few milliseconds.
+const DefaultBlockedAfter = 4 * time.Millisecond
 
 // scheduler states
 const (
@@ -98,6 +134,18 @@ type Scheduler struct {
 	wg      sync.WaitGroup
 	stopMu  sync.Mutex
 	logger  *slog.Logger
+
+	// The watchdog of guest code (watchdog.go).
+	threads   atomic.Int32 // runner threads alive, spares included
+	blocked   atomic.Int64 // guest regions found holding their thread off the CPU
+	handovers atomic.Int64 // workers handed to a spare thread
+	spareHigh atomic.Int32 // most spare threads alive at once
+	dogStop   chan struct{}
+	dogDone   chan struct{}
+	blockLog  *lograte.Limiter
+	stacks    sync.Map // call sites whose stack was logged
+	cpuTime   func(tid int32) (int64, error)
+	goBacklog func() bool
 }
 
 // New returns a Scheduler for cfg. It validates the configuration and
@@ -123,7 +171,23 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.IdleCoroutines <= 0 {
 		cfg.IdleCoroutines = 128
 	}
-	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger}
+	if cfg.BlockedAfter == 0 {
+		cfg.BlockedAfter = DefaultBlockedAfter
+	}
+	if cfg.MaxSpares < 0 {
+		return nil, fmt.Errorf("sched: negative MaxSpares %d", cfg.MaxSpares)
+	}
+	if cfg.MaxSpares == 0 {
+		cfg.MaxSpares = 8 * cfg.Workers
+	}
+	if cfg.SpareIdle < 0 {
+		return nil, fmt.Errorf("sched: negative SpareIdle %v", cfg.SpareIdle)
+	}
+	if cfg.SpareIdle == 0 {
+		cfg.SpareIdle = time.Second
+	}
+	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger,
+		blockLog: lograte.New(blockedBurst), cpuTime: threadCPUTime, goBacklog: goBacklog}
 	if s.set == nil {
 		s.set = lanes.NewSet()
 	}
@@ -234,9 +298,17 @@ func (s *Scheduler) Start() error {
 		}
 	}
 	s.busy.Store(int32(len(s.workers))) // each worker starts busy
+	now := s.clock()
 	for _, w := range s.workers {
+		w.busySince.Store(now)
+		w.isBusy.Store(true)
+		r := newRunner(w)
+		r.state.Store(rCore)
+		w.runners = append(w.runners, r)
+		w.owner.Store(r)
+		s.threads.Add(1)
 		s.wg.Add(1)
-		go w.loop(errs)
+		go r.main(true, errs)
 	}
 	var first error
 	for range s.workers {
@@ -250,6 +322,10 @@ func (s *Scheduler) Start() error {
 		s.wg.Wait()
 		s.state.Store(stateStopped)
 		return first
+	}
+	if s.cfg.BlockedAfter > 0 {
+		s.dogStop, s.dogDone = make(chan struct{}), make(chan struct{})
+		go s.watchdog()
 	}
 	return nil
 }
@@ -287,6 +363,10 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		s.state.Store(stateCanceling)
 		s.wakeAll()
 		<-done
+	}
+	if s.dogStop != nil {
+		close(s.dogStop)
+		<-s.dogDone
 	}
 	s.state.Store(stateStopped)
 	return err

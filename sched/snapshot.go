@@ -52,13 +52,28 @@ type Snapshot struct {
 	Lanes []LaneStats
 	// Dropped counts tasks discarded when Stop cancelled them.
 	Dropped int64
+	// Blocked counts guest regions (see Worker.Guest) found holding their
+	// worker's thread off the CPU for longer than Config.BlockedAfter.
+	Blocked int64
+	// Handovers counts the times a worker went on without its blocked
+	// thread, on a spare one.
+	Handovers int64
+	// Spares is the number of spare threads alive now: threads beyond one
+	// per worker, which run a worker while another of its threads blocks,
+	// and exit after Config.SpareIdle without work. SparesPeak is the most
+	// there were at once.
+	Spares, SparesPeak int
 }
 
 // Snapshot reads every counter. It is safe from any goroutine and does not
 // stop the workers.
 func (s *Scheduler) Snapshot() Snapshot {
 	n := s.set.Len()
-	snap := Snapshot{Busy: s.Busy(), Lanes: make([]LaneStats, n)}
+	snap := Snapshot{Busy: s.Busy(), Lanes: make([]LaneStats, n),
+		Blocked: s.blocked.Load(), Handovers: s.handovers.Load(),
+		Spares:     max(0, int(s.threads.Load())-len(s.workers)),
+		SparesPeak: int(s.spareHigh.Load()),
+	}
 	for i := 0; i < n; i++ {
 		snap.Lanes[i].Name = s.set.Name(lanes.ID(i))
 	}

@@ -24,6 +24,7 @@ type Timer struct {
 // false means it already fired or was stopped. Call it only on the timer's
 // worker.
 func (t *Timer) Stop() bool {
+	defer t.w.leave(t.w.enter())
 	if t.idx < 0 {
 		return false
 	}
@@ -38,6 +39,7 @@ func (t *Timer) Stop() bool {
 // should check that its deadline has really passed. Call it only on the
 // timer's worker.
 func (t *Timer) Reset(d time.Duration) {
+	defer t.w.leave(t.w.enter())
 	if t.idx >= 0 {
 		t.w.timers.remove(t)
 	}
@@ -51,6 +53,7 @@ func (t *Timer) Deadline() int64 { return t.when }
 // AfterFunc queues fn in lane once d has passed. Call it only from code
 // running on w.
 func (w *Worker) AfterFunc(d time.Duration, lane lanes.ID, fn func()) *Timer {
+	defer w.leave(w.enter())
 	return w.At(w.now+int64(d), lane, fn)
 }
 
@@ -58,6 +61,7 @@ func (w *Worker) AfterFunc(d time.Duration, lane lanes.ID, fn func()) *Timer {
 // Timers with equal deadlines fire in the order they were set. Call it only
 // from code running on w.
 func (w *Worker) At(deadline int64, lane lanes.ID, fn func()) *Timer {
+	defer w.leave(w.enter())
 	t := &Timer{w: w, when: deadline, lane: lane, fn: fn}
 	w.timers.add(t)
 	return t

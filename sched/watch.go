@@ -31,6 +31,7 @@ func (w *Worker) Watch(fd int, events uint32, h func(events uint32)) (*Watch, er
 	if h == nil {
 		return nil, errors.New("sched: Watch with a nil handler")
 	}
+	defer w.leave(w.enter())
 	var slot int32
 	if n := len(w.freeSlots); n > 0 {
 		slot = w.freeSlots[n-1]
@@ -60,6 +61,7 @@ func (wt *Watch) Modify(events uint32) error {
 	if wt.w == nil {
 		return ErrClosedWatch
 	}
+	defer wt.w.leave(wt.w.enter())
 	ev := unix.EpollEvent{Events: events, Fd: wt.slot, Pad: int32(wt.gen)}
 	if err := unix.EpollCtl(wt.w.epfd, unix.EPOLL_CTL_MOD, wt.fd, &ev); err != nil {
 		return fmt.Errorf("sched: modify watch of fd %d: %w", wt.fd, err)
@@ -75,6 +77,7 @@ func (wt *Watch) Close() error {
 	if w == nil {
 		return ErrClosedWatch
 	}
+	defer w.leave(w.enter())
 	wt.w = nil
 	w.watches[wt.slot] = nil
 	w.freeSlots = append(w.freeSlots, wt.slot)

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +16,9 @@ import (
 const eventfdToken = -1
 
 // Worker is one executor thread: a goroutine locked to an OS thread, with
-// its run queues, inbox, timers and epoll instance.
+// its run queues, inbox, timers and epoll instance. While guest code (see
+// Guest) holds that thread off the CPU, a spare thread runs the worker
+// instead (see runner.go).
 //
 // Methods documented as local (Push, Go, AfterFunc, At, Offload, Watch, Now)
 // take no lock and must be called only from code running on this worker:
@@ -24,16 +27,14 @@ type Worker struct {
 	s   *Scheduler
 	id  int
 	cpu int
-	tid atomic.Int32
 
-	// Owned by the worker goroutine.
+	// Owned by the runner that owns the worker.
 	q         [lanes.MaxLanes]ring
 	nlanes    int
 	ready     lanes.Mask
 	picker    *lanes.Picker
 	now       int64
 	timers    timerHeap
-	idle      []*coro
 	suspended coroList
 	countdown int
 	events    []unix.EpollEvent
@@ -41,6 +42,16 @@ type Worker struct {
 	freeSlots []int32
 	nwatch    int
 	gen       uint32
+
+	// The runners: which one owns the worker, the others, and those back
+	// from guest code that wait for it (under runMu).
+	owner   atomic.Pointer[runner]
+	runMu   sync.Mutex
+	runners []*runner
+	wants   []*runner
+	wanted  atomic.Int32 // len(wants), read without the lock
+	away    atomic.Int32 // runners running guest code without the worker
+	steals  atomic.Int64 // hand-overs from a blocked runner
 
 	// Shared with other goroutines.
 	inbox     inbox
@@ -99,15 +110,25 @@ func (w *Worker) ID() int { return w.id }
 // CPU returns the CPU the worker is pinned to, or -1 when it is not pinned.
 func (w *Worker) CPU() int { return w.cpu }
 
-// TID returns the kernel thread ID of the worker's thread, once started.
-func (w *Worker) TID() int { return int(w.tid.Load()) }
+// TID returns the kernel thread ID of the thread that runs the worker now,
+// once started: the worker's first thread, or a spare that took over while
+// guest code blocked (see Guest).
+func (w *Worker) TID() int {
+	if r := w.owner.Load(); r != nil {
+		return int(r.tid.Load())
+	}
+	return 0
+}
 
 // Scheduler returns the scheduler the worker belongs to.
 func (w *Worker) Scheduler() *Scheduler { return w.s }
 
 // Now returns the worker's clock as of the start of the current task, in
 // the scheduler's nanoseconds. Local.
-func (w *Worker) Now() int64 { return w.now }
+func (w *Worker) Now() int64 {
+	defer w.leave(w.enter())
+	return w.now
+}
 
 func (w *Worker) open() error {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -149,32 +170,16 @@ func (w *Worker) close() {
 	}
 }
 
-func (w *Worker) loop(started chan<- error) {
-	defer w.s.wg.Done()
-	// The lock is never released: when the goroutine exits, Go ends the
-	// thread too, so no other goroutine ever inherits its CPU mask.
-	runtime.LockOSThread()
-	w.tid.Store(int32(unix.Gettid()))
-	w.now = w.s.clock()
-	w.busySince.Store(w.now)
-	w.isBusy.Store(true)
-	if w.cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(w.cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			w.shutdown()
-			started <- fmt.Errorf("sched: pin worker %d to CPU %d: %w", w.id, w.cpu, err)
-			return
-		}
-	}
-	started <- nil
-	w.run()
-	w.shutdown()
-}
-
-func (w *Worker) run() {
+// run is the loop of the runner that owns the worker. It returns true when
+// the worker should stop (drained, or Stop cancelled the rest), false when it
+// handed the worker to another runner.
+func (w *Worker) run(r *runner) bool {
 	s := w.s
+	w.now = s.clock()
 	for {
+		if w.wanted.Load() != 0 && w.serveWanting(r) {
+			return false
+		}
 		if w.inbox.nonEmpty() {
 			w.drainInbox()
 		}
@@ -189,17 +194,19 @@ func (w *Worker) run() {
 		}
 		st := s.state.Load()
 		if st == stateCanceling {
-			return
+			return true
 		}
 		id, ok := w.picker.Pick(w.ready)
 		if !ok {
 			if st == stateDraining && w.drained() {
-				return
+				return true
 			}
 			w.park(st)
 			continue
 		}
-		w.runOne(id)
+		if w.runOne(r, id) {
+			return false
+		}
 	}
 }
 
@@ -207,18 +214,43 @@ func (w *Worker) run() {
 // pending is read before the inbox: an operation queues its continuation
 // before it stops counting as pending.
 func (w *Worker) drained() bool {
-	return w.pending.Load() == 0 && !w.inbox.nonEmpty() && w.ready == 0 && w.suspended.n == 0
+	return w.pending.Load() == 0 && !w.inbox.nonEmpty() && w.ready == 0 && w.suspended.n == 0 &&
+		w.away.Load() == 0
 }
 
-func (w *Worker) runOne(id lanes.ID) {
+// runOne runs the next task of lane id. It reports whether the worker was
+// handed to another runner (to run a coroutine of that runner's).
+func (w *Worker) runOne(r *runner, id lanes.ID) bool {
 	q := &w.q[id]
+	if q.n == 0 {
+		// The lane's last task is still running, on a runner that blocked
+		// in it (a lane leaves the ready mask only after its task ran).
+		w.ready = w.ready.Without(id)
+		return false
+	}
 	t := q.pop()
+	w.stats[id].queued.Store(int64(q.n))
+	return w.runTask(r, id, t)
+}
+
+// runTask runs t, taken from lane id, on runner r, which owns the worker.
+func (w *Worker) runTask(r *runner, id lanes.ID, t task) bool {
+	q := &w.q[id]
+	if t.co != nil && t.co.r != r {
+		if w.forward(r, id, t) {
+			return true
+		}
+		if q.n == 0 {
+			w.ready = w.ready.Without(id)
+		}
+		return false
+	}
 	c := &w.stats[id]
-	c.queued.Store(int64(q.n))
 	start := w.now
 	if d := start - t.enq; d > 0 {
 		bump(&c.waited, d)
 	}
+	steals := w.steals.Load()
 	if t.co != nil {
 		w.suspended.remove(t.co)
 		w.resume(t.co)
@@ -227,7 +259,13 @@ func (w *Worker) runOne(id lanes.ID) {
 	}
 	end := w.s.clock()
 	w.now = end
-	w.picker.Charge(id, end-start)
+	ran := end - start
+	if w.steals.Load() != steals {
+		// The task blocked and the worker went on without it: charge
+		// its lane no more than the time it held the worker.
+		ran = min(ran, int64(w.s.cfg.BlockedAfter))
+	}
+	w.picker.Charge(id, ran)
 	// The lane leaves the ready mask only after its task ran, so that a
 	// task queueing its own successor does not count as the lane waking
 	// up (which would forfeit the lane's share).
@@ -235,7 +273,8 @@ func (w *Worker) runOne(id lanes.ID) {
 		w.ready = w.ready.Without(id)
 	}
 	bump(&c.run, 1)
-	bump(&c.ran, end-start)
+	bump(&c.ran, ran)
+	return false
 }
 
 // call runs fn, reporting a panic instead of letting it end the goroutine.
@@ -273,6 +312,7 @@ func (w *Worker) Push(lane lanes.ID, fn func()) {
 	if fn == nil {
 		panic("sched: Push of a nil function")
 	}
+	defer w.leave(w.enter())
 	w.push(lane, task{fn: fn, enq: w.now})
 }
 
@@ -398,7 +438,7 @@ func (w *Worker) park(st int32) {
 	w.parkState.Store(parkParked)
 	// Re-check after publishing parked: a producer that saw the worker
 	// running has already made its work or the state change visible.
-	if w.inbox.nonEmpty() || w.s.state.Load() != st || (st == stateDraining && w.drained()) {
+	if w.inbox.nonEmpty() || w.wanted.Load() != 0 || w.s.state.Load() != st || (st == stateDraining && w.drained()) {
 		w.parkState.Store(parkRunning)
 		w.busyStart()
 		return
@@ -413,6 +453,9 @@ func (w *Worker) park(st int32) {
 		}
 	}
 	bump(&w.parks, 1)
+	// A guest region suspended on this runner must not look, to the
+	// watchdog, as if it slept through the park.
+	w.owner.Load().guestSeq.Add(1)
 	n, err := unix.EpollWait(w.epfd, w.events, timeout)
 	w.parkState.Store(parkRunning)
 	w.busyStart()
@@ -431,7 +474,7 @@ func (w *Worker) spin(st int32) bool {
 	// The iteration bound keeps a clock that does not move (a test's)
 	// from spinning forever.
 	for i := 0; i < 100_000; i++ {
-		if w.inbox.nonEmpty() || w.s.state.Load() != st {
+		if w.inbox.nonEmpty() || w.wanted.Load() != 0 || w.s.state.Load() != st {
 			w.busyStart()
 			return true
 		}
@@ -482,10 +525,70 @@ func (w *Worker) dispatch(n int) {
 	}
 }
 
-// shutdown runs on the worker as it exits: it stops taking remote work,
-// cancels suspended coroutines, drops what is still queued, and closes the
-// kernel objects.
-func (w *Worker) shutdown() {
+// finish runs on the owner when its loop ends: drained, or Stop cancelled
+// the rest. Coroutines can only be cancelled on their own runner's thread,
+// and guest code still out on another runner must come back first, so
+// finish may hand the worker on and report false; the runner that closes
+// the worker reports true.
+func (w *Worker) finish(r *runner) bool {
+	for {
+		if w.serveWanting(r) {
+			return false
+		}
+		var mine, other *coro
+		for c := w.suspended.head; c != nil; c = c.next {
+			if c.r == r {
+				mine = c
+				break
+			}
+			if other == nil {
+				other = c
+			}
+		}
+		switch {
+		case mine != nil:
+			w.suspended.remove(mine)
+			mine.cancel()
+		case other != nil && other.r.state.CompareAndSwap(rIdle, rCore):
+			w.handTo(r, other.r)
+			return false
+		case other != nil || w.away.Load() > 0:
+			w.waitWanted()
+		default:
+			w.shutdown(r)
+			w.runMu.Lock()
+			others := append([]*runner(nil), w.runners...)
+			w.runMu.Unlock()
+			for _, x := range others {
+				if x != r && x.state.CompareAndSwap(rIdle, rCore) {
+					x.exit = true
+					x.grant <- struct{}{}
+				}
+			}
+			return true
+		}
+	}
+}
+
+// waitWanted sleeps until guest code comes back for the worker (or 50 ms
+// pass), while the worker stops.
+func (w *Worker) waitWanted() {
+	w.parkState.Store(parkParked)
+	if w.wanted.Load() == 0 {
+		n, err := unix.EpollWait(w.epfd, w.events, 50)
+		w.parkState.Store(parkRunning)
+		if err == nil {
+			w.dispatch(n)
+		}
+		return
+	}
+	w.parkState.Store(parkRunning)
+}
+
+// shutdown runs on the owner as the worker exits: it stops taking remote
+// work, cancels suspended coroutines, drops what is still queued, and closes
+// the kernel objects.
+func (w *Worker) shutdown(r *runner) {
 	n := 0
 	for nd := w.inbox.seal(); nd != nil; nd = nd.next {
 		n++
@@ -495,10 +598,6 @@ func (w *Worker) shutdown() {
 		w.suspended.remove(c)
 		c.cancel()
 	}
-	for _, c := range w.idle {
-		c.kill()
-	}
-	w.idle = nil
 	for i := range w.q {
 		n += w.q[i].clear()
 		w.stats[i].queued.Store(0)

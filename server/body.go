@@ -70,6 +70,7 @@ type body struct {
 // the client closes the connection first, *http.MaxBytesError beyond the
 // server's body limit, and an error for malformed chunked encoding.
 func (b *body) Read(p []byte) (int, error) {
+	defer b.c.leave(b.c.enter())
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
@@ -79,6 +80,7 @@ func (b *body) Read(p []byte) (int, error) {
 // Close makes later reads fail. What is left of the body is read and
 // discarded by the server after the handler, up to a limit.
 func (b *body) Close() error {
+	defer b.c.leave(b.c.enter())
 	b.closed = true
 	return nil
 }

@@ -64,6 +64,7 @@ type conn struct {
 	onData    func() // c.readable, bound once
 	onTimeout func() // c.timeout, bound once
 	serveFn   func(context.Context)
+	handleFn  func()
 
 	cur      *Request
 	body     *body
@@ -93,7 +94,7 @@ type reqState struct {
 // those that Shutdown took from the kernel's queue as it stopped accepting.
 func (srv *Server) accept(nc *netpoll.Conn) {
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
-	c.onData, c.onTimeout, c.serveFn = c.readable, c.timeout, c.serve
+	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)
@@ -498,7 +499,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		}
 		err = fmt.Errorf("server: handler panic: %v", v)
 		if v != http.ErrAbortHandler {
-			if ok, dropped := c.srv.panics.allow(time.Now()); ok {
+			if ok, dropped := c.srv.panics.Allow(time.Now()); ok {
 				c.srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
 					"remote", r.RemoteAddr.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()),
 					"unlogged_before", dropped)
@@ -515,8 +516,24 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		rw.WriteHeader(http.StatusInternalServerError)
 		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
 	}()
-	c.srv.h.ServeSluice(rw, r)
+	c.w.Guest((*handlerName)(c), c.handleFn)
 	return nil
+}
+
+// handle runs the handler on the current request; the worker runs it as
+// guest code (sched.Worker.Guest), so that a handler that blocks its thread
+// without Await does not stall the connections behind it.
+func (c *conn) handle() { c.srv.h.ServeSluice(c.rw, c.cur) }
+
+// handlerName names the handler a connection runs, for the scheduler's
+// log of handlers that block their worker: the request's method and path.
+type handlerName conn
+
+func (h *handlerName) String() string {
+	if r := h.cur; r != nil && r.URL != nil {
+		return r.Method + " " + r.URL.Path
+	}
+	return "a handler"
 }
 
 // drainBody reads and discards what the handler left of the body, up to
@@ -804,4 +821,20 @@ func (c *conn) dequeueRejected() {
 	c.state = connActive
 	c.refused = true
 	c.run()
+}
+
+// enter makes the connection's worker the caller's again before a handler
+// touches the connection (sched.Worker.Enter); leave ends it. A connection
+// of a test without a worker has nothing to enter.
+func (c *conn) enter() sched.Entry {
+	if c == nil || c.w == nil {
+		return 0
+	}
+	return c.w.Enter()
+}
+
+func (c *conn) leave(e sched.Entry) {
+	if e != 0 {
+		c.w.Leave(e)
+	}
 }

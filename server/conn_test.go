@@ -285,28 +285,6 @@ func TestHandlerPanicIs500AndWorkerLivesOn(t *testing.T) {
 	assert.Contains(t, logged.String(), "stack=")
 }
 
-// A server logs at most panicBurst panics a second; the next one logged
-// says how many were not.
-func TestPanicLogIsRateLimited(t *testing.T) {
-	var p panicLog
-	t0 := time.Unix(1000, 0)
-	for i := range panicBurst {
-		ok, dropped := p.allow(t0.Add(time.Duration(i) * time.Millisecond))
-		require.True(t, ok)
-		require.Zero(t, dropped)
-	}
-	for range 25 {
-		ok, _ := p.allow(t0.Add(500 * time.Millisecond))
-		assert.False(t, ok)
-	}
-	ok, dropped := p.allow(t0.Add(time.Second))
-	assert.True(t, ok, "a new second")
-	assert.Equal(t, int64(25), dropped)
-	ok, dropped = p.allow(t0.Add(time.Second + time.Millisecond))
-	assert.True(t, ok)
-	assert.Zero(t, dropped)
-}
-
 // The Content-Type is sniffed from the first 512 bytes whatever the size of
 // the first write, as net/http does.
 func TestContentTypeSniffedFromALargeFirstWrite(t *testing.T) {

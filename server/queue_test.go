@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
 	"github.com/sluice-go/sluice/queue"
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -236,7 +237,9 @@ func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
 		{"off", -1, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := schedtest.Runtime(t, 1)
+			// Without the blocked-worker rescue, a handler that sleeps
+			// holds its worker, and the request behind it ages.
+			rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1))
 			entered := make(chan struct{}, 1)
 			var started sync.Map
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

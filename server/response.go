@@ -51,6 +51,7 @@ func (w *ResponseWriter) Header() http.Header { return w.header }
 // (1xx except 101) are sent at once and may be followed by another; the
 // rest are sent with the first flush of the body. Later calls are ignored.
 func (w *ResponseWriter) WriteHeader(code int) {
+	defer w.c.leave(w.c.enter())
 	if w.wroteHeader || w.err != nil {
 		return
 	}
@@ -88,6 +89,7 @@ func (w *ResponseWriter) sendInformational(code int) {
 
 // Write buffers p as body, sending what the buffer cannot hold.
 func (w *ResponseWriter) Write(p []byte) (int, error) {
+	defer w.c.leave(w.c.enter())
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -143,6 +145,7 @@ const sniffLen = 512
 
 // WriteString is Write for a string.
 func (w *ResponseWriter) WriteString(s string) (int, error) {
+	defer w.c.leave(w.c.enter())
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -161,6 +164,7 @@ func (w *ResponseWriter) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush, returning the error of the write.
 func (w *ResponseWriter) FlushError() error {
+	defer w.c.leave(w.c.enter())
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
 	srt "github.com/sluice-go/sluice/runtime"
@@ -69,7 +70,10 @@ type Config struct {
 	// negative means no limit.
 	MaxBodyBytes int64
 	// Listen configures the listening sockets (per-worker SO_REUSEPORT
-	// sockets by default, or one shared EPOLLEXCLUSIVE socket).
+	// sockets by default, or one shared EPOLLEXCLUSIVE socket). A port
+	// that another socket holds fails Listen with EADDRINUSE, as in
+	// net.Listen, unless Listen.ReusePort asks to share it (for a restart
+	// without downtime; see netpoll.Options.ReusePort for the risk).
 	Listen netpoll.Options
 	// Logger receives handler panics and accept errors; nil means
 	// slog.Default().
@@ -99,17 +103,20 @@ type Server struct {
 	ws      []*workerState
 	adm     *admit.Pipeline
 
-	panics   panicLog     // rate-limits the log of handler panics
-	open     atomic.Int64 // connections not yet closed
-	stopping atomic.Bool  // Shutdown or Close began
+	panics   *lograte.Limiter // rate-limits the log of handler panics
+	open     atomic.Int64     // connections not yet closed
+	stopping atomic.Bool      // Shutdown or Close began
 	closed   chan struct{}
 	once     sync.Once
 }
 
-// Listen opens addr ("127.0.0.1:8080", "[::]:80") on every worker of rt,
-// which must be started, and serves h there until Shutdown or Close. It
-// fails, naming the problem, on a bad address, a port it cannot bind, or an
-// admission configuration that cannot work (see admit.New).
+// Listen opens addr on every worker of rt, which must be started, and
+// serves h there until Shutdown or Close. addr is what net.Listen("tcp",
+// addr) takes (":8080", "127.0.0.1:8080", "[::1]:8080", "localhost:8080";
+// netpoll.Listen says how each listens). It fails, naming the problem, on a
+// bad address, a port it cannot bind or that another socket holds
+// (EADDRINUSE, unless cfg.Listen.ReusePort), or an admission configuration
+// that cannot work (see admit.New).
 func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error) {
 	srv, lopts, err := newServer(rt, h, cfg)
 	if err != nil {
@@ -192,6 +199,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 		cfg: cfg, s: s, h: h, log: cfg.Logger,
 		maxHead: cfg.MaxHeaderBytes + 4096,
 		closed:  make(chan struct{}),
+		panics:  lograte.New(panicBurst),
 	}
 	if srv.log == nil {
 		srv.log = slog.Default()

@@ -101,7 +101,7 @@ func TestStressMixedClients(t *testing.T) {
 					if !assert.NoError(t, err) {
 						return
 					}
-					assert.Equal(t, 200, resp.StatusCode)
+					assert.Equal(t, 200, resp.StatusCode, resp.Header.Get(ReasonHeader))
 					assert.Equal(t, strconv.Itoa(sent[i]), resp.Header.Get("X-Sum"))
 					assert.Equal(t, sent[i+1], len(got))
 				}

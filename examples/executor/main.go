@@ -1,5 +1,5 @@
 // Command executor is the smallest useful program on the sluice executor: it
-// starts one pinned worker per CPU, registers a Background lane, runs a few
+// starts one worker per CPU, registers a Background lane, runs a few
 // request-like coroutines that Await a slow call without holding their
 // worker, and prints the lane counters.
 //
@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	rt, err := srt.New() // one worker per usable CPU, pinned
+	rt, err := srt.New() // one worker per usable CPU (pinned on an exclusive cpuset)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -45,10 +45,17 @@ func TestForecastIsStablePerCity(t *testing.T) {
 
 // TestDatabaseWaitReleasesTheWorker serves the service on one sluice worker
 // with a 50 ms database: with await.Sleep, all requests wait at once (the
-// worker is free); with Blocking, they wait one after another.
+// worker is free); with Blocking, they also overlap, because the worker goes
+// on on a spare thread while each blocks (a thread per blocked request);
+// with Blocking and that rescue off, they wait one after another.
 func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
-	for _, blocking := range []bool{false, true} {
-		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
+	for _, tc := range []struct {
+		blocking bool
+		rescue   time.Duration
+	}{{false, 0}, {true, 0}, {true, -1}} {
+		blocking := tc.blocking
+		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1),
+			srt.WithBlockedAfter(tc.rescue))
 		require.NoError(t, err)
 		require.NoError(t, rt.Start())
 		var inDB, peak atomic.Int32
@@ -85,9 +92,13 @@ func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 		assert.NoError(t, srv.Shutdown(ctx))
 		assert.NoError(t, rt.Stop(ctx))
 		cancel()
-		if blocking {
+		switch {
+		case blocking && tc.rescue < 0:
 			assert.Equal(t, int32(1), peak.Load(), "a blocking wait holds the only worker")
-		} else {
+		case blocking:
+			assert.Greater(t, peak.Load(), int32(1), "the worker goes on while a request blocks")
+			assert.Positive(t, rt.Snapshot().Handovers)
+		default:
 			assert.Greater(t, peak.Load(), int32(1), "await.Sleep lets other requests in meanwhile")
 		}
 	}

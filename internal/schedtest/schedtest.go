@@ -31,11 +31,13 @@ func Start(t testing.TB, workers int) *sched.Scheduler {
 }
 
 // Runtime starts a runtime with the given number of unpinned workers,
-// GOMAXPROCS left alone, and stops it when the test ends, failing the test
+// GOMAXPROCS left alone, and the given options after those, and stops it
+// when the test ends, failing the test
 // if it does not stop within 10 seconds.
-func Runtime(t testing.TB, workers int) *srt.Runtime {
+func Runtime(t testing.TB, workers int, opts ...srt.Option) *srt.Runtime {
 	t.Helper()
-	rt, err := srt.New(srt.WithWorkers(workers), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
+	opts = append([]srt.Option{srt.WithWorkers(workers), srt.WithPinning(false), srt.WithGOMAXPROCS(-1)}, opts...)
+	rt, err := srt.New(opts...)
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	t.Cleanup(func() {

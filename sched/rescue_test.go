@@ -1,0 +1,325 @@
+package sched
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/lanes"
+)
+
+// offCPU makes every thread look idle to the watchdog: the threshold is
+// then a pure function of wall time, and any guest region older than
+// BlockedAfter is handed over.
+func offCPU(int32) (int64, error) { return 0, nil }
+
+// startRescue starts a one-worker scheduler whose watchdog sees guest code
+// as blocked once it is older than 2 ms.
+func startRescue(t *testing.T, cfg Config, cpu func(int32) (int64, error)) *Scheduler {
+	t.Helper()
+	cfg.Workers = max(1, cfg.Workers)
+	if cfg.BlockedAfter == 0 {
+		cfg.BlockedAfter = 2 * time.Millisecond
+	}
+	if cfg.SpareIdle == 0 {
+		cfg.SpareIdle = 20 * time.Millisecond
+	}
+	s, err := New(cfg)
+	require.NoError(t, err)
+	s.cpuTime = cpu
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+	return s
+}
+
+type label string
+
+func (l label) String() string { return string(l) }
+
+// A handler blocked in guest code does not stall its worker: tasks queued
+// behind it run on a spare thread pinned like the worker, the handler gets
+// the worker back when it touches it, and the spare exits once idle.
+func TestBlockedGuestHandsWorkerToSpare(t *testing.T) {
+	var logged syncBuffer
+	s := startRescue(t, Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
+	w := s.Worker(0)
+	firstTID := w.TID()
+
+	gate := make(chan struct{})
+	guestDone := make(chan int, 1)
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(label("GET /plain"), func() {
+			<-gate // blocks the thread, as a plain http.Get would
+			// Touching the worker from the guest waits for it.
+			w.Push(lanes.Continuation, func() {})
+		})
+		guestDone <- unix.Gettid()
+	}))
+
+	// Work submitted after the guest blocked runs meanwhile, on another
+	// thread.
+	ran := make(chan int, 1)
+	require.NoError(t, w.Submit(lanes.Upstream, func() { ran <- unix.Gettid() }))
+	var spareTID int
+	select {
+	case spareTID = <-ran:
+	case <-time.After(waitFor):
+		t.Fatal("the worker stayed stalled behind the blocked guest")
+	}
+	assert.NotEqual(t, firstTID, spareTID)
+	snap := s.Snapshot()
+	assert.Equal(t, int64(1), snap.Blocked)
+	assert.Equal(t, int64(1), snap.Handovers)
+	assert.Equal(t, 1, snap.Spares)
+
+	close(gate)
+	select {
+	case tid := <-guestDone:
+		assert.Equal(t, firstTID, tid, "the guest's task ends on its own thread")
+	case <-time.After(waitFor):
+		t.Fatal("the guest did not get its worker back")
+	}
+	// The worker still serves, and the spare thread retires.
+	onWorker(t, w, func() {})
+	require.Eventually(t, func() bool { return s.Snapshot().Spares == 0 }, waitFor, tick)
+	assert.Equal(t, 1, s.Snapshot().SparesPeak)
+	require.Eventually(t, func() bool { return bytes.Contains(logged.Bytes(), []byte("GET /plain")) }, waitFor, tick)
+	assert.Contains(t, logged.String(), "sched.Await")
+	assert.Contains(t, logged.String(), "held=")
+}
+
+// Code that computes is not blocked: the watchdog leaves it its worker.
+func TestComputingGuestKeepsItsWorker(t *testing.T) {
+	var s *Scheduler
+	onCPU := func(int32) (int64, error) { return s.clock(), nil } // runs all the time
+	s = startRescue(t, Config{}, onCPU)
+	w := s.Worker(0)
+	onWorker(t, w, func() {
+		w.Guest(nil, func() { time.Sleep(30 * time.Millisecond) })
+	})
+	snap := s.Snapshot()
+	assert.Zero(t, snap.Blocked)
+	assert.Zero(t, snap.Handovers)
+}
+
+// Without Guest, blocking code keeps its worker (the isolated model): the
+// executor's own callbacks are never handed over.
+func TestPlainTaskIsNeverHandedOver(t *testing.T) {
+	s := startRescue(t, Config{}, offCPU)
+	w := s.Worker(0)
+	release := block(t, w)
+	time.Sleep(20 * time.Millisecond)
+	release()
+	onWorker(t, w, func() {})
+	assert.Zero(t, s.Snapshot().Handovers)
+}
+
+// Coroutines stay on the thread that made them: one suspended on the
+// blocked thread resumes there once the guest is back, and one started on
+// the spare resumes on the spare, which gets the worker for it.
+func TestCoroutinesResumeOnTheirOwnThread(t *testing.T) {
+	s := startRescue(t, Config{SpareIdle: time.Minute}, offCPU)
+	w := s.Worker(0)
+	ctx := context.Background()
+
+	type tids struct{ before, after int }
+	// A: suspended on the first thread before the guest blocks.
+	aRelease := make(chan struct{})
+	aDone := make(chan tids, 1)
+	aWaiting := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Go(ctx, lanes.Upstream, func(ctx context.Context) {
+			before := unix.Gettid()
+			_, err := Await(ctx, func(context.Context) (int, error) { close(aWaiting); <-aRelease; return 0, nil })
+			assert.NoError(t, err)
+			aDone <- tids{before, unix.Gettid()}
+		})
+	}))
+	<-aWaiting
+
+	// B: blocks the first thread in guest code.
+	bGate := make(chan struct{})
+	bDone := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Go(ctx, lanes.Upstream, func(ctx context.Context) {
+			w.Guest(nil, func() { <-bGate })
+			close(bDone)
+		})
+	}))
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, tick)
+
+	// A's operation ends while its thread is away: A waits for it.
+	close(aRelease)
+	// C: starts on the spare and suspends there.
+	cRelease := make(chan struct{})
+	cDone := make(chan tids, 1)
+	cWaiting := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Go(ctx, lanes.Upstream, func(ctx context.Context) {
+			before := unix.Gettid()
+			_, err := Await(ctx, func(context.Context) (int, error) { close(cWaiting); <-cRelease; return 0, nil })
+			assert.NoError(t, err)
+			cDone <- tids{before, unix.Gettid()}
+		})
+	}))
+	<-cWaiting
+	select {
+	case <-aDone:
+		t.Fatal("A resumed while its thread was blocked")
+	case <-time.After(20 * time.Millisecond):
+	}
+
+	close(bGate)
+	<-bDone
+	a := <-aDone
+	assert.Equal(t, a.before, a.after, "A resumed on its own thread")
+	close(cRelease)
+	c := <-cDone
+	assert.Equal(t, c.before, c.after, "C resumed on its own thread")
+	assert.NotEqual(t, a.before, c.before)
+	onWorker(t, w, func() {})
+}
+
+// A bound on spare threads holds: once it is reached, a worker whose
+// thread blocks waits, and the blocking is still counted.
+func TestSparesAreBounded(t *testing.T) {
+	s := startRescue(t, Config{MaxSpares: 1}, offCPU)
+	w := s.Worker(0)
+	gate := make(chan struct{})
+	var done sync.WaitGroup
+	for range 2 {
+		done.Add(1)
+		require.NoError(t, w.Submit(lanes.Upstream, func() {
+			w.Guest(nil, func() { <-gate })
+			done.Done()
+		}))
+	}
+	require.Eventually(t, func() bool { return s.Snapshot().Blocked == 2 }, waitFor, tick)
+	time.Sleep(10 * time.Millisecond)
+	snap := s.Snapshot()
+	assert.Equal(t, int64(1), snap.Handovers)
+	assert.Equal(t, 1, snap.Spares)
+	close(gate)
+	done.Wait()
+	onWorker(t, w, func() {})
+}
+
+// Stop waits for a blocked guest, as net/http's Shutdown waits for a
+// running handler, and then leaves no thread behind.
+func TestStopWhileGuestBlocked(t *testing.T) {
+	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
+	require.NoError(t, err)
+	s.cpuTime = offCPU
+	require.NoError(t, s.Start())
+	w := s.Worker(0)
+	gate := make(chan struct{})
+	finished := make(chan error, 1)
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Go(context.Background(), lanes.Upstream, func(ctx context.Context) {
+			w.Guest(nil, func() { <-gate })
+			finished <- Sleep(ctx, time.Millisecond)
+		})
+	}))
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, tick)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a guest was still running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate)
+	require.NoError(t, <-finished)
+	require.NoError(t, <-stopped)
+	assert.Zero(t, s.Snapshot().Spares)
+}
+
+// A Stop whose context has ended cancels suspended coroutines on their own
+// threads, the first one's and the spare's.
+func TestCancelledStopReachesEveryThread(t *testing.T) {
+	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
+	require.NoError(t, err)
+	s.cpuTime = offCPU
+	require.NoError(t, s.Start())
+	w := s.Worker(0)
+	results := make(chan error, 2)
+	sleeper := func(ctx context.Context) { results <- Sleep(ctx, time.Hour) }
+	require.NoError(t, w.Submit(lanes.Upstream, func() { w.Go(context.Background(), lanes.Upstream, sleeper) }))
+	gate := make(chan struct{})
+	guestDone := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(nil, func() { <-gate })
+		close(guestDone)
+	}))
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, tick)
+	// This one suspends on the spare.
+	require.NoError(t, w.Submit(lanes.Upstream, func() { w.Go(context.Background(), lanes.Upstream, sleeper) }))
+	require.Eventually(t, func() bool {
+		var n int
+		onWorker(t, w, func() { n = w.suspended.n })
+		return n == 2
+	}, waitFor, tick)
+	close(gate)
+	<-guestDone
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Error(t, s.Stop(ctx))
+	assert.ErrorIs(t, <-results, ErrStopped)
+	assert.ErrorIs(t, <-results, ErrStopped)
+	assert.Zero(t, s.Snapshot().Spares)
+}
+
+// The debug option logs the blocked goroutine's stack once per call site.
+func TestBlockedStacksOncePerCallSite(t *testing.T) {
+	var logged syncBuffer
+	s := startRescue(t, Config{BlockedStacks: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
+	w := s.Worker(0)
+	for range 3 {
+		gate := make(chan struct{})
+		onWorker(t, w, func() {
+			w.Guest(nil, func() { blockHere(gate) })
+		})
+		_ = gate
+	}
+	assert.Equal(t, 1, bytes.Count(logged.Bytes(), []byte("logged once per call site")), logged.String())
+	assert.Contains(t, logged.String(), "blockHere")
+}
+
+// blockHere blocks for long enough to be handed over, at one call site.
+func blockHere(gate chan struct{}) {
+	select {
+	case <-gate:
+	case <-time.After(15 * time.Millisecond):
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several threads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func (s *syncBuffer) String() string { return string(s.Bytes()) }

@@ -1,0 +1,254 @@
+package sched
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// blockedBurst is how many "guest code blocked its worker" lines the
+// scheduler logs a second; the next one logged says how many were not.
+const blockedBurst = 5
+
+// watchdog looks at every worker each BlockedAfter/2 and hands a worker
+// whose guest code holds its thread off the CPU to a spare thread. Go's
+// sysmon does the same for a P whose thread is stuck in a system call.
+func (s *Scheduler) watchdog() {
+	defer close(s.dogDone)
+	t := time.NewTicker(s.cfg.BlockedAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.dogStop:
+			return
+		case <-t.C:
+		}
+		now := s.clock()
+		for _, w := range s.workers {
+			w.inspect(now)
+		}
+	}
+}
+
+// goBacklog reports whether Go has more goroutines ready to run than it has
+// Ps to run them on. A worker's thread then sleeps because its goroutine
+// waits for a P (Go preempted it), not because it blocked, and a spare
+// thread would wait for a P just the same.
+func goBacklog() bool {
+	m := [2]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/gomaxprocs:threads"}}
+	metrics.Read(m[:])
+	if m[0].Value.Kind() != metrics.KindUint64 || m[1].Value.Kind() != metrics.KindUint64 {
+		return false
+	}
+	return m[0].Value.Uint64() >= m[1].Value.Uint64()
+}
+
+// inspect checks the guest region that w's owner runs, if any. A region
+// older than BlockedAfter/2 has its thread's CPU time sampled (time run,
+// and time waiting to run); half a period later, a thread that ran or
+// waited to run for less than half of that time sleeps: it is held off the
+// CPU (parked by Go, asleep in a system call, waiting for a lock), and the
+// worker goes on without it. A region that computes is left alone: it uses
+// the CPU the worker stands for; so is one the machine is too busy to run.
+func (w *Worker) inspect(now int64) {
+	s := w.s
+	r := w.owner.Load()
+	if r == nil || r.state.Load() != rGuest {
+		return
+	}
+	seq := r.guestSeq.Load()
+	age := now - r.guestStart.Load()
+	limit := int64(s.cfg.BlockedAfter)
+	if age < limit/2 {
+		return
+	}
+	run, err := s.cpuTime(r.tid.Load())
+	if err != nil {
+		return
+	}
+	if r.sampleSeq != seq {
+		r.sampleSeq, r.sampleAt, r.sampleRun = seq, now, run
+		return
+	}
+	if age < limit {
+		return
+	}
+	if wall := now - r.sampleAt; 2*(run-r.sampleRun) >= wall || s.goBacklog() {
+		r.sampleAt, r.sampleRun = now, run
+		return
+	}
+	if r.flagged.Swap(seq) != seq {
+		s.blocked.Add(1)
+		if s.cfg.BlockedStacks {
+			w.logStack(r)
+		}
+	}
+	w.handOver(r)
+}
+
+// handOver gives the worker that runner r owns, and whose guest code
+// blocks, to a spare runner.
+func (w *Worker) handOver(r *runner) {
+	spare := w.takeSpare()
+	if spare == nil {
+		return
+	}
+	if !r.state.CompareAndSwap(rGuest, rAway) {
+		// The guest code came back meanwhile.
+		spare.state.Store(rIdle)
+		return
+	}
+	w.away.Add(1)
+	w.steals.Add(1)
+	w.s.handovers.Add(1)
+	w.owner.Store(spare)
+	spare.grant <- struct{}{}
+}
+
+// takeSpare reserves an idle runner of w's, or starts one when the bound on
+// spare threads allows; nil when neither is possible. The runner it returns
+// is in state rCore and has not been granted the worker.
+func (w *Worker) takeSpare() *runner {
+	s := w.s
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	for _, x := range w.runners {
+		if x.state.CompareAndSwap(rIdle, rCore) {
+			return x
+		}
+	}
+	if int(s.threads.Load())-len(s.workers) >= s.cfg.MaxSpares {
+		return nil
+	}
+	x := newRunner(w)
+	x.state.Store(rCore)
+	w.runners = append(w.runners, x)
+	spares := s.threads.Add(1) - int32(len(s.workers))
+	for {
+		high := s.spareHigh.Load()
+		if spares <= high || s.spareHigh.CompareAndSwap(high, spares) {
+			break
+		}
+	}
+	// The blocked runner is alive, so the wait group's count is above
+	// zero: adding to it cannot race with Stop's Wait.
+	s.wg.Add(1)
+	go x.main(false, nil)
+	return x
+}
+
+// threadCPUTime returns how long thread tid of this process has been on a
+// CPU or waiting in a run queue for one, in nanoseconds: the first two
+// fields of /proc/self/task/TID/schedstat. A thread that a busy machine
+// keeps off the CPU is not blocked (a spare would wait for the same CPU);
+// only one that sleeps is.
+func threadCPUTime(tid int32) (int64, error) {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/schedstat")
+	if err != nil {
+		return 0, fmt.Errorf("sched: read thread CPU time: %w", err)
+	}
+	fields := bytes.Fields(b)
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("sched: parse thread CPU time %q: too few fields", b)
+	}
+	var sum int64
+	for _, f := range fields[:2] {
+		ns, err := strconv.ParseInt(string(f), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("sched: parse thread CPU time %q: %w", b, err)
+		}
+		sum += ns
+	}
+	return sum, nil
+}
+
+// reportBlocked logs, rate-limited, that guest code held its worker's
+// thread off the CPU. It runs on the guest's runner as the region ends.
+func (w *Worker) reportBlocked(what fmt.Stringer, held time.Duration) {
+	s := w.s
+	ok, dropped := s.blockLog.Allow(time.Now())
+	if !ok {
+		return
+	}
+	name := "guest code"
+	if what != nil {
+		name = what.String()
+	}
+	s.logger.Warn("sched: a handler blocked its worker's thread without releasing it; wrap the blocking call in sched.Await (or an await wrapper)",
+		"what", name, "held", held.Round(time.Microsecond), "worker", w.id,
+		"blocked_before_unlogged", dropped)
+}
+
+// logStack logs the stack of r's blocked guest goroutine once per call
+// site (Config.BlockedStacks). It runs on the watchdog.
+func (w *Worker) logStack(r *runner) {
+	id := r.goid.Load()
+	if id == 0 {
+		return
+	}
+	stack := goroutineStack(id)
+	if stack == "" {
+		return
+	}
+	if _, seen := w.s.stacks.LoadOrStore(callSite(stack), true); seen {
+		return
+	}
+	w.s.logger.Warn("sched: stack of a handler blocking its worker's thread (logged once per call site)",
+		"worker", w.id, "stack", stack)
+}
+
+// goroutineStack returns the stack of goroutine id from a dump of all of
+// them, or "" if it has ended.
+func goroutineStack(id int64) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	head := []byte("goroutine " + strconv.FormatInt(id, 10) + " [")
+	i := bytes.Index(buf, head)
+	if i < 0 {
+		return ""
+	}
+	rest := buf[i:]
+	if j := bytes.Index(rest, []byte("\n\n")); j >= 0 {
+		rest = rest[:j]
+	}
+	return string(rest)
+}
+
+// callSite is a stack without its header line, argument values and
+// program counter offsets: the same for every goroutine blocked at the
+// same place.
+func callSite(stack string) string {
+	lines := strings.Split(strings.TrimSpace(stack), "\n")
+	if len(lines) > 0 {
+		lines = lines[1:]
+	}
+	for i, l := range lines {
+		if strings.HasPrefix(l, "\t") {
+			if j := strings.LastIndex(l, " +0x"); j >= 0 {
+				lines[i] = l[:j]
+			}
+			continue
+		}
+		if j := strings.LastIndex(l, "("); j >= 0 {
+			lines[i] = l[:j]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// goid returns the calling goroutine's ID, read from its stack header.
+func goid() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i >= 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
+}
