@@ -41,6 +41,10 @@ type childSpec struct {
 	// goroutines and heap, childProbe) every Probe while it serves, and
 	// an "exit" line (ChildExit) after it stopped.
 	Probe time.Duration `json:"probe,omitempty"`
+	// StrayURL, when set, makes the child serve the stray scenario's
+	// handlers beside the weather (see strayHandler): its blocking
+	// endpoint calls this URL.
+	StrayURL string `json:"stray_url,omitempty"`
 }
 
 // TargetNice is the nice value of the targets' child processes. On a
@@ -61,7 +65,17 @@ func (h HandlerSpec) Options() weather.Options {
 // on an error (written to stderr). Without ChildEnv it returns at once and
 // does nothing. Call it first thing in main, and in TestMain of a test
 // binary that starts targets with the default launcher.
+//
+// With NeighbourEnv set instead, the process is the noisy scenario's busy
+// neighbour: it spins until its stdin ends or its time is up, then exits.
 func ServeChild() {
+	if v := os.Getenv(NeighbourEnv); v != "" {
+		if err := runNeighbour(v, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench neighbour:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	v := os.Getenv(ChildEnv)
 	if v == "" {
 		return
@@ -109,6 +123,15 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if _, err := fmt.Fprintf(out, "listening %s\n", rn.URL); err != nil {
 		return errors.Join(err, rn.Stop())
 	}
+	if rn.Placement != nil {
+		js, err := json.Marshal(rn.Placement())
+		if err == nil {
+			_, err = fmt.Fprintf(out, "placement %s\n", js)
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("placement: %w", err), rn.Stop())
+		}
+	}
 	stopProbe := func() {}
 	if cs.Probe > 0 {
 		stopProbe = startProbe(out, cs.Probe)
@@ -149,11 +172,15 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 }
 
 // childHandler returns the handler a child serves: the weather service
-// shaped by cs.Handler or, for a soak, the weather service whose /forecast
+// shaped by cs.Handler; for a soak, the weather service whose /forecast
 // panics on every cs.PanicEvery-th request when that is positive, and
-// LargePath, which the no-read chaos clients ask for.
+// LargePath, which the no-read chaos clients ask for; for the stray
+// scenario, the weather service beside StrayPath and TrivialPath.
 func childHandler(cs childSpec) http.Handler {
 	h := weather.Handler(cs.Handler.Options())
+	if cs.StrayURL != "" {
+		return strayHandler(h, cs.StrayURL)
+	}
 	if !cs.Soak {
 		return h
 	}
@@ -318,7 +345,12 @@ type Process struct {
 	Stats json.RawMessage
 	// Exit is what a probed child (the soak scenario's) reported after
 	// its target stopped; nil before Stop, or when it reported nothing.
-	Exit  *ChildExit
+	Exit *ChildExit
+	// Placement is where a sluice target's workers run, as the child
+	// reported it once it listened; nil for other targets (read it after
+	// Stop).
+	Placement *Placement
+
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
@@ -435,6 +467,11 @@ func (p *Process) readLine(line string) {
 		var e ChildExit
 		if json.Unmarshal([]byte(js), &e) == nil {
 			p.Exit = &e
+		}
+	case "placement":
+		var pl Placement
+		if json.Unmarshal([]byte(js), &pl) == nil {
+			p.Placement = &pl
 		}
 	}
 }

@@ -26,6 +26,14 @@ const (
 	// checks goodput per second and the target's goroutines, descriptors
 	// and memory (see SoakConfig).
 	ScenarioSoak = "soak"
+	// ScenarioNoisy offers fixed rates (NoisyConfig.Rates) to a target on
+	// all the suite's CPUs while a busy loop in another process holds the
+	// last of them: a noisy neighbour (see NoisyConfig).
+	ScenarioNoisy = "noisy"
+	// ScenarioStray runs a handler that blocks its thread in a plain
+	// net/http client call for a second, twice a second, beside a
+	// trivial endpoint and beside a CPU-bound load (see StrayConfig).
+	ScenarioStray = "stray"
 )
 
 // Percentiles are latencies of the OK answers, in milliseconds.
@@ -107,6 +115,12 @@ type Sample struct {
 	Series []Bucket  `json:"series,omitempty"`
 	// Soak is set for the soak scenario.
 	Soak *SoakInfo `json:"soak,omitempty"`
+	// Noisy is set for the noisy scenario, Stray for the stray scenario.
+	Noisy *NoisyInfo `json:"noisy,omitempty"`
+	Stray *StrayInfo `json:"stray,omitempty"`
+	// Placement is where a sluice target's workers ran (pinned or
+	// floating, and why), as its process reported it; nil for the others.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // ClassSample is one class's part of a Sample.

@@ -114,8 +114,8 @@ func (c *SoakConfig) defaults() error {
 type SoakRules struct {
 	// Enforce are the targets whose checks are enforced; the checks of
 	// the others are reported only. Nil means the sluice targets
-	// ("sluice", "sluice-half"): plain net/http runs beside them to
-	// compare with, and is expected to fall short.
+	// ("sluice", "sluice-half" and their pinned forms): plain net/http
+	// runs beside them to compare with, and is expected to fall short.
 	Enforce []string `json:"enforce"`
 	// MinGoodput is the least goodput, as a fraction of C, of every
 	// bucket; default 0.7.
@@ -163,7 +163,7 @@ type SoakRules struct {
 // the thousand, and its descriptors swing between a few hundred and two
 // thousand from one second to the next.
 var DefaultSoakRules = SoakRules{
-	Enforce:        []string{"sluice", "sluice-half"},
+	Enforce:        []string{"sluice", "sluice-half", "sluice-pinned", "sluice-half-pinned"},
 	MinGoodput:     0.7,
 	Growth:         1.5,
 	GoroutineSlack: 64,

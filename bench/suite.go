@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // Shape is a named shape of the weather handler.
@@ -94,6 +97,10 @@ type SuiteConfig struct {
 	NewFraction float64
 	// Soak shapes the soak scenario; it serves the handler of Shape.
 	Soak SoakConfig
+	// Noisy shapes the noisy scenario; it serves the handler of Shape.
+	Noisy NoisyConfig
+	// Stray shapes the stray scenario.
+	Stray StrayConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -111,6 +118,10 @@ type SuiteConfig struct {
 	// Command is recorded in the Report as the command that reproduces
 	// the run.
 	Command string
+
+	// allCPUs are every CPU of the suite (both sets of a split, or this
+	// process's mask), the noisy scenario's target's; set by RunSuite.
+	allCPUs []int
 }
 
 func (c *SuiteConfig) defaults() error {
@@ -128,7 +139,7 @@ func (c *SuiteConfig) defaults() error {
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = all
 	}
-	known := slices.Concat(all, []string{ScenarioSoak})
+	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray})
 	for _, s := range c.Scenarios {
 		if !slices.Contains(known, s) {
 			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
@@ -136,6 +147,16 @@ func (c *SuiteConfig) defaults() error {
 	}
 	if slices.Contains(c.Scenarios, ScenarioSoak) {
 		if err := c.Soak.defaults(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioNoisy) {
+		if err := c.Noisy.defaults(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioStray) {
+		if err := c.Stray.defaults(); err != nil {
 			return err
 		}
 	}
@@ -218,7 +239,15 @@ type point struct {
 	scenario string
 	shape    Shape
 	spec     HandlerSpec // what the target serves (the slowdown's is slower)
-	multiple float64
+	multiple float64     // of the capacity; 0 for a point offered a fixed rate
+	rate     float64     // the noisy scenario's fixed rate
+	part     string      // the stray scenario's part
+}
+
+// needsCapacity reports whether any of points is offered in multiples of
+// the capacity, which must then be measured first.
+func needsCapacity(points []point) bool {
+	return slices.ContainsFunc(points, func(p point) bool { return p.multiple > 0 })
 }
 
 // plan lists the points of one repeat for one target, grouped by the shape
@@ -235,26 +264,39 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 		switch sc {
 		case ScenarioSweep:
 			for _, m := range c.Multiples {
-				add(c.Shape, point{sc, c.Shape, c.Shape.Spec, m})
+				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m})
 			}
 		case ScenarioShapes:
 			for _, sh := range c.Shapes {
 				for _, m := range c.ShapeMultiples {
-					add(sh, point{sc, sh, sh.Spec, m})
+					add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m})
 				}
 			}
 		case ScenarioSlowdown:
 			slow := c.Shape.Spec
 			slow.DB = time.Duration(float64(slow.DB) * c.SlowdownFactor)
-			add(c.Shape, point{sc, c.Shape, slow, c.SlowdownMultiple})
+			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: slow, multiple: c.SlowdownMultiple})
 		case ScenarioMix:
 			for _, m := range c.ShapeMultiples {
-				add(c.Shape, point{sc, c.Shape, c.Shape.Spec, m})
+				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m})
 			}
 		case ScenarioStep:
-			add(c.Shape, point{sc, c.Shape, c.Shape.Spec, c.Step.High})
+			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: c.Step.High})
 		case ScenarioSoak:
-			add(c.Shape, point{sc, c.Shape, c.Shape.Spec, c.Soak.Multiple})
+			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: c.Soak.Multiple})
+		case ScenarioNoisy:
+			for _, r := range c.Noisy.Rates {
+				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, rate: r})
+			}
+		case ScenarioStray:
+			sh := c.Stray.Shape
+			for _, part := range StrayParts {
+				m := c.Stray.Multiple
+				if part == StrayTrivial {
+					m = 0
+				}
+				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m, part: part})
+			}
 		}
 	}
 	return shapes, points
@@ -267,6 +309,10 @@ func (c *SuiteConfig) window(p point) time.Duration {
 		return c.Step.Before + c.Step.During + c.Step.After
 	case ScenarioSoak:
 		return c.Soak.Duration
+	case ScenarioStray:
+		if p.part != StrayCPU {
+			return c.Duration + c.Stray.Delay // the last stray call's answer
+		}
 	}
 	return c.Duration
 }
@@ -291,6 +337,11 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 		TargetCPUs:    cfg.TargetCPUs,
 		GeneratorCPUs: cfg.GeneratorCPUs,
 	}
+	if len(cfg.TargetCPUs) > 0 {
+		cfg.allCPUs = slices.Sorted(slices.Values(slices.Concat(cfg.TargetCPUs, cfg.GeneratorCPUs)))
+	} else if cfg.allCPUs, err = srt.AffinityCPUs(); err != nil {
+		return nil, err
+	}
 	if len(cfg.GeneratorCPUs) > 0 {
 		unpin, err := pinSelf(cfg.GeneratorCPUs)
 		if err != nil {
@@ -301,8 +352,11 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 	shapes, points := cfg.plan()
 	var total, done time.Duration
 	perTarget := time.Duration(0)
+	calibration := time.Duration(len(cfg.CalibrateConns)) * (cfg.Calibrate.Warmup + cfg.Calibrate.Duration)
 	for _, sh := range shapes {
-		perTarget += time.Duration(len(cfg.CalibrateConns)) * (cfg.Calibrate.Warmup + cfg.Calibrate.Duration)
+		if needsCapacity(points[sh.Name]) {
+			perTarget += calibration
+		}
 		for _, p := range points[sh.Name] {
 			perTarget += cfg.window(p) + cfg.Deadline/2
 		}
@@ -321,18 +375,22 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 		order = append(order[rot:], order[:rot]...)
 		for _, sh := range shapes {
 			for _, tgt := range order {
-				what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
-				progress(0, what)
-				capacity, capCPU, err := cfg.calibrate(ctx, tgt, sh.Spec)
-				progress(time.Duration(len(cfg.CalibrateConns))*(cfg.Calibrate.Warmup+cfg.Calibrate.Duration), what)
-				if err != nil {
-					return rep, err
+				var capacity, capCPU float64
+				if needsCapacity(points[sh.Name]) {
+					what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
+					progress(0, what)
+					var err error
+					capacity, capCPU, err = cfg.calibrate(ctx, tgt, sh.Spec)
+					progress(calibration, what)
+					if err != nil {
+						return rep, err
+					}
 				}
 				for _, p := range points[sh.Name] {
-					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s %.3gx", r+1, cfg.Repeats, sh.Name, tgt, p.scenario, p.multiple)
+					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s", r+1, cfg.Repeats, sh.Name, tgt, p.describe())
 					progress(0, what)
 					s, err := cfg.measure(ctx, tgt, p, capacity, r, run)
-					if s != nil {
+					if s != nil && s.Capacity > 0 {
 						s.CapacityCPU = capCPU
 					}
 					run++
@@ -389,8 +447,13 @@ const weatherPath = "/forecast?city=Lisbon"
 
 // measure runs one point on a fresh child process.
 func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
-	if p.scenario == ScenarioSoak {
+	switch p.scenario {
+	case ScenarioSoak:
 		return cfg.soak(ctx, target, p, capacity, repeat, run)
+	case ScenarioNoisy:
+		return cfg.noisy(ctx, target, p, repeat, run)
+	case ScenarioStray:
+		return cfg.stray(ctx, target, p, capacity, repeat, run)
 	}
 	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
 	if err != nil {
@@ -441,6 +504,7 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 	}
 	fill(s, res)
 	s.Server = proc.Stats
+	s.Placement = proc.Placement
 	// Per second of the whole run: the sending window and the wait for
 	// the last answers.
 	if sec := elapsed.Seconds(); sec > 0 {
@@ -448,6 +512,23 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 		s.GeneratorCPU = gen.Seconds() / sec
 	}
 	return s, err
+}
+
+// describe names a point in the suite's progress: "sweep 2x", "noisy
+// 800/s", "stray cpu+stray 2x".
+func (p point) describe() string {
+	var b strings.Builder
+	b.WriteString(p.scenario)
+	if p.part != "" {
+		b.WriteString(" " + p.part)
+	}
+	if p.rate > 0 {
+		fmt.Fprintf(&b, " %.4g/s", p.rate)
+	}
+	if p.multiple > 0 {
+		fmt.Fprintf(&b, " %.3gx", p.multiple)
+	}
+	return b.String()
 }
 
 // mixPattern returns whether request i goes on a new connection, spreading

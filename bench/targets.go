@@ -14,13 +14,15 @@ import (
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // Target is a server under test, started on 127.0.0.1 with a handler: the
 // weather service (examples/weather) or the soak's.
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
-	// "semaphore", "sluice-half", "gosched".
+	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
+	// "sluice-half-pinned".
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
@@ -38,7 +40,26 @@ type Running struct {
 	// Stats, when set, returns the target's own counters (the sluice
 	// server's admission Stats), for the report.
 	Stats func() any
+	// Placement, when set, says where the target's workers run (the
+	// sluice targets).
+	Placement func() Placement
 }
+
+// Placement is where a sluice target's workers run: pinned to CPUs of
+// their own or floating, and why (package runtime decides by default from
+// the process's cpuset).
+type Placement struct {
+	Workers int `json:"workers"`
+	// CPUs is the CPU of each pinned worker; empty when they float.
+	CPUs []int `json:"cpus,omitempty"`
+	// Exclusive and Reason are what the runtime detected about the
+	// process's cpuset (runtime.CPUInfo).
+	Exclusive bool   `json:"exclusive"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Pinned reports whether the workers were pinned.
+func (p Placement) Pinned() bool { return len(p.CPUs) > 0 }
 
 // SemaphoreTimeout is how long the naive semaphore target lets a request
 // wait for a slot before answering 503: the common fix, measured in the
@@ -46,10 +67,10 @@ type Running struct {
 const SemaphoreTimeout = 100 * time.Millisecond
 
 // SluiceConfig is the configuration of the "sluice" target, the one the
-// README shows: the default runtime (one pinned worker per CPU) and the
-// age limit, which rejects unstarted a request that has waited 100 ms since
-// the kernel received it (5 ms while every request has waited that long
-// for 100 ms).
+// README shows: the default runtime (one worker per CPU, pinned only where
+// the process's cpuset is exclusive) and the age limit, which rejects
+// unstarted a request that has waited 100 ms since the kernel received it
+// (5 ms while every request has waited that long for 100 ms).
 func SluiceConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}}
 }
@@ -78,10 +99,15 @@ func SluiceHalfConfig() sluice.Config {
 //     sluice);
 //   - gosched: net/http behind package httpgate with the GoSched gate
 //     (running plus runnable goroutines at most twice GOMAXPROCS) and the
-//     timed queue, for users who stay on net/http.
+//     timed queue, for users who stay on net/http;
+//   - sluice-pinned and sluice-half-pinned: sluice and sluice-half with
+//     every worker pinned to a CPU whatever the cpuset (the default before
+//     the runtime pinned only on exclusive cpusets), to compare the two
+//     placements side by side (the noisy scenario).
 //
 // The handler is the weather service in every one.
 func Targets() []Target {
+	pinned := srt.WithPinning(true)
 	return []Target{
 		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig()) }},
 		{Name: "nethttp", Serve: func(h http.Handler) (*Running, error) { return running(startNetHTTP(h)) }},
@@ -90,6 +116,10 @@ func Targets() []Target {
 		}},
 		{Name: "sluice-half", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceHalfConfig()) }},
 		{Name: "gosched", Serve: startGoSched},
+		{Name: "sluice-pinned", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig(), pinned) }},
+		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
+			return startSluice(h, SluiceHalfConfig(), pinned)
+		}},
 	}
 }
 
@@ -141,17 +171,25 @@ func running(url string, stop func() error, err error) (*Running, error) {
 	return &Running{URL: url, Stop: stop}, nil
 }
 
-func startSluice(h http.Handler, cfg sluice.Config) (*Running, error) {
-	srv, err := sluice.Listen("127.0.0.1:0", h, cfg)
+func startSluice(h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Running, error) {
+	srv, err := sluice.Listen("127.0.0.1:0", h, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
+	rt := srv.Runtime()
+	info := rt.CPUInfo()
+	place := Placement{Workers: rt.NumWorkers(), CPUs: rt.CPUs(), Exclusive: info.Exclusive, Reason: info.ExclusiveReason}
 	stop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return srv.Stop(ctx)
 	}
-	return &Running{URL: "http://" + srv.Addr().String(), Stop: stop, Stats: func() any { return srv.Stats() }}, nil
+	return &Running{
+		URL:       "http://" + srv.Addr().String(),
+		Stop:      stop,
+		Stats:     func() any { return srv.Stats() },
+		Placement: func() Placement { return place },
+	}, nil
 }
 
 func startNetHTTP(h http.Handler) (string, func() error, error) {

@@ -16,11 +16,16 @@ type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
+	// Noisy and Stray are the rows of the noisy and stray scenarios,
+	// absent when the report has none.
+	Noisy []NoisyRow `json:"noisy,omitempty"`
+	Stray []StrayRow `json:"stray,omitempty"`
 }
 
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
-	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep)}
+	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep),
+		Noisy: SummarizeNoisy(rep), Stray: SummarizeStray(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

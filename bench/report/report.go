@@ -11,7 +11,8 @@
 // all behind is shown as such rather than as numbers.
 //
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
-// scenarios, StepMetrics and SummarizeSteps the step response (how fast
+// scenarios, SummarizeNoisy and SummarizeStray those of the noisy and stray
+// scenarios (WriteNoisy, WriteStray print them), StepMetrics and SummarizeSteps the step response (how fast
 // goodput settles after the load steps up and how long rejections go on
 // after it steps down), WriteTable and WriteJSON print them (the table with
 // a legend of its columns and notes on its blanks), PlainSummary says in
@@ -156,6 +157,9 @@ func groups(rep *bench.Report) []*group {
 	var out []*group
 	index := make(map[groupKey]*group)
 	for _, s := range rep.Samples {
+		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray {
+			continue // tables of their own: SummarizeNoisy, SummarizeStray
+		}
 		k := groupKey{s.Scenario, s.Shape, s.Target, multipleKey(s.Multiple)}
 		g, ok := index[k]
 		if !ok {

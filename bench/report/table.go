@@ -28,6 +28,9 @@ import (
 // where net/http's runs at a load were all behind, it compares with what
 // they measured, marked "*", and a note under the table says so, as it
 // says why a cell of the column is blank.
+//
+// The noisy and stray scenarios have tables of their own (WriteNoisy,
+// WriteStray), written last.
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -53,16 +56,18 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		}
 		start = end
 	}
-	if len(rows) == 0 {
-		buf.WriteString("\nno samples\n")
-	} else {
+	own := len(SummarizeNoisy(rep)) > 0 || len(SummarizeStray(rep)) > 0
+	switch {
+	case len(rows) > 0:
 		buf.WriteString("\n")
 		writeLegend(&buf, legend(rep.Deadline, shown.classes, shown.ratio))
+	case !own:
+		buf.WriteString("\nno samples\n")
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
-	return nil
+	return errors.Join(WriteNoisy(w, rep), WriteStray(w, rep))
 }
 
 // columns says which optional columns a table has.

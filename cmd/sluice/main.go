@@ -1,7 +1,7 @@
 // Command sluice runs sluice's demonstrations and benchmarks.
 //
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
-//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step
+//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray when named)
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
@@ -44,7 +44,9 @@ commands:
          plot (embedded, about a minute)
   bench  the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against
          I/O-bound handlers, a database slowdown, kept-alive against new
-         connections, and a step from 0.5x to 3x and back (several minutes)
+         connections, and a step from 0.5x to 3x and back (several minutes);
+         with -scenarios noisy, a busy process on the last CPU; with
+         -scenarios stray, a handler that blocks in a plain http.Get
   soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
          clients that never read, resets, garbage and pipelined floods
          alongside and a handler that panics on 1% of requests: goodput per

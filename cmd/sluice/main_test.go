@@ -98,6 +98,10 @@ func TestBadInput(t *testing.T) {
 		{"demo", "-target-cpus", "1000", "-generator-cpus", "0"},
 		{"demo", "-cpus", "half"},
 		{"demo", "-cpus", "shared", "-target-cpus", "1", "-generator-cpus", "0"},
+		{"bench", "-scenarios", "noisy", "-noisy-rates", "800,x"},
+		{"bench", "-scenarios", "noisy", "-noisy-rates", "0"},
+		{"bench", "-scenarios", "stray", "-stray-delay", "0s"},
+		{"bench", "-scenarios", "stray", "-stray-x", "-2"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)
@@ -134,6 +138,27 @@ func TestCPUSplitFlags(t *testing.T) {
 	require.NoError(t, err, "the lists are parsed here, checked against the machine by the suite")
 	assert.Equal(t, []int{1, 3, 4}, f.cfg.TargetCPUs)
 	assert.Equal(t, []int{0}, f.cfg.GeneratorCPUs)
+}
+
+func TestNoisyAndStrayFlags(t *testing.T) {
+	parse := func(args ...string) (*suiteFlags, error) {
+		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioNoisy, "2")
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		f.register(fs)
+		require.NoError(t, fs.Parse(args))
+		return f, f.finish("bench", args)
+	}
+	f, err := parse()
+	require.NoError(t, err)
+	assert.Equal(t, []float64{800, 1200}, f.cfg.Noisy.Rates, "the issue's two loads by default")
+	assert.Equal(t, bench.DefaultStrayDelay, f.cfg.Stray.Delay)
+	assert.Equal(t, bench.DefaultStrayMultiple, f.cfg.Stray.Multiple)
+
+	f, err = parse("-noisy-rates", "400/s, 600", "-stray-delay", "500ms", "-stray-x", "3")
+	require.NoError(t, err)
+	assert.Equal(t, []float64{400, 600}, f.cfg.Noisy.Rates)
+	assert.Equal(t, 500*time.Millisecond, f.cfg.Stray.Delay)
+	assert.Equal(t, 3.0, f.cfg.Stray.Multiple)
 }
 
 func TestProgressBarMovesAndStops(t *testing.T) {

@@ -39,6 +39,8 @@ type suiteFlags struct {
 	soak bool
 	// chaos is the soak's chaos clients, "kind=n,..." or "none".
 	chaos string
+	// noisyRates are the noisy scenario's offered loads ("800,1200").
+	noisyRates string
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
@@ -52,13 +54,17 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
-		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step, soak")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
+		fs.StringVar(&f.noisyRates, "noisy-rates", "800,1200", "offered loads of the noisy scenario, in requests per second (the same for every target)")
+		fs.BoolVar(&c.Noisy.Quiet, "noisy-quiet", false, "run the noisy scenario without its neighbour: the control")
+		fs.DurationVar(&c.Stray.Delay, "stray-delay", bench.DefaultStrayDelay, "how long the stray scenario's blocking call waits for its slow service")
+		fs.Float64Var(&c.Stray.Multiple, "stray-x", bench.DefaultStrayMultiple, "the stray scenario's CPU-bound load, in multiples of capacity")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
-	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched")
+	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned")
 	fs.DurationVar(&f.cpu, "cpu", f.cpu, "CPU work per request of the weather handler")
 	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
 	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")
@@ -114,8 +120,20 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		}
 		c.Soak.Chaos = &mix
 		c.Scenarios = []string{bench.ScenarioSoak}
-	} else if c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour {
-		return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
+	} else {
+		switch {
+		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
+			return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
+		case c.Stray.Delay <= 0 || c.Stray.Delay > time.Minute:
+			return fmt.Errorf("-stray-delay must be in (0, 1m], got %v", c.Stray.Delay)
+		case !(c.Stray.Multiple > 0) || c.Stray.Multiple > 1000:
+			return fmt.Errorf("-stray-x must be in (0, 1000], got %v", c.Stray.Multiple)
+		}
+		rates, err := parseRates("-noisy-rates", f.noisyRates)
+		if err != nil {
+			return err
+		}
+		c.Noisy.Rates = rates
 	}
 	var err error
 	if c.Multiples, err = parseMultiples("-x", f.multiples); err != nil {
@@ -183,6 +201,20 @@ func parseMultiples(flagName, s string) ([]float64, error) {
 		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
 		if err != nil || !(x > 0) || x > 1000 {
 			return nil, fmt.Errorf("%s: %q is not a multiple in (0, 1000]", flagName, v)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// parseRates reads a list of request rates per second, each in
+// (0, 1000000].
+func parseRates(flagName, s string) ([]float64, error) {
+	var out []float64
+	for _, v := range splitList(s) {
+		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "/s"), 64)
+		if err != nil || !(x > 0) || x > 1e6 {
+			return nil, fmt.Errorf("%s: %q is not a rate in (0, 1000000] requests a second", flagName, v)
 		}
 		out = append(out, x)
 	}
