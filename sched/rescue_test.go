@@ -323,3 +323,26 @@ func (s *syncBuffer) Bytes() []byte {
 }
 
 func (s *syncBuffer) String() string { return string(s.Bytes()) }
+
+// A worker whose thread waits for its CPU (another process holds it) is
+// counted, and logged when it waits more than a quarter of the time.
+func TestStarvedWorkerIsCounted(t *testing.T) {
+	var logged syncBuffer
+	s := startRescue(t, Config{BlockedAfter: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
+	var wait int64
+	s.schedstat = func(int32) (int64, int64, error) { return 0, wait, nil }
+	w := s.Worker(0)
+	sec := int64(time.Second)
+	w.checkStarved(sec) // first reading: the baseline
+	wait = sec / 10
+	w.checkStarved(2 * sec) // waited 10% of a second: counted, not logged
+	assert.Equal(t, sec/10, s.Snapshot().Workers[0].RunQueueWaitNs)
+	assert.Zero(t, s.Snapshot().Starved)
+	wait += sec / 2
+	w.checkStarved(3 * sec) // waited half of it: starved
+	snap := s.Snapshot()
+	assert.Equal(t, sec*6/10, snap.Workers[0].RunQueueWaitNs)
+	assert.Equal(t, int64(1), snap.Starved)
+	assert.Contains(t, logged.String(), "waited for its CPU")
+	assert.Contains(t, logged.String(), "waited=50%")
+}

@@ -140,11 +140,13 @@ type Scheduler struct {
 	blocked   atomic.Int64 // guest regions found holding their thread off the CPU
 	handovers atomic.Int64 // workers handed to a spare thread
 	spareHigh atomic.Int32 // most spare threads alive at once
+	starved   atomic.Int64 // readings of a worker waiting for its CPU
 	dogStop   chan struct{}
 	dogDone   chan struct{}
 	blockLog  *lograte.Limiter
 	stacks    sync.Map // call sites whose stack was logged
 	cpuTime   func(tid int32) (int64, error)
+	schedstat func(tid int32) (run, wait int64, err error)
 	goBacklog func() bool
 }
 
@@ -187,7 +189,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.SpareIdle = time.Second
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger,
-		blockLog: lograte.New(blockedBurst), cpuTime: threadCPUTime, goBacklog: goBacklog}
+		blockLog: lograte.New(blockedBurst), cpuTime: threadCPUTime, schedstat: threadSchedstat, goBacklog: goBacklog}
 	if s.set == nil {
 		s.set = lanes.NewSet()
 	}

@@ -37,6 +37,11 @@ type WorkerStats struct {
 	Pending int64
 	// Dropped counts tasks discarded when Stop cancelled them.
 	Dropped int64
+	// RunQueueWaitNs is how long the worker's thread was ready to run but
+	// waited for a CPU, as the kernel counts it (read about once a second,
+	// while the watchdog runs): another process, or another thread, held
+	// the worker's CPU. A pinned worker cannot leave that CPU.
+	RunQueueWaitNs int64
 	// Lanes holds the counters of each lane, indexed by lanes.ID.
 	Lanes []LaneStats
 }
@@ -63,6 +68,9 @@ type Snapshot struct {
 	// and exit after Config.SpareIdle without work. SparesPeak is the most
 	// there were at once.
 	Spares, SparesPeak int
+	// Starved counts the readings (about one a second per worker) in which
+	// a worker's thread waited for its CPU more than a quarter of the time.
+	Starved int64
 }
 
 // Snapshot reads every counter. It is safe from any goroutine and does not
@@ -73,6 +81,7 @@ func (s *Scheduler) Snapshot() Snapshot {
 		Blocked: s.blocked.Load(), Handovers: s.handovers.Load(),
 		Spares:     max(0, int(s.threads.Load())-len(s.workers)),
 		SparesPeak: int(s.spareHigh.Load()),
+		Starved:    s.starved.Load(),
 	}
 	for i := 0; i < n; i++ {
 		snap.Lanes[i].Name = s.set.Name(lanes.ID(i))
@@ -88,6 +97,8 @@ func (s *Scheduler) Snapshot() Snapshot {
 			Pending: w.pending.Load(),
 			Dropped: w.dropped.Load(),
 			Lanes:   make([]LaneStats, n),
+
+			RunQueueWaitNs: w.runWait.Load(),
 		}
 		if ws.Busy {
 			if d := now - w.busySince.Load(); d > 0 {

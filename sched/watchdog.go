@@ -20,8 +20,10 @@ const blockedBurst = 5
 // sysmon does the same for a P whose thread is stuck in a system call.
 func (s *Scheduler) watchdog() {
 	defer close(s.dogDone)
-	t := time.NewTicker(s.cfg.BlockedAfter / 2)
+	period := s.cfg.BlockedAfter / 2
+	t := time.NewTicker(period)
 	defer t.Stop()
+	ticks, every := 0, max(1, int(starvedEvery/period))
 	for {
 		select {
 		case <-s.dogStop:
@@ -29,8 +31,12 @@ func (s *Scheduler) watchdog() {
 		case <-t.C:
 		}
 		now := s.clock()
+		ticks++
 		for _, w := range s.workers {
 			w.inspect(now)
+			if ticks%every == 0 {
+				w.checkStarved(now)
+			}
 		}
 	}
 }
@@ -143,28 +149,75 @@ func (w *Worker) takeSpare() *runner {
 }
 
 // threadCPUTime returns how long thread tid of this process has been on a
-// CPU or waiting in a run queue for one, in nanoseconds: the first two
-// fields of /proc/self/task/TID/schedstat. A thread that a busy machine
-// keeps off the CPU is not blocked (a spare would wait for the same CPU);
-// only one that sleeps is.
+// CPU or waiting in a run queue for one, in nanoseconds. A thread that a
+// busy machine keeps off the CPU is not blocked (a spare would wait for the
+// same CPU); only one that sleeps is.
 func threadCPUTime(tid int32) (int64, error) {
+	run, wait, err := threadSchedstat(tid)
+	return run + wait, err
+}
+
+// threadSchedstat returns how long thread tid of this process has run on a
+// CPU and waited in a run queue for one, in nanoseconds: the first two
+// fields of /proc/self/task/TID/schedstat.
+func threadSchedstat(tid int32) (run, wait int64, err error) {
 	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/schedstat")
 	if err != nil {
-		return 0, fmt.Errorf("sched: read thread CPU time: %w", err)
+		return 0, 0, fmt.Errorf("sched: read thread schedstat: %w", err)
 	}
 	fields := bytes.Fields(b)
 	if len(fields) < 2 {
-		return 0, fmt.Errorf("sched: parse thread CPU time %q: too few fields", b)
+		return 0, 0, fmt.Errorf("sched: parse thread schedstat %q: too few fields", b)
 	}
-	var sum int64
-	for _, f := range fields[:2] {
-		ns, err := strconv.ParseInt(string(f), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("sched: parse thread CPU time %q: %w", b, err)
+	var v [2]int64
+	for i, f := range fields[:2] {
+		if v[i], err = strconv.ParseInt(string(f), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("sched: parse thread schedstat %q: %w", b, err)
 		}
-		sum += ns
 	}
-	return sum, nil
+	return v[0], v[1], nil
+}
+
+// starvedEvery is how often the watchdog reads how long each worker's
+// thread waited for its CPU, and starvedShare the share of that time past
+// which it says so in the log.
+const (
+	starvedEvery = time.Second
+	starvedShare = 0.25
+)
+
+// checkStarved adds to w's run-queue wait what its thread waited for a CPU
+// since the last reading, and logs (rate-limited) a worker that waited for
+// more than starvedShare of the time: another process, or another of this
+// process's threads, holds its CPU. Pinned, it cannot leave that CPU.
+func (w *Worker) checkStarved(now int64) {
+	r := w.owner.Load()
+	if r == nil {
+		return
+	}
+	tid := r.tid.Load()
+	_, wait, err := w.s.schedstat(tid)
+	if err != nil {
+		return
+	}
+	if tid != w.waitTID || w.waitAt == 0 {
+		w.waitTID, w.waitAt, w.waitLast = tid, now, wait
+		return
+	}
+	d, wall := wait-w.waitLast, now-w.waitAt
+	w.waitTID, w.waitAt, w.waitLast = tid, now, wait
+	if d <= 0 || wall <= 0 {
+		return
+	}
+	w.runWait.Add(d)
+	if share := float64(d) / float64(wall); share > starvedShare {
+		w.s.starved.Add(1)
+		if ok, dropped := w.s.blockLog.Allow(time.Now()); ok {
+			w.s.logger.Warn("sched: a worker's thread waited for its CPU; another process (or thread) holds that CPU",
+				"worker", w.id, "cpu", w.cpu, "waited", fmt.Sprintf("%.0f%%", 100*share),
+				"over", time.Duration(wall).Round(time.Millisecond), "unlogged_before", dropped)
+		}
+	}
 }
 
 // reportBlocked logs, rate-limited, that guest code held its worker's

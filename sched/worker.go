@@ -53,6 +53,12 @@ type Worker struct {
 	away    atomic.Int32 // runners running guest code without the worker
 	steals  atomic.Int64 // hand-overs from a blocked runner
 
+	// The watchdog's reading of the owner thread's run-queue wait.
+	waitTID  int32
+	waitAt   int64
+	waitLast int64
+	runWait  atomic.Int64
+
 	// Shared with other goroutines.
 	inbox     inbox
 	wakers    atomic.Int32 // producers between deciding to wake and writing
