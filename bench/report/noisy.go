@@ -62,18 +62,12 @@ func SummarizeNoisy(rep *bench.Report) []NoisyRow {
 		target string
 		rate   float64
 	}
-	var order []key
-	byKey := make(map[key][]bench.Sample)
-	for _, s := range rep.Samples {
+	order, byKey := groupSamples(rep, func(s bench.Sample) (key, bool) {
 		if s.Scenario != bench.ScenarioNoisy || s.Noisy == nil {
-			continue
+			return key{}, false
 		}
-		k := key{s.Target, multipleKey(s.Noisy.Rate)}
-		if _, ok := byKey[k]; !ok {
-			order = append(order, k)
-		}
-		byKey[k] = append(byKey[k], s)
-	}
+		return key{s.Target, multipleKey(s.Noisy.Rate)}, true
+	})
 	var rows []NoisyRow
 	for _, k := range order {
 		rows = append(rows, noisyRow(k.target, k.rate, byKey[k]))

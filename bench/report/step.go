@@ -219,21 +219,13 @@ func SummarizeSteps(rep *bench.Report) []StepRow {
 	if rep == nil {
 		return nil
 	}
-	var keys []stepKey
-	byKey := make(map[stepKey][]bench.Sample)
-	for _, s := range rep.Samples {
-		if s.Scenario != bench.ScenarioStep {
-			continue
-		}
+	keys, byKey := groupSamples(rep, func(s bench.Sample) (stepKey, bool) {
 		k := stepKey{shape: s.Shape, target: s.Target, high: multipleKey(s.Multiple)}
 		if s.Step != nil {
 			k.low, k.high = multipleKey(s.Step.Low), multipleKey(s.Step.High)
 		}
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, k)
-		}
-		byKey[k] = append(byKey[k], s)
-	}
+		return k, s.Scenario == bench.ScenarioStep
+	})
 	ranks := targetRanks(rep)
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]

@@ -58,17 +58,9 @@ func SummarizeStray(rep *bench.Report) []StrayRow {
 	if rep == nil {
 		return nil
 	}
-	var targets []string
-	byTarget := make(map[string][]bench.Sample)
-	for _, s := range rep.Samples {
-		if s.Scenario != bench.ScenarioStray || s.Stray == nil {
-			continue
-		}
-		if _, ok := byTarget[s.Target]; !ok {
-			targets = append(targets, s.Target)
-		}
-		byTarget[s.Target] = append(byTarget[s.Target], s)
-	}
+	targets, byTarget := groupSamples(rep, func(s bench.Sample) (string, bool) {
+		return s.Target, s.Scenario == bench.ScenarioStray && s.Stray != nil
+	})
 	var rows []StrayRow
 	for _, t := range targets {
 		rows = append(rows, strayRow(t, byTarget[t]))
