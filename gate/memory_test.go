@@ -231,5 +231,4 @@ func TestMemoryThisMachine(t *testing.T) {
 func TestMountinfoEscapes(t *testing.T) {
 	v2, _ := cgroupMounts([]byte(`40 30 0:37 / /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw` + "\n"))
 	assert.Equal(t, "/sys/fs/cgroup x", v2.point)
-	assert.Equal(t, `a\0`, unescapeMount(`a\0`))
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/mountinfo"
 )
 
 // Manual, as a refresh interval, starts no background refresher: the gate
@@ -136,54 +138,18 @@ type mount struct {
 	root, point string
 }
 
-// cgroupMounts parses /proc/self/mountinfo for the cgroup2 mount and the v1
-// mount that carries the memory controller.
+// cgroupMounts finds, in /proc/self/mountinfo, the cgroup2 mount and the
+// v1 mount that carries the memory controller.
 func cgroupMounts(b []byte) (v2, v1mem mount) {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		m := mount{root: unescapeMount(f[3]), point: unescapeMount(f[4])}
-		switch g[0] {
-		case "cgroup2":
-			if v2.point == "" {
-				v2 = m
-			}
-		case "cgroup":
-			if len(g) >= 3 && v1mem.point == "" {
-				for o := range strings.SplitSeq(g[2], ",") {
-					if o == "memory" {
-						v1mem = m
-					}
-				}
-			}
+	for _, m := range mountinfo.Parse(b) {
+		switch {
+		case m.FSType == "cgroup2" && v2.point == "":
+			v2 = mount{root: m.Root, point: m.Point}
+		case m.FSType == "cgroup" && v1mem.point == "" && m.HasOption("memory"):
+			v1mem = mount{root: m.Root, point: m.Point}
 		}
 	}
 	return v2, v1mem
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cgroupLevels returns the directories of the cgroup at path and of its

@@ -9,8 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/sluice-go/sluice/internal/mountinfo"
 )
 
 // exclusiveCPUs reports whether the CPUs of this process's cpuset are its
@@ -125,25 +126,14 @@ func cpusetCgroup(b []byte) (v1, v2 string, hasV1, hasV2 bool) {
 // hierarchy (fstype "cgroup" with the super option opt, or "cgroup2") whose
 // root holds cgroup path p, and returns p's directory under that mount.
 // Of several such mounts (bind mounts) the one with the longest root wins.
-func cgroupDir(mountinfo []byte, fstype, opt, p string) (string, bool) {
+func cgroupDir(info []byte, fstype, opt, p string) (string, bool) {
 	best, bestRoot := "", ""
 	found := false
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		// ID parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, m := range mountinfo.Parse(info) {
+		if m.FSType != fstype || (opt != "" && !m.HasOption(opt)) {
 			continue
 		}
-		lf, rf := strings.Fields(left), strings.Fields(right)
-		if len(lf) < 5 || len(rf) < 3 || rf[0] != fstype {
-			continue
-		}
-		if opt != "" && !hasOption(rf[2], opt) {
-			continue
-		}
-		root, point := unescapeMount(lf[3]), unescapeMount(lf[4])
+		root, point := m.Root, m.Point
 		rel, ok := under(root, p)
 		if !ok || (found && len(root) <= len(bestRoot)) {
 			continue
@@ -151,16 +141,6 @@ func cgroupDir(mountinfo []byte, fstype, opt, p string) (string, bool) {
 		best, bestRoot, found = path.Join(point, rel), root, true
 	}
 	return best, found
-}
-
-// hasOption reports whether a comma-separated option list holds opt.
-func hasOption(list, opt string) bool {
-	for _, o := range strings.Split(list, ",") {
-		if o == opt {
-			return true
-		}
-	}
-	return false
 }
 
 // under returns p relative to root when p is root or below it.
@@ -176,23 +156,4 @@ func under(root, p string) (string, bool) {
 		return "/" + rest, true
 	}
 	return "", false
-}
-
-// unescapeMount undoes mountinfo's octal escapes ("\040" for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
