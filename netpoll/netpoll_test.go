@@ -356,6 +356,9 @@ func TestReadBlockingEndOfStream(t *testing.T) {
 func TestReadStampedTellsWhenBytesArrived(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+			if on {
+				keepTimestampsOn(t)
+			}
 			s := schedtest.Start(t, 1)
 			type got struct {
 				n            int
@@ -394,6 +397,20 @@ func TestReadStampedTellsWhenBytesArrived(t *testing.T) {
 			assert.GreaterOrEqual(t, r.after-r.stamp, int64(held), "the bytes waited at least the worker's hold")
 		})
 	}
+}
+
+// keepTimestampsOn holds a socket with SO_TIMESTAMPNS open for the test.
+// The kernel stamps received packets only once some socket has asked for
+// it, and turns that on in a deferred work item: the bytes of the first
+// connection after the first request can arrive unstamped. A process that
+// keeps a timestamping listener open meets this only in its first moments.
+func keepTimestampsOn(t *testing.T) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1))
+	time.Sleep(20 * time.Millisecond) // let the deferred enabling run
 }
 
 func TestParseStampRejectsMalformedControlMessages(t *testing.T) {
