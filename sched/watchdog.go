@@ -57,9 +57,10 @@ func goBacklog() bool {
 // inspect checks the guest region that w's owner runs, if any. A region
 // older than BlockedAfter/2 has its thread's CPU time sampled (time run,
 // and time waiting to run); half a period later, a thread that ran or
-// waited to run for less than half of that time sleeps: it is held off the
-// CPU (parked by Go, asleep in a system call, waiting for a lock), and the
-// worker goes on without it. A region that computes is left alone: it uses
+// waited to run for less than a tenth of that time sleeps: it is held off
+// the CPU (parked by Go, asleep in a system call, waiting for a lock), and
+// the worker goes on without it. A thread that only paused now and then
+// (a garbage collector's assist, a short lock) keeps its worker. A region that computes is left alone: it uses
 // the CPU the worker stands for; so is one the machine is too busy to run.
 func (w *Worker) inspect(now int64) {
 	s := w.s
@@ -84,7 +85,7 @@ func (w *Worker) inspect(now int64) {
 	if age < limit {
 		return
 	}
-	if wall := now - r.sampleAt; 2*(run-r.sampleRun) >= wall || s.goBacklog() {
+	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || s.goBacklog() {
 		r.sampleAt, r.sampleRun = now, run
 		return
 	}
