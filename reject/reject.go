@@ -36,3 +36,8 @@ const (
 	// QueueCanceled: the client went away while the request waited.
 	QueueCanceled = "queue-canceled"
 )
+
+// RateLimit is the reason of a request over its quota (package ratelimit),
+// answered 429 Too Many Requests with Retry-After and the RateLimit and
+// RateLimit-Policy fields saying which quota and when it has room again.
+const RateLimit = "rate-limit"

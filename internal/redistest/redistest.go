@@ -48,6 +48,27 @@ const (
 // not start (its output is in the message) fails t.
 func Start(t testing.TB) (addr string) {
 	t.Helper()
+	return StartServer(t).Addr()
+}
+
+// Server is a redis-server started by StartServer, which a test can stop,
+// pause and start again on the same address, to see what its clients do
+// while Redis is down or slow. Its methods fail the test on error; they are
+// safe for concurrent use.
+type Server struct {
+	t    testing.TB
+	path string // the program
+	dir  string // its working directory
+	port int
+
+	mu  sync.Mutex
+	cur *server // the running process, nil once stopped
+}
+
+// StartServer starts a redis-server as Start does and returns it, for a test
+// that stops or pauses it; Start is StartServer(t).Addr().
+func StartServer(t testing.TB) *Server {
+	t.Helper()
 	path, err := exec.LookPath(Program)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -55,7 +76,7 @@ func Start(t testing.TB) (addr string) {
 		}
 		t.Skipf("redistest: %s is not installed; install it (%s) to run this test", Program, InstallCommand)
 	}
-	dir := t.TempDir()
+	srv := &Server{t: t, path: path, dir: t.TempDir()}
 	// The free port is found by listening on it and closing it, so another
 	// process may take it before the server does; then try another.
 	const attempts = 3
@@ -64,23 +85,86 @@ func Start(t testing.TB) (addr string) {
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
-		s, err := start(path, port, dir)
+		s, err := start(path, port, srv.dir)
 		if err == nil {
+			srv.port, srv.cur = port, s
 			t.Cleanup(func() {
-				if err := s.stop(); err != nil {
+				srv.mu.Lock()
+				defer srv.mu.Unlock()
+				if srv.cur == nil {
+					return
+				}
+				if err := srv.cur.stop(); err != nil {
 					t.Errorf("redistest: %v", err)
 				}
 				if t.Failed() {
-					t.Logf("redistest: %s output:\n%s", Program, s.out.String())
+					t.Logf("redistest: %s output:\n%s", Program, srv.cur.out.String())
 				}
+				srv.cur = nil
 			})
-			return s.addr
+			return srv
 		}
 		if i == attempts-1 || !errors.Is(err, errExited) {
 			t.Fatalf("redistest: %v", err)
 		}
 	}
 	panic("unreachable")
+}
+
+// Addr is the server's address, host:port; it stays the same across Stop
+// and Restart.
+func (s *Server) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL) and waits for it to exit:
+// its clients then find the port closed. Stopping a stopped server does
+// nothing.
+func (s *Server) Stop() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return
+	}
+	if err := s.cur.stop(); err != nil {
+		s.t.Errorf("redistest: %v", err)
+	}
+	s.cur = nil
+}
+
+// Restart starts the server again on the same port, empty (nothing is
+// persisted), and waits until it answers; it stops it first if it runs.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := start(s.path, s.port, s.dir)
+	if err != nil {
+		s.t.Fatalf("redistest: restarting on port %d: %v", s.port, err)
+	}
+	s.cur = cur
+}
+
+// Pause stops the server process with SIGSTOP: connections stay open and
+// the port accepts, but nothing is answered, as with a Redis that hangs.
+// Resume continues it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a server stopped by Pause (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		s.t.Fatalf("redistest: %v to a stopped server", sig)
+	}
+	if err := s.cur.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v: %v", sig, err)
+	}
 }
 
 // errExited is the error of a server that exited before answering, as it
@@ -145,7 +229,7 @@ func start(path string, port int, dir string) (*server, error) {
 	}
 }
 
-// stop ends the server with SIGTERM, or SIGKILL if it has not exited
+// stop ends the server (continued first if paused) with SIGTERM, or SIGKILL if it has not exited
 // stopTimeout later, and waits for it.
 func (s *server) stop() error {
 	select {
@@ -153,6 +237,9 @@ func (s *server) stop() error {
 		return nil
 	default:
 	}
+	// A paused server (Server.Pause) would not act on SIGTERM until
+	// continued.
+	s.cmd.Process.Signal(syscall.SIGCONT)
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("stopping %s: %w", Program, err)
 	}

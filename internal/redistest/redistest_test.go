@@ -29,3 +29,28 @@ func TestStart(t *testing.T) {
 	}
 	assert.Error(t, err, "the server still listens after its test ended")
 }
+
+// A server stopped mid-test refuses connections, and answers again on the
+// same address once restarted; a paused one accepts but does not answer
+// until resumed.
+func TestServerStopRestartPause(t *testing.T) {
+	s := StartServer(t)
+	addr := s.Addr()
+	require.NoError(t, ping(addr))
+
+	s.Stop()
+	assert.Error(t, ping(addr), "a stopped server answered")
+	s.Stop() // twice is harmless
+
+	s.Restart()
+	assert.Equal(t, addr, s.Addr())
+	require.NoError(t, ping(addr))
+
+	s.Pause()
+	assert.Error(t, ping(addr), "a paused server answered") // ping gives up after 1 s
+	s.Resume()
+	require.NoError(t, ping(addr))
+
+	// Paused at the end of the test: the cleanup still stops it promptly.
+	s.Pause()
+}
