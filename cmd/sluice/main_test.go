@@ -51,7 +51,9 @@ func TestDemoWritesTableJSONAndPlot(t *testing.T) {
 	assert.Contains(t, s, filepath.Join(dir, "report.json"))
 	assert.Contains(t, s, filepath.Join(dir, "goodput-io.png"))
 	assert.Contains(t, s, "Columns (medians over the kept runs):", "the legend under the table")
-	assert.Regexp(t, `\n  At 0\.3x: sluice completed \d+ requests a second in time .*; net/http completed \d+ in time .*\.\n$`, s,
+	// On a loaded machine the generator may fall behind: the summary then
+	// says "about" (indicative) or that a target has no figures.
+	assert.Regexp(t, `\n  At 0\.3x: sluice (completed (about )?\d+ requests a second in time|has no figures) .*; net/http (completed (about )?\d+ in time|has no figures) .*\.\n$`, s,
 		"the plain summary closes the output")
 
 	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
