@@ -57,7 +57,7 @@
 //
 // # Memory
 //
-// Each key costs a fixed amount (about 190 bytes with its table slot and
+// Each key costs a fixed amount (about 200 bytes with its table slot and
 // a short key), whatever its traffic, and the number of keys is bounded
 // (Config.MaxKeys). A key whose counts have all left the sliding window is
 // idle: it is forgotten as new keys arrive (and by Sweep). A new key that
@@ -90,9 +90,12 @@
 // processes, a store adapter (this package's Redis syncer) runs beside it:
 // every interval it takes the increments not yet sent (TakePending),
 // adds them to the store in one batch, and records the cluster-wide counts
-// it reads back (SetGlobal), or puts them back when the store failed
+// it reads back with the number of processes active on each key
+// (SetGlobalShared), or puts them back when the store failed
 // (FlushFailed). Decisions then count the store's last counts plus this
-// process's increments not yet in them, and never wait for the store. The
+// process's increments not yet in them, and never wait for the store;
+// between two syncs of a key that n > 1 processes use, each admits at most
+// 1/n of the room it last saw, so that together they stay within it. The
 // window index is Clock()/Window, so processes need the same Window and
 // clocks that agree (the default clock is Unix time).
 package ratelimit

@@ -183,12 +183,17 @@ type Result struct {
 	Quota int64
 	// Remaining is what is left of the quota under the sliding window
 	// after this decision, rounded down (zero or more; math.MaxInt64
-	// when Unlimited).
+	// when Unlimited). It is the quota's, not this process's share of it
+	// (Limiter.SetGlobalShared): a refusal by the share rule can leave
+	// room, which other processes, or this one after the next sync, admit
+	// into.
 	Remaining int64
 	// RetryAfter, for a refusal, is how long until the sliding window has
 	// room for the same units again, if nothing else is counted
 	// meanwhile; negative when they never fit (more units than the
-	// quota). It is zero for an admission.
+	// quota). It is zero for an admission, and 1 ns for a refusal by the
+	// share rule (the quota has room; the next sync gives this process
+	// its share of it).
 	RetryAfter time.Duration
 }
 
@@ -369,9 +374,15 @@ func (l *Limiter) decide(key string, n int64, force bool) Result {
 	weight := float64(l.window-elapsed) * l.inv
 	count := float64(a) + float64(b)*weight
 	r := Result{Overflow: e == &s.over, Quota: quota}
-	if force || count+float64(n) <= float64(quota) {
+	fits := count+float64(n) <= float64(quota)
+	// The share rule: since the last sync, this process may count 1/share
+	// of the room it sees, not counting what it counted since.
+	shared := e.share > 1 && fits && n > 0 &&
+		float64(e.since+n)*float64(e.share) > float64(quota)-count+float64(e.since)
+	if force || fits && !shared {
 		if n > 0 {
 			e.c[0].pend += n
+			e.since += n
 			s.dirty(e)
 		}
 		s.allowed++
@@ -383,6 +394,13 @@ func (l *Limiter) decide(key string, n int64, force bool) Result {
 	s.refused++
 	s.mu.Unlock()
 	r.Remaining = remaining(quota, count)
+	if shared {
+		// The quota has room, but this process has admitted its share of
+		// it until the next sync: retry after a moment (Policy rounds it
+		// up to a second).
+		r.RetryAfter = 1
+		return r
+	}
 	r.RetryAfter = time.Duration(waitFor(a, b, n, quota, elapsed, l.window))
 	return r
 }

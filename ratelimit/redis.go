@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -20,8 +21,10 @@ const (
 	// DefaultRedisPrefix starts the name of every Redis key a RedisSync
 	// writes.
 	DefaultRedisPrefix = "sluice:rl:"
-	// DefaultRedisMaxBatch is the most keys one flush sends or reads.
-	DefaultRedisMaxBatch = 4096
+	// DefaultRedisMaxBatch is the most keys one flush sends or reads: about
+	// 25 ms of a flush at 5 to 7 commands a key (docs/benchmarks.md), half
+	// the default Timeout.
+	DefaultRedisMaxBatch = 2048
 )
 
 // redisTTLMargin is added to the two windows a Redis counter must live for
@@ -35,7 +38,8 @@ type RedisOptions struct {
 	// Interval is the time between two flushes: DefaultRedisInterval when
 	// zero. Each flush is one pipelined round trip, whatever the number of
 	// requests decided since the last one, so the load on Redis is about
-	// (keys in use) / Interval commands a second per process, and a shorter
+	// 5 × (keys in use) / Interval commands a second per process (two
+	// counters and the processes' sets, docs/design.md), and a shorter
 	// Interval trades Redis load for accuracy (docs/benchmarks.md).
 	Interval time.Duration
 
@@ -108,12 +112,19 @@ type RedisStats struct {
 // braces put both of a key's counters in one Cluster slot), with a
 // PEXPIRE of two windows and a second the first time this process sends
 // to that counter, and a GET of each counter (this window's, the previous
-// one's) that no INCRBY answers. The counts read back are the whole
-// cluster's and go to Limiter.SetGlobal. Keys with local increments in the
-// current window or the two before it are read back every flush, whether
-// or not they have increments to send, up to RedisOptions.MaxBatch keys a
-// flush; other keys are not sent at all, so a process with no traffic
-// sends nothing.
+// one's) that no INCRBY answers. Each process also counts itself in a set
+// per key and window, Prefix+"{"+key+"}:"+window+":p", of the processes
+// with increments in that window or the previous one (SADD of a random id
+// per RedisSync, with the same PEXPIRE the first time), and reads the
+// sizes of this window's set and the previous one's (SCARD): 2 commands
+// a key and flush, and the SADD 1 more while the key has local
+// increments. The counts read back are the whole cluster's and go to
+// Limiter.SetGlobalShared with the larger set's size, which holds this
+// process to its share of the room until the next flush. Keys with local
+// increments in the current window or the two before it are read back
+// every flush, whether or not they have increments to send, up to
+// RedisOptions.MaxBatch keys a flush; other keys are not sent at all, so a
+// process with no traffic sends nothing.
 //
 // When Redis is down or slower than the Timeout the flush fails: the
 // increments Redis did not take go back to the limiter
@@ -128,7 +139,9 @@ type RedisStats struct {
 // MaxRetries -1: the next flush is the retry.
 //
 // The quota can be exceeded by what the processes admit between two
-// flushes, before each sees the others' increments: see docs/design.md
+// flushes, before each sees the others' increments (the share rule holds
+// it to about a third of that for smooth load, less for bursts after a
+// pause): see docs/design.md
 // and docs/benchmarks.md ("Rate limits (issue 15): distributed over
 // Redis") for how much, by interval and number of processes.
 type RedisSync struct {
@@ -139,6 +152,7 @@ type RedisSync struct {
 	ttl      time.Duration
 	prefix   string
 	maxBatch int
+	id       string // this RedisSync's member in the process sets
 
 	flushMu sync.Mutex           // one flush at a time; guards what follows
 	keys    map[string]*redisKey // the keys sent or read back
@@ -167,6 +181,10 @@ type redisKey struct {
 	// given its TTL by the next flush; math.MinInt64 when none.
 	orphan       int64
 	orphanExpire *redis.BoolCmd
+	// setTTLWin and setOrphan are the same for the key's process sets.
+	setTTLWin       int64
+	setOrphan       int64
+	setOrphanExpire *redis.BoolCmd
 
 	// This flush's: the window whose counts go to SetGlobal, the
 	// increments to send, and the commands that answer the counts of
@@ -174,6 +192,29 @@ type redisKey struct {
 	window    int64
 	incs      []redisIncrement
 	cur, prev redisCount
+	// This flush's SADD of this process to window's set (nil when it
+	// admitted nothing in window or window-1) and the PEXPIRE after it,
+	// and the SCARDs of the sets of window and window-1.
+	sadd              *redis.IntCmd
+	saddExpire        *redis.BoolCmd
+	procCur, procPrev *redis.IntCmd
+}
+
+// processes is the number of processes active on the key, from this
+// flush's SCARDs: the larger of the current window's set and the previous
+// one's (early in a window, the processes that have not flushed in it yet
+// are in the previous one's). 1 when either could not be read: the share
+// rule is then lifted until the next flush.
+func (k *redisKey) processes() int {
+	cur, err := k.procCur.Result()
+	if err != nil {
+		return 1
+	}
+	prev, err := k.procPrev.Result()
+	if err != nil {
+		return 1
+	}
+	return int(max(cur, prev, 1))
 }
 
 // redisIncrement is one report of Limiter.TakePending, and the INCRBY
@@ -249,6 +290,7 @@ func NewRedisSync(l *Limiter, client redis.UniversalClient, opts RedisOptions) (
 		ttl:      2*window + redisTTLMargin,
 		prefix:   opts.Prefix,
 		maxBatch: opts.MaxBatch,
+		id:       strconv.FormatUint(rand.Uint64(), 36),
 		keys:     make(map[string]*redisKey),
 		done:     make(chan struct{}),
 	}
@@ -335,7 +377,8 @@ func (s *RedisSync) flush(ctx context.Context) error {
 	s.l.TakePending(func(key string, window, delta int64) {
 		k := s.keys[key]
 		if k == nil {
-			k = &redisKey{key: key, last: window, ttlWin: math.MinInt64, orphan: math.MinInt64}
+			k = &redisKey{key: key, last: window, ttlWin: math.MinInt64, orphan: math.MinInt64,
+				setTTLWin: math.MinInt64, setOrphan: math.MinInt64}
 			s.keys[key] = k
 		}
 		k.last = max(k.last, window)
@@ -416,6 +459,26 @@ func (s *RedisSync) flush(ctx context.Context) error {
 			k.orphanExpire = pipe.PExpire(ctx, s.counterName(k.key, k.orphan), s.ttl)
 			commands++
 		}
+		// The processes active on the key: this one joins the window's
+		// set if it admitted anything in this window or the previous one.
+		k.sadd, k.saddExpire = nil, nil
+		if k.last >= k.window-1 {
+			set := s.setName(k.key, k.window)
+			k.sadd = pipe.SAdd(ctx, set, s.id)
+			commands++
+			if k.window > k.setTTLWin {
+				k.saddExpire = pipe.PExpire(ctx, set, s.ttl)
+				commands++
+			}
+		}
+		k.setOrphanExpire = nil
+		if k.setOrphan != math.MinInt64 {
+			k.setOrphanExpire = pipe.PExpire(ctx, s.setName(k.key, k.setOrphan), s.ttl)
+			commands++
+		}
+		k.procCur = pipe.SCard(ctx, s.setName(k.key, k.window))
+		k.procPrev = pipe.SCard(ctx, s.setName(k.key, k.window-1))
+		commands += 2
 	}
 	pipe.Exec(ctx) // its error is the first command's; each keeps its own
 
@@ -450,6 +513,31 @@ func (s *RedisSync) flush(ctx context.Context) error {
 				k.ttlWin = max(k.ttlWin, inc.window)
 			}
 		}
+		if k.setOrphanExpire != nil {
+			if err := k.setOrphanExpire.Err(); err == nil {
+				k.setOrphan = math.MinInt64
+			} else {
+				kerr = errors.Join(kerr, err)
+			}
+		}
+		if k.sadd != nil {
+			added, err := k.sadd.Result()
+			switch {
+			case err != nil:
+				kerr = errors.Join(kerr, err)
+			case k.saddExpire == nil:
+				if added == 1 && k.setTTLWin == k.window {
+					// This process had joined the set: Redis lost it,
+					// and the SADD made it again with no TTL.
+					k.setOrphan = k.window
+				}
+			case k.saddExpire.Err() != nil:
+				kerr = errors.Join(kerr, k.saddExpire.Err())
+				k.setOrphan = k.window
+			default:
+				k.setTTLWin = max(k.setTTLWin, k.window)
+			}
+		}
 		cur, curErr := k.cur.value()
 		prev, prevErr := k.prev.value()
 		kerr = errors.Join(curErr, prevErr, kerr)
@@ -457,7 +545,7 @@ func (s *RedisSync) flush(ctx context.Context) error {
 		case !applied:
 			resend++
 		case len(k.incs) > 0 || curErr == nil || prevErr == nil:
-			s.l.SetGlobal(k.key, k.window, cur, prev)
+			s.l.SetGlobalShared(k.key, k.window, cur, prev, k.processes())
 		}
 		if kerr == nil {
 			synced++
@@ -508,6 +596,19 @@ func (s *RedisSync) Stats() RedisStats {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	return s.stats
+}
+
+// setName is the Redis key of the set of the processes active on key in
+// window: the counter's name followed by ":p".
+func (s *RedisSync) setName(key string, window int64) string {
+	b := make([]byte, 0, len(s.prefix)+len(key)+26)
+	b = append(b, s.prefix...)
+	b = append(b, '{')
+	b = append(b, key...)
+	b = append(b, "}:"...)
+	b = strconv.AppendInt(b, window, 10)
+	b = append(b, ":p"...)
+	return string(b)
 }
 
 // counterName is the Redis key of key's counter for window.

@@ -120,9 +120,10 @@ func BenchmarkRedisDecision(b *testing.B) {
 
 // BenchmarkRedisFlush is one flush's time (one pipelined round trip) by
 // the number of keys it sends (MaxBatch lifted): every key has new
-// increments each time (INCRBY, and GET of the previous window). A flush
-// must end within RedisOptions.Timeout (50 ms by default), which is what
-// RedisOptions.MaxBatch (4096 keys by default) keeps it to.
+// increments each time (INCRBY, GET of the previous window, SADD and two
+// SCARD of the sets of active processes). A flush must end within
+// RedisOptions.Timeout (50 ms by default), which is what
+// RedisOptions.MaxBatch (2048 keys by default) keeps it to.
 //
 //	go test -run '^$' -bench BenchmarkRedisFlush ./ratelimit/
 func BenchmarkRedisFlush(b *testing.B) {

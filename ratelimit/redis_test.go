@@ -107,28 +107,50 @@ func TestRedisSyncSharesCounts(t *testing.T) {
 	assert.Equal(t, 1, redisAllowed(b, "k", 1))
 	require.NoError(t, sb.Flush(ctx))
 	assert.Equal(t, int64(7), redisCounted(b, "k"), "6 of a's and 1 of b's")
-	assert.Equal(t, 3, redisAllowed(b, "k", 10))
+	assert.Equal(t, int64(2), redisCard(t, check, "sluice:rl:{k}:0:p"), "a and b are active on k")
+	// The share rule: 3 left, 2 processes, 1 for b until its next flush.
+	assert.Equal(t, 1, redisAllowed(b, "k", 10))
 	require.NoError(t, sb.Flush(ctx))
 	require.NoError(t, sa.Flush(ctx), "a has nothing to send but reads k back")
-	assert.False(t, a.Allow("k").Allowed, "b's 4 reached a")
-	assert.Equal(t, int64(10), redisCounted(a, "k"))
-
-	// Half-way through window 1, window 0's 10 weigh 5: a takes 2, and b,
-	// which only reads k back, sees them.
-	clk.set(1500 * time.Millisecond)
-	assert.Equal(t, 2, redisAllowed(a, "k", 2))
+	assert.Equal(t, int64(8), redisCounted(a, "k"), "b's 2 reached a")
+	assert.Equal(t, 1, redisAllowed(a, "k", 10), "2 left, 2 processes")
 	require.NoError(t, sa.Flush(ctx))
 	require.NoError(t, sb.Flush(ctx))
-	assert.Equal(t, int64(7), redisCounted(b, "k"), "2 + 10 × 0.5")
-	assert.Equal(t, 3, redisAllowed(b, "k", 10))
+	assert.Equal(t, int64(9), redisCounted(b, "k"))
+	assert.Zero(t, redisAllowed(b, "k", 10), "1 left, 2 processes: 0 each")
 
-	// Commands: a sent INCRBY+PEXPIRE+GET (window −1), GET+GET, then
-	// INCRBY+PEXPIRE+GET (window 0); b INCRBY+PEXPIRE+GET, INCRBY+GET (its
-	// counter of window 0 has its TTL already), GET+GET.
+	// Half-way through window 1, window 0's 9 weigh 4.5: after a flush, a
+	// takes its half of the 5.5 left, 2, and b, which had admitted in
+	// window 0, sees them and takes its half of the 3.5 left.
+	clk.set(1500 * time.Millisecond)
+	require.NoError(t, sa.Flush(ctx))
+	assert.Equal(t, 2, redisAllowed(a, "k", 10))
+	require.NoError(t, sa.Flush(ctx))
+	require.NoError(t, sb.Flush(ctx))
+	assert.Equal(t, int64(7), redisCounted(b, "k"), "2 + 9 × 0.5, rounded up")
+	assert.Equal(t, 1, redisAllowed(b, "k", 10))
+
+	// Commands per flush, with the set of the processes active on k:
+	// INCRBY (+ PEXPIRE the first time in a window) or GET of each
+	// counter, SADD (+ PEXPIRE the first time) while this process has
+	// increments in the current window or the previous one, and SCARD of
+	// the sets of both windows.
 	st := sa.Stats()
-	assert.Equal(t, RedisStats{Flushes: 3, KeysSynced: 3, CommandsSent: 8, TrackedKeys: 1, LastSyncAt: st.LastSyncAt}, st)
-	assert.Equal(t, int64(7), sb.Stats().CommandsSent)
+	assert.Equal(t, RedisStats{Flushes: 5, KeysSynced: 5, CommandsSent: 29, TrackedKeys: 1, LastSyncAt: st.LastSyncAt}, st)
+	assert.Equal(t, int64(23), sb.Stats().CommandsSent)
 	assert.Equal(t, int64(2), redisCounter(t, check, "sluice:rl:{k}:1"))
+	ttl, err = check.PTTL(ctx, "sluice:rl:{k}:1:p").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 2*time.Second)
+	assert.LessOrEqual(t, ttl, 3*time.Second)
+}
+
+// redisCard reads the size of a set from Redis, 0 when missing.
+func redisCard(t testing.TB, c *redis.Client, name string) int64 {
+	t.Helper()
+	n, err := c.SCard(context.Background(), name).Result()
+	require.NoError(t, err)
+	return n
 }
 
 // redisCountHook counts what a client sends: pipelines and single commands.
@@ -170,13 +192,14 @@ func TestRedisSyncOneRoundTripPerFlush(t *testing.T) {
 	require.NoError(t, s.Flush(ctx))
 	assert.Equal(t, int64(1), hook.pipelines.Load())
 	assert.Zero(t, hook.singles.Load())
-	assert.Equal(t, int64(150), hook.commands.Load(), "INCRBY, PEXPIRE and GET of the previous window, per key")
+	assert.Equal(t, int64(350), hook.commands.Load(), "INCRBY, PEXPIRE, GET of the previous window, SADD, PEXPIRE, 2 SCARD, per key")
 	assert.Equal(t, int64(2000), redisCounter(t, check, "sluice:rl:{tenant-7}:0"))
 
-	// Nothing new: the keys are read back (GET, GET), in one pipeline.
+	// Nothing new: the keys are read back (GET, GET, SADD, 2 SCARD), in one
+	// pipeline.
 	require.NoError(t, s.Flush(ctx))
 	assert.Equal(t, int64(2), hook.pipelines.Load())
-	assert.Equal(t, int64(250), hook.commands.Load())
+	assert.Equal(t, int64(600), hook.commands.Load())
 
 	// Keys are read back while they have increments in the current window
 	// or the two before it: in window 2 still, not in window 3.
@@ -187,7 +210,7 @@ func TestRedisSyncOneRoundTripPerFlush(t *testing.T) {
 	require.NoError(t, s.Flush(ctx))
 	assert.Equal(t, int64(3), hook.pipelines.Load(), "nothing to send or read")
 	st := s.Stats()
-	assert.Equal(t, int64(350), st.CommandsSent)
+	assert.Equal(t, int64(800), st.CommandsSent, "window 2: GET, GET, 2 SCARD (no SADD: no increments since window 0)")
 	assert.Equal(t, int64(3), st.Flushes)
 	assert.Zero(t, st.TrackedKeys)
 }
@@ -200,7 +223,9 @@ func TestRedisSyncFailOpen(t *testing.T) {
 	check := redisClient(t, srv.Addr())
 	clk := &redisClock{}
 	a, b := redisLimiter(t, time.Minute, 1000, clk), redisLimiter(t, time.Minute, 1000, clk)
-	opts := RedisOptions{Interval: 10 * time.Millisecond}
+	// Frequent flushes, with a timeout (25 ms) that a loaded machine under
+	// the race detector still meets.
+	opts := RedisOptions{Interval: 50 * time.Millisecond}
 	sa := redisSync(t, a, redisClient(t, srv.Addr()), opts)
 	sb := redisSync(t, b, redisClient(t, srv.Addr()), opts)
 
@@ -358,7 +383,7 @@ func TestRedisSyncMaxBatch(t *testing.T) {
 	require.NoError(t, s.Flush(ctx))
 	st := s.Stats()
 	assert.Equal(t, int64(15), st.Deferred)
-	assert.Equal(t, int64(30), st.CommandsSent, "10 keys")
+	assert.Equal(t, int64(70), st.CommandsSent, "10 keys, 7 commands each")
 	assert.Equal(t, 25, st.TrackedKeys)
 	names := make([]string, 25)
 	for i := range names {

@@ -27,6 +27,14 @@ type entry struct {
 
 	prev, next *entry // in the shard's list, most recently rolled first
 	dirty      bool   // in the shard's dirty list (pend set since the last take)
+
+	// The share rule (distributed mode, Limiter.SetGlobalShared): with
+	// share > 1 processes active on the key at its last sync, the units
+	// counted since then (since) may not exceed 1/share of the room this
+	// process sees, not counting them. share ≤ 1 (local mode, one
+	// process) applies nothing.
+	share int32
+	since int64
 }
 
 // idle reports whether nothing of e counts any more at window w: its
@@ -201,6 +209,7 @@ func (s *shard) roll(e *entry, w int64) {
 		e.c[0] = slot{}
 	} else {
 		e.c = [2]slot{}
+		e.since = 0 // its units have left the sliding window
 	}
 	e.win = w
 	if e != &s.over && e.prev != nil && s.lru.next != e {

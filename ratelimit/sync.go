@@ -1,5 +1,7 @@
 package ratelimit
 
+import "math"
+
 // The seam for store adapters (the distributed mode: this package's Redis
 // syncer):
 // a syncer goroutine takes this process's increments, sends them to a
@@ -17,7 +19,7 @@ package ratelimit
 //	if err != nil {
 //		l.FlushFailed()        // back to pending, sent with the next flush
 //	} else {
-//		for each key: l.SetGlobal(key, window, cur, prev)
+//		for each key: l.SetGlobalShared(key, window, cur, prev, processes)
 //	}
 //
 // None of these allocates once the Limiter has listed its dirty keys, and
@@ -82,6 +84,7 @@ func (l *Limiter) TakePending(fn func(key string, window int64, delta int64)) {
 // window−1, read after a flush that included this process's in-flight
 // increments for that key; in-flight increments of key for those windows
 // are then no longer counted separately (they are in the store's counts).
+// It is SetGlobalShared with one process: no share rule.
 //
 // A count never goes below the last one recorded plus the increments then
 // in flight: a late answer, or a store that lost its data, cannot give back
@@ -91,7 +94,27 @@ func (l *Limiter) TakePending(fn func(key string, window int64, delta int64)) {
 // counts are not zero and its shard has room (an idle key may make room;
 // the overflow bucket never takes the store's counts).
 func (l *Limiter) SetGlobal(key string, window int64, cur, prev int64) {
+	l.SetGlobalShared(key, window, cur, prev, 1)
+}
+
+// SetGlobalShared is SetGlobal for a key that n processes are admitting
+// into (as the store counts them), and it applies the share rule until the
+// next sync of key: with n > 1, the units this process counts from now on
+// may not exceed 1/n of the room it sees, not counting them: the quota
+// less the sliding window's count without them, which is the room at this
+// sync plus what the sliding window has let go of since. The processes,
+// each admitting its share of the same room, then cannot together exceed
+// it before they see each other's increments, which without the rule they
+// can by up to (n−1) × room. Charge counts against the share but is never
+// refused.
+//
+// With n ≤ 1 (or an Unlimited quota) the rule is lifted. It also lapses
+// when the key's increments go back to pending (FlushFailed: the store
+// did not answer, and no sync would end the share). A key that goes quiet
+// keeps its n: a burst after a pause is shared from its first unit.
+func (l *Limiter) SetGlobalShared(key string, window int64, cur, prev int64, n int) {
 	key = shorten(key)
+	tab := l.table.Load()
 	w, _ := l.windowOf(l.clock())
 	if window > w || window < w-1 {
 		return
@@ -115,6 +138,14 @@ func (l *Limiter) SetGlobal(key string, window int64, cur, prev int64) {
 		e.c[1].confirm(prev)
 	case 1:
 		e.c[1].confirm(cur)
+	}
+	e.since = 0
+	if e.tab != tab {
+		e.quota, e.tab = tab.quotaOr(e.key, l.quota), tab
+	}
+	e.share = 0
+	if n > 1 && e.quota != Unlimited {
+		e.share = int32(min(n, math.MaxInt32))
 	}
 }
 
@@ -145,6 +176,7 @@ func (l *Limiter) FlushFailed() {
 				if f := e.c[j].fly; f > 0 {
 					e.c[j].pend += f
 					e.c[j].fly = 0
+					e.share = 0 // no sync comes to end the share
 					s.dirty(e)
 				}
 			}

@@ -230,3 +230,91 @@ func TestThreeProcessesShareAKey(t *testing.T) {
 	assert.LessOrEqual(t, allowed.Load(), int64(3*quota), "at worst each process its own quota")
 	t.Logf("allowed %d against a quota of %d (overshoot %.1f%%)", allowed.Load(), quota, 100*float64(allowed.Load()-quota)/quota)
 }
+
+// The share rule: after SetGlobalShared with n processes, the units a
+// process counts until the next sync may not exceed 1/n of the room it
+// sees without them (the quota less the sliding count).
+func TestSetGlobalSharedBudget(t *testing.T) {
+	l, clk := newLimiter(t, Config{Window: time.Second, Quota: 100, Shards: 1})
+	take(l) // synced from now on
+
+	// 40 counted cluster-wide, 3 processes: 60 of room, 20 for this one.
+	l.SetGlobalShared("k", 0, 40, 0, 3)
+	assert.Equal(t, 20, allowN(l, "k", 30))
+	r := l.Allow("k")
+	assert.False(t, r.Allowed, "share used up")
+	assert.Equal(t, int64(40), r.Remaining, "the quota's remaining, not the share's")
+	assert.Equal(t, time.Duration(1), r.RetryAfter, "room after the next sync")
+	assert.True(t, l.Charge("k", 5).Allowed, "Charge is never refused")
+	assert.False(t, l.AllowN("k", 1).Allowed)
+	assert.True(t, l.AllowN("k", 0).Allowed, "0 units fit any share")
+
+	// The next sync: 90 counted (this one's 25 and 25 elsewhere): 10 of
+	// room, 3 of it for this one, counted afresh.
+	assert.Equal(t, []pending{{"k", 0, 25}}, take(l))
+	l.SetGlobalShared("k", 0, 90, 0, 3)
+	assert.Equal(t, 3, allowN(l, "k", 10))
+	assert.Equal(t, []pending{{"k", 0, 3}}, take(l))
+
+	// Half-way through window 1, window 0's 93 weigh 46.5 and 10 are
+	// counted in window 1: room 43.5, 21 for this one.
+	clk.set(1500 * time.Millisecond)
+	l.SetGlobalShared("k", 1, 10, 93, 2)
+	assert.Equal(t, 21, allowN(l, "k", 30))
+	// A late answer for the previous window still sets a budget: window
+	// 0's count stays 93 (counts never go down), room 43.5 − 21 = 22.5,
+	// 11 for this one.
+	take(l)
+	l.SetGlobalShared("k", 0, 93, 0, 2)
+	assert.Equal(t, 11, allowN(l, "k", 30))
+
+	// One process: no share, the quota alone (room 22.5 − 11 = 11.5).
+	take(l)
+	l.SetGlobal("k", 1, 0, 0)
+	assert.Equal(t, 11, allowN(l, "k", 30))
+	// No room at the sync: nothing.
+	take(l)
+	l.SetGlobalShared("k", 1, 0, 0, 5)
+	assert.Zero(t, allowN(l, "k", 5))
+}
+
+// The share rule lapses when no sync can end it: after FlushFailed (the
+// store did not answer). A key that went quiet keeps it: a burst is shared
+// from its first unit. An Unlimited key never has one.
+func TestSetGlobalSharedLapses(t *testing.T) {
+	l, clk := newLimiter(t, Config{Window: time.Second, Quota: 100, Overrides: map[string]int64{"free": Unlimited}, Shards: 1})
+	l.Allow("k")
+	take(l)
+	l.SetGlobalShared("k", 0, 1, 0, 4) // room 99, 24 for this one
+	assert.Equal(t, 24, allowN(l, "k", 30))
+	take(l)
+	l.FlushFailed()
+	assert.Equal(t, 75, allowN(l, "k", 100), "the whole quota, as before the rule")
+
+	take(l)
+	clk.set(time.Second)
+	l.SetGlobalShared("k", 1, 0, 100, 4)
+	assert.Zero(t, allowN(l, "k", 10), "no room")
+	clk.set(3 * time.Second)
+	assert.Equal(t, 25, allowN(l, "k", 200), "quiet for a window: a quarter of the quota")
+	take(l)
+	l.SetGlobalShared("k", 3, 25, 0, 1)
+	assert.Equal(t, 75, allowN(l, "k", 200), "alone now")
+
+	l.Allow("free")
+	l.SetGlobalShared("free", 3, 0, 0, 4)
+	assert.Equal(t, 200, allowN(l, "free", 200))
+
+	// A limiter never synced, or synced with one process, decides as
+	// before, whatever it counted since.
+	local, _ := newLimiter(t, Config{Window: time.Second, Quota: 100, Shards: 1})
+	assert.Equal(t, 100, allowN(local, "k", 200))
+}
+
+// A decision under the share rule allocates nothing.
+func TestSetGlobalSharedAllocs(t *testing.T) {
+	l, _ := newLimiter(t, Config{Window: time.Second, Quota: 1 << 40, Shards: 1})
+	take(l)
+	l.SetGlobalShared("k", 0, 0, 0, 3)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.Allow("k") }))
+}
