@@ -601,14 +601,7 @@ func (s *RedisSync) Stats() RedisStats {
 // setName is the Redis key of the set of the processes active on key in
 // window: the counter's name followed by ":p".
 func (s *RedisSync) setName(key string, window int64) string {
-	b := make([]byte, 0, len(s.prefix)+len(key)+26)
-	b = append(b, s.prefix...)
-	b = append(b, '{')
-	b = append(b, key...)
-	b = append(b, "}:"...)
-	b = strconv.AppendInt(b, window, 10)
-	b = append(b, ":p"...)
-	return string(b)
+	return s.counterName(key, window) + ":p"
 }
 
 // counterName is the Redis key of key's counter for window.

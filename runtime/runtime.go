@@ -48,21 +48,23 @@ import (
 type Option func(*config)
 
 type config struct {
-	workers   int
-	cpus      []int
-	pin       bool
-	pinSet    bool // pin was chosen by an option, not by detection
-	goProcs   int
-	policy    lanes.Policy
-	guard     time.Duration
-	guardSet  bool
-	clock     func() int64
-	onPanic   func(any, []byte)
-	logger    *slog.Logger
-	pollEvery int
-	spin      time.Duration
-	blocked   sched.Config // BlockedAfter, MaxSpares, SpareIdle, BlockedStacks
-	detect    func() (CPUInfo, error)
+	workers       int
+	cpus          []int
+	pin           bool
+	pinSet        bool // pin was chosen by an option, not by detection
+	goProcs       int
+	policy        lanes.Policy
+	guard         time.Duration
+	guardSet      bool
+	clock         func() int64
+	onPanic       func(any, []byte)
+	logger        *slog.Logger
+	pollEvery     int
+	spin          time.Duration
+	blockedAfter  time.Duration
+	maxSpares     int
+	blockedStacks bool
+	detect        func() (CPUInfo, error)
 }
 
 // WithSpin sets how long an idle worker keeps polling for work before it
@@ -74,18 +76,18 @@ func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 // on a spare thread (sched.Config.BlockedAfter; default
 // sched.DefaultBlockedAfter, less than zero turns the rescue off).
 func WithBlockedAfter(d time.Duration) Option {
-	return func(c *config) { c.blocked.BlockedAfter = d }
+	return func(c *config) { c.blockedAfter = d }
 }
 
 // WithMaxSpares bounds the spare threads that run workers whose threads
 // are blocked (sched.Config.MaxSpares; default 8 per worker).
-func WithMaxSpares(n int) Option { return func(c *config) { c.blocked.MaxSpares = n } }
+func WithMaxSpares(n int) Option { return func(c *config) { c.maxSpares = n } }
 
 // WithBlockedStacks logs the stack of a handler found blocking its worker,
 // once per call site: where an Await is missing (sched.Config.BlockedStacks;
 // for debugging).
 func WithBlockedStacks(on bool) Option {
-	return func(c *config) { c.blocked.BlockedStacks = on }
+	return func(c *config) { c.blockedStacks = on }
 }
 
 // WithWorkers sets the number of workers. The default is the number of CPUs
@@ -209,10 +211,9 @@ func New(opts ...Option) (*Runtime, error) {
 		PollEvery: cfg.pollEvery,
 		Spin:      cfg.spin,
 
-		BlockedAfter:  cfg.blocked.BlockedAfter,
-		MaxSpares:     cfg.blocked.MaxSpares,
-		SpareIdle:     cfg.blocked.SpareIdle,
-		BlockedStacks: cfg.blocked.BlockedStacks,
+		BlockedAfter:  cfg.blockedAfter,
+		MaxSpares:     cfg.maxSpares,
+		BlockedStacks: cfg.blockedStacks,
 		OnPanic:       cfg.onPanic,
 		Logger:        cfg.logger,
 	})

@@ -15,14 +15,14 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 )
 
-// offCPU makes every thread look idle to the watchdog: the threshold is
+// offCPU makes every thread look asleep to the watchdog: the threshold is
 // then a pure function of wall time, and any guest region older than
 // BlockedAfter is handed over.
-func offCPU(int32) (int64, error) { return 0, nil }
+func offCPU(int32) (run, wait int64, err error) { return 0, 0, nil }
 
 // startRescue starts a one-worker scheduler whose watchdog sees guest code
 // as blocked once it is older than 2 ms.
-func startRescue(t *testing.T, cfg Config, cpu func(int32) (int64, error)) *Scheduler {
+func startRescue(t *testing.T, cfg Config, cpu func(int32) (run, wait int64, err error)) *Scheduler {
 	t.Helper()
 	cfg.Workers = max(1, cfg.Workers)
 	if cfg.BlockedAfter == 0 {
@@ -33,7 +33,7 @@ func startRescue(t *testing.T, cfg Config, cpu func(int32) (int64, error)) *Sche
 	}
 	s, err := New(cfg)
 	require.NoError(t, err)
-	s.cpuTime = cpu
+	s.schedstat = cpu
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -102,7 +102,7 @@ func TestBlockedGuestHandsWorkerToSpare(t *testing.T) {
 // Code that computes is not blocked: the watchdog leaves it its worker.
 func TestComputingGuestKeepsItsWorker(t *testing.T) {
 	var s *Scheduler
-	onCPU := func(int32) (int64, error) { return s.clock(), nil } // runs all the time
+	onCPU := func(int32) (int64, int64, error) { return s.clock(), 0, nil } // runs all the time
 	s = startRescue(t, Config{}, onCPU)
 	w := s.Worker(0)
 	onWorker(t, w, func() {
@@ -220,7 +220,7 @@ func TestSparesAreBounded(t *testing.T) {
 func TestStopWhileGuestBlocked(t *testing.T) {
 	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
 	require.NoError(t, err)
-	s.cpuTime = offCPU
+	s.schedstat = offCPU
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	gate := make(chan struct{})
@@ -250,7 +250,7 @@ func TestStopWhileGuestBlocked(t *testing.T) {
 func TestCancelledStopReachesEveryThread(t *testing.T) {
 	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
 	require.NoError(t, err)
-	s.cpuTime = offCPU
+	s.schedstat = offCPU
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	results := make(chan error, 2)
@@ -328,9 +328,9 @@ func (s *syncBuffer) String() string { return string(s.Bytes()) }
 // counted, and logged when it waits more than a quarter of the time.
 func TestStarvedWorkerIsCounted(t *testing.T) {
 	var logged syncBuffer
-	s := startRescue(t, Config{BlockedAfter: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
 	var wait int64
-	s.schedstat = func(int32) (int64, int64, error) { return 0, wait, nil }
+	s := startRescue(t, Config{BlockedAfter: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))},
+		func(int32) (int64, int64, error) { return 0, wait, nil })
 	w := s.Worker(0)
 	sec := int64(time.Second)
 	w.checkStarved(sec) // first reading: the baseline

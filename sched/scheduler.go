@@ -145,7 +145,6 @@ type Scheduler struct {
 	dogDone   chan struct{}
 	blockLog  *lograte.Limiter
 	stacks    sync.Map // call sites whose stack was logged
-	cpuTime   func(tid int32) (int64, error)
 	schedstat func(tid int32) (run, wait int64, err error)
 	goBacklog func() bool
 }
@@ -189,7 +188,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.SpareIdle = time.Second
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger,
-		blockLog: lograte.New(blockedBurst), cpuTime: threadCPUTime, schedstat: threadSchedstat, goBacklog: goBacklog}
+		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, goBacklog: goBacklog}
 	if s.set == nil {
 		s.set = lanes.NewSet()
 	}

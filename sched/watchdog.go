@@ -74,10 +74,14 @@ func (w *Worker) inspect(now int64) {
 	if age < limit/2 {
 		return
 	}
-	run, err := s.cpuTime(r.tid.Load())
+	// Time run and time waiting to run: a thread that a busy machine
+	// keeps off the CPU is not blocked (a spare would wait for the same
+	// CPU); only one that sleeps is.
+	ran, waited, err := s.schedstat(r.tid.Load())
 	if err != nil {
 		return
 	}
+	run := ran + waited
 	if r.sampleSeq != seq {
 		r.sampleSeq, r.sampleAt, r.sampleRun = seq, now, run
 		return
@@ -147,15 +151,6 @@ func (w *Worker) takeSpare() *runner {
 	s.wg.Add(1)
 	go x.main(false, nil)
 	return x
-}
-
-// threadCPUTime returns how long thread tid of this process has been on a
-// CPU or waiting in a run queue for one, in nanoseconds. A thread that a
-// busy machine keeps off the CPU is not blocked (a spare would wait for the
-// same CPU); only one that sleeps is.
-func threadCPUTime(tid int32) (int64, error) {
-	run, wait, err := threadSchedstat(tid)
-	return run + wait, err
 }
 
 // threadSchedstat returns how long thread tid of this process has run on a
