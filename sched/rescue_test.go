@@ -34,6 +34,7 @@ func startRescue(t *testing.T, cfg Config, cpu func(int32) (run, wait int64, err
 	s, err := New(cfg)
 	require.NoError(t, err)
 	s.schedstat = cpu
+	s.goBacklog = func() bool { return false } // a loaded test machine's backlog would delay the hand-over
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -221,6 +222,7 @@ func TestStopWhileGuestBlocked(t *testing.T) {
 	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
 	require.NoError(t, err)
 	s.schedstat = offCPU
+	s.goBacklog = func() bool { return false }
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	gate := make(chan struct{})
@@ -251,6 +253,7 @@ func TestCancelledStopReachesEveryThread(t *testing.T) {
 	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, SpareIdle: time.Minute})
 	require.NoError(t, err)
 	s.schedstat = offCPU
+	s.goBacklog = func() bool { return false }
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	results := make(chan error, 2)
@@ -345,4 +348,20 @@ func TestStarvedWorkerIsCounted(t *testing.T) {
 	assert.Equal(t, int64(1), snap.Starved)
 	assert.Contains(t, logged.String(), "waited for its CPU")
 	assert.Contains(t, logged.String(), "waited=50%")
+}
+
+// A thread whose goroutine waits for a P while Go has more runnable
+// goroutines than Ps was preempted, not blocked: it keeps its worker.
+func TestGoBacklogKeepsTheWorker(t *testing.T) {
+	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond})
+	require.NoError(t, err)
+	s.schedstat = offCPU
+	s.goBacklog = func() bool { return true }
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+	w := s.Worker(0)
+	onWorker(t, w, func() {
+		w.Guest(nil, func() { time.Sleep(20 * time.Millisecond) })
+	})
+	assert.Zero(t, s.Snapshot().Handovers)
 }

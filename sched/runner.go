@@ -217,7 +217,8 @@ func (w *Worker) gained(r *runner) {
 
 // handTo gives the worker to runner to, whose state the caller has already
 // reserved (rIdle to rCore by compare-and-swap, or rWanting). The caller
-// owns the worker and stops touching it.
+// owns the worker and stops touching it: runner from goes idle; nil is the
+// watchdog, handing over for a runner that is away.
 func (w *Worker) handTo(from, to *runner) {
 	if from != nil {
 		from.state.Store(rIdle)

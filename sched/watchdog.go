@@ -117,8 +117,7 @@ func (w *Worker) handOver(r *runner) {
 	w.away.Add(1)
 	w.steals.Add(1)
 	w.s.handovers.Add(1)
-	w.owner.Store(spare)
-	spare.grant <- struct{}{}
+	w.handTo(nil, spare) // the blocked runner is away, not idle
 }
 
 // takeSpare reserves an idle runner of w's, or starts one when the bound on
