@@ -44,6 +44,9 @@
 // A new rule is one type that implements Policy (Admit and Done), plus
 // Attacher if it needs the executor or can tell when it may have opened. It
 // goes in Config.Policies or Config.Gates; neither adapter changes for it.
+// A rule that counts or shares per caller (a quota, a tenant's share) says
+// who the caller is with a Key: the client's address (ClientIP,
+// ClientPrefix), a header field (HeaderKey), or a function (KeyFunc).
 //
 // # Writing an adapter
 //

@@ -170,19 +170,19 @@ func BenchmarkPolicyAdmit(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		name string
-		key  Key
+		key  admit.Key
 		a    func(i int) *admit.Attempt
 	}{
-		{"client-ipv4", ClientIP(), func(i int) *admit.Attempt {
+		{"client-ipv4", admit.ClientIP(), func(i int) *admit.Attempt {
 			return &admit.Attempt{Peer: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 4000)}
 		}},
-		{"client-ipv6", ClientIP(), func(i int) *admit.Attempt {
+		{"client-ipv6", admit.ClientIP(), func(i int) *admit.Attempt {
 			return &admit.Attempt{Peer: netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 6: byte(i >> 8), 7: byte(i), 15: 1}), 4000)}
 		}},
-		{"remote-addr", ClientIP(), func(i int) *admit.Attempt {
+		{"remote-addr", admit.ClientIP(), func(i int) *admit.Attempt {
 			return &admit.Attempt{RemoteAddr: fmt.Sprintf("10.1.%d.%d:4000", i>>8&255, i&255)}
 		}},
-		{"header", Header("X-Api-Key"), func(i int) *admit.Attempt {
+		{"header", admit.HeaderKey("X-Api-Key"), func(i int) *admit.Attempt {
 			return &admit.Attempt{Header: http.Header{"X-Api-Key": {fmt.Sprintf("key-%d", i)}}}
 		}},
 	} {

@@ -17,7 +17,7 @@
 //	})
 //	if err != nil { ... }
 //	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{
-//		Key: ratelimit.Header("X-Api-Key"), // or ClientIP(), KeyFunc(...)
+//		Key: admit.HeaderKey("X-Api-Key"), // or admit.ClientIP(), admit.KeyFunc(...)
 //	})
 //	if err != nil { ... }
 //	cfg := admit.Config{

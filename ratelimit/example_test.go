@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{Key: ratelimit.Header("X-Api-Key")})
+	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,86 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/reject"
 )
-
-// Key says which quota a request counts against: its client's address, a
-// header field (an API key, a tenant), or a function of the request.
-type Key struct {
-	kind   keyKind
-	header string
-	v4, v6 int
-	fn     func(a *admit.Attempt) (string, bool)
-}
-
-type keyKind uint8
-
-const (
-	keyUnset keyKind = iota
-	keyIP
-	keyHeader
-	keyFunc
-)
-
-// ClientIP keys requests by their client's address: the IPv4 address
-// ("203.0.113.7"), or the IPv6 /64 network ("2001:db8:1:2::/64"), since a
-// single IPv6 host commonly holds a whole /64. It is ClientPrefix(32, 64),
-// and the default Key. It allocates nothing per request. On the sluice
-// server the address is the connection's peer; under httpgate it is
-// net/http's RemoteAddr: behind a proxy, key by the field the proxy sets
-// instead (Header or KeyFunc).
-func ClientIP() Key { return Key{kind: keyIP, v4: 32, v6: 64} }
-
-// ClientPrefix keys requests by the network of their client's address:
-// the first v4Bits bits of an IPv4 address (32: the address itself), the
-// first v6Bits of an IPv6 one (128: the address itself), written as a
-// prefix ("198.51.100.0/24", "2001:db8::/48") unless all bits are kept.
-func ClientPrefix(v4Bits, v6Bits int) Key { return Key{kind: keyIP, v4: v4Bits, v6: v6Bits} }
-
-// Header keys requests by the first value of the header field name (an
-// API key, a tenant); a request without it, or with an empty value, is not
-// limited by this policy (put a ClientIP policy after it to limit those).
-// The value is used as it is; one longer than MaxKeyLen bytes is counted
-// under its first bytes and a hash (see Limiter.Allow).
-func Header(name string) Key {
-	return Key{kind: keyHeader, header: http.CanonicalHeaderKey(name)}
-}
-
-// KeyFunc keys requests by fn, which returns the key and true, or false
-// for a request this policy does not limit. fn is called on the deciding
-// goroutine for each request (and again for an admission taken back): it
-// must be quick, must not block, and should not allocate.
-func KeyFunc(fn func(a *admit.Attempt) (key string, ok bool)) Key {
-	return Key{kind: keyFunc, fn: fn}
-}
-
-// ipKeyLen holds the longest address key: an IPv6 address and "/128".
-const ipKeyLen = 64
-
-// appendIP appends the key of a's client address to b, or nothing when the
-// address is unknown.
-func (k *Key) appendIP(b []byte, a *admit.Attempt) []byte {
-	ap := a.Client()
-	if !ap.IsValid() {
-		return b
-	}
-	addr := ap.Addr().Unmap().WithZone("")
-	bits := k.v6
-	if addr.Is4() {
-		bits = k.v4
-	}
-	if bits >= addr.BitLen() {
-		return addr.AppendTo(b)
-	}
-	p, err := addr.Prefix(bits)
-	if err != nil {
-		return b
-	}
-	return p.AppendTo(b)
-}
 
 // ContentLength is a PolicyOptions.Cost for a quota of bytes received: the
 // request's declared Content-Length (0 when it declares none, as a chunked
@@ -110,9 +34,15 @@ type PolicyOptions struct {
 	// Name identifies the quota in the answer's RateLimit-Policy and
 	// RateLimit fields; zero means "default". It must be printable ASCII.
 	Name string
-	// Key says what a request counts against; the zero Key means
-	// ClientIP().
-	Key Key
+	// Key says which quota a request counts against: its client's address
+	// (admit.ClientIP, admit.ClientPrefix), a header field such as an API
+	// key or a tenant (admit.HeaderKey), or a function of the request
+	// (admit.KeyFunc). The zero Key means admit.ClientIP(). A request
+	// without a key (no such header field, say) is not limited by this
+	// policy: put a policy by admit.ClientIP after it to limit those. A
+	// key longer than MaxKeyLen bytes is counted under its first bytes and
+	// a hash (see Limiter.Allow).
+	Key admit.Key
 	// Cost is what a request counts for: nil means 1 (a quota of
 	// requests); ContentLength counts the bytes a request declares. It is
 	// called for each request the policy decides on (and again for an
@@ -161,7 +91,7 @@ type PolicyOptions struct {
 // every value.
 type Policy struct {
 	l      *Limiter
-	by     Key
+	by     admit.Key
 	cost   func(a *admit.Attempt) int64
 	name   string // as a structured-field string, quoted
 	params string // ";qu=..." or ""
@@ -182,8 +112,8 @@ type cachedRefusal struct {
 
 // NewPolicy returns l as an admission policy. It fails, naming the value,
 // for a nil Limiter, a name or unit that cannot be written in the
-// RateLimit fields, a prefix length out of range, or a KeyFunc without a
-// function.
+// RateLimit fields, or a Key that cannot work (admit.Key.Validate: a
+// prefix length out of range, a KeyFunc without a function).
 func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 	var errs []error
 	if l == nil {
@@ -210,21 +140,11 @@ func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 		}
 	}
 	by := opts.Key
-	switch by.kind {
-	case keyUnset:
-		by = ClientIP()
-	case keyIP:
-		if by.v4 < 0 || by.v4 > 32 || by.v6 < 0 || by.v6 > 128 {
-			errs = append(errs, fmt.Errorf("ClientPrefix(%d, %d): use 0 to 32 bits for IPv4 and 0 to 128 for IPv6", by.v4, by.v6))
-		}
-	case keyHeader:
-		if by.header == "" {
-			errs = append(errs, errors.New("Header(\"\"): name a header field"))
-		}
-	case keyFunc:
-		if by.fn == nil {
-			errs = append(errs, errors.New("KeyFunc(nil): give a function"))
-		}
+	if by.IsZero() {
+		by = admit.ClientIP()
+	}
+	if err := by.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("PolicyOptions.Key: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimit: NewPolicy: %w", err)
@@ -242,8 +162,8 @@ func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 // Admit counts the request against its key's quota, or refuses it when it
 // does not fit.
 func (p *Policy) Admit(a *admit.Attempt) *admit.Refusal {
-	var buf [ipKeyLen]byte
-	key, ok := p.keyOf(&buf, a)
+	var buf [admit.KeyBufLen]byte
+	key, ok := p.by.Of(&buf, a)
 	if !ok {
 		return nil
 	}
@@ -261,31 +181,9 @@ func (p *Policy) Done(a *admit.Attempt, o admit.Outcome) {
 	if !o.Canceled {
 		return
 	}
-	var buf [ipKeyLen]byte
-	if key, ok := p.keyOf(&buf, a); ok {
+	var buf [admit.KeyBufLen]byte
+	if key, ok := p.by.Of(&buf, a); ok {
 		p.l.Refund(key, p.costOf(a))
-	}
-}
-
-// keyOf returns the key a counts against, and false when this policy does
-// not limit a. An address key is written in buf: the string is only good
-// while buf is (the Limiter copies the keys it keeps).
-func (p *Policy) keyOf(buf *[ipKeyLen]byte, a *admit.Attempt) (string, bool) {
-	switch p.by.kind {
-	case keyIP:
-		b := p.by.appendIP(buf[:0], a)
-		if len(b) == 0 {
-			return "", false
-		}
-		return unsafe.String(unsafe.SliceData(b), len(b)), true
-	case keyHeader:
-		v := a.Header[p.by.header]
-		if len(v) == 0 || v[0] == "" {
-			return "", false
-		}
-		return v[0], true
-	default:
-		return p.by.fn(a)
 	}
 }
 

@@ -78,7 +78,7 @@ func TestRefusalHeadersExact(t *testing.T) {
 func TestRefusalOfBytesAndNeverFits(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: 10 * time.Second, Quota: 1000,
 		Overrides: map[string]int64{"banned": 0}})
-	p := newPolicy(t, l, PolicyOptions{Name: `up"load`, Key: Header("X-Tenant"), Cost: ContentLength, Unit: "content-bytes"})
+	p := newPolicy(t, l, PolicyOptions{Name: `up"load`, Key: admit.HeaderKey("X-Tenant"), Cost: ContentLength, Unit: "content-bytes"})
 	req := func(tenant string, n int64) *admit.Attempt {
 		r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", int(n))))
 		r.Header.Set("X-Tenant", tenant)
@@ -130,9 +130,9 @@ func TestNewPolicyNamesTheBadValue(t *testing.T) {
 		{nil, PolicyOptions{}, "the Limiter is nil"},
 		{l, PolicyOptions{Name: "é"}, `PolicyOptions.Name "é"`},
 		{l, PolicyOptions{Unit: "Bytes"}, `PolicyOptions.Unit "Bytes"`},
-		{l, PolicyOptions{Key: ClientPrefix(33, 64)}, "ClientPrefix(33, 64)"},
-		{l, PolicyOptions{Key: Header("")}, `Header("")`},
-		{l, PolicyOptions{Key: KeyFunc(nil)}, "KeyFunc(nil)"},
+		{l, PolicyOptions{Key: admit.ClientPrefix(33, 64)}, "PolicyOptions.Key: admit.ClientPrefix(33, 64)"},
+		{l, PolicyOptions{Key: admit.HeaderKey("")}, `PolicyOptions.Key: admit.HeaderKey("")`},
+		{l, PolicyOptions{Key: admit.KeyFunc(nil)}, "PolicyOptions.Key: admit.KeyFunc(nil)"},
 	} {
 		_, err := NewPolicy(tc.l, tc.opts)
 		if assert.Error(t, err) {
@@ -141,35 +141,36 @@ func TestNewPolicyNamesTheBadValue(t *testing.T) {
 	}
 }
 
-func TestKeys(t *testing.T) {
-	l, _ := newLimiter(t, Config{Window: time.Second, Quota: 1})
-	key := func(k Key, a *admit.Attempt) string {
-		p := newPolicy(t, l, PolicyOptions{Key: k})
-		var buf [ipKeyLen]byte
-		s, ok := p.keyOf(&buf, a)
-		if !ok {
-			return "(none)"
-		}
-		return strings.Clone(s)
-	}
-	assert.Equal(t, "203.0.113.7", key(ClientIP(), fromIP("203.0.113.7:1")))
-	assert.Equal(t, "203.0.113.7", key(ClientIP(), fromIP("[::ffff:203.0.113.7]:1")), "a mapped IPv4 address is the IPv4 address")
-	assert.Equal(t, "2001:db8:1:2::/64", key(ClientIP(), fromIP("[2001:db8:1:2:aaaa:bbbb:cccc:dddd%eth0]:1")))
-	assert.Equal(t, "198.51.100.0/24", key(ClientPrefix(24, 48), fromIP("198.51.100.77:1")))
-	assert.Equal(t, "2001:db8:1::/48", key(ClientPrefix(24, 48), fromIP("[2001:db8:1:2::1]:1")))
-	assert.Equal(t, "2001:db8::1", key(ClientPrefix(32, 128), fromIP("[2001:db8::1]:1")))
-	assert.Equal(t, "192.0.2.9", key(ClientIP(), &admit.Attempt{RemoteAddr: "192.0.2.9:4000"}), "net/http's RemoteAddr")
-	assert.Equal(t, "(none)", key(ClientIP(), &admit.Attempt{RemoteAddr: "@"}))
-	assert.Equal(t, "k1", key(Header("x-api-key"), &admit.Attempt{Header: http.Header{"X-Api-Key": {"k1", "k2"}}}))
-	assert.Equal(t, "GET /a", key(KeyFunc(func(a *admit.Attempt) (string, bool) { return a.Method + " " + a.Path, true }),
-		&admit.Attempt{Method: "GET", Path: "/a"}))
-	assert.Equal(t, "(none)", key(KeyFunc(func(*admit.Attempt) (string, bool) { return "", false }), &admit.Attempt{}))
+// The policy counts each request under its Key (admit.Key's own tests are
+// in package admit): the zero Key is admit.ClientIP(), so the addresses of
+// one IPv6 /64 share a quota; a request without a key is not limited.
+func TestPolicyKeys(t *testing.T) {
+	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1})
+	byIP := newPolicy(t, l, PolicyOptions{})
+	assert.Nil(t, byIP.Admit(fromIP("[2001:db8:1:2::1]:1")))
+	assert.NotNil(t, byIP.Admit(fromIP("[2001:db8:1:2::2]:1")), "the same /64")
+	assert.Nil(t, byIP.Admit(fromIP("[2001:db8:1:3::1]:1")), "another /64")
+	assert.Equal(t, 0, allowN(l, "2001:db8:1:2::/64", 1), "counted under the /64")
+	assert.Nil(t, byIP.Admit(&admit.Attempt{}), "no address: not limited")
+	assert.Nil(t, byIP.Admit(&admit.Attempt{}))
+
+	byPrefix := newPolicy(t, l, PolicyOptions{Key: admit.ClientPrefix(24, 48)})
+	assert.Nil(t, byPrefix.Admit(fromIP("198.51.100.1:1")))
+	assert.NotNil(t, byPrefix.Admit(fromIP("[::ffff:198.51.100.2]:1")), "the same /24")
+
+	byFunc := newPolicy(t, l, PolicyOptions{Key: admit.KeyFunc(func(a *admit.Attempt) (string, bool) {
+		return a.Path, a.Path != ""
+	})})
+	assert.Nil(t, byFunc.Admit(&admit.Attempt{Path: "/a"}))
+	assert.NotNil(t, byFunc.Admit(&admit.Attempt{Path: "/a"}))
+	assert.Nil(t, byFunc.Admit(&admit.Attempt{}), "no key: not limited")
+	assert.Nil(t, byFunc.Admit(&admit.Attempt{}))
 }
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1 << 40})
 	byIP := newPolicy(t, l, PolicyOptions{})
-	byHeader := newPolicy(t, l, PolicyOptions{Key: Header("X-Api-Key")})
+	byHeader := newPolicy(t, l, PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
 	a4 := fromIP("203.0.113.7:5555")
 	a6 := fromIP("[2001:db8::7]:5555")
 	ah := &admit.Attempt{Header: http.Header{"X-Api-Key": {"secret"}}}
@@ -232,7 +233,7 @@ func newOverQuota(t *testing.T) *overQuota {
 	o := &overQuota{start: make(chan string, 8), unlock: make(chan struct{})}
 	o.lim, o.clk = newLimiter(t, Config{Window: time.Minute, Quota: 2})
 	o.clk.set(30 * time.Second)
-	pol := newPolicy(t, o.lim, PolicyOptions{Name: "per-key", Key: Header("X-Api-Key")})
+	pol := newPolicy(t, o.lim, PolicyOptions{Name: "per-key", Key: admit.HeaderKey("X-Api-Key")})
 	o.conc = gate.NewConcurrency(1)
 	o.cfg = admit.Config{
 		Policies: []admit.Policy{pol},
