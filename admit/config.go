@@ -66,6 +66,10 @@ type Config struct {
 
 	// Rejection configures the answer to refused requests.
 	Rejection Rejection
+
+	// Deadline configures how the time left by the request's caller
+	// (TimeoutHeader) is honoured; the zero value honours it.
+	Deadline DeadlineOptions
 }
 
 // QueueOptions configures the timed queue of a pipeline. Its timeout is

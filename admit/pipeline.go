@@ -49,6 +49,16 @@ type Host struct {
 	// queue's deadlines, the standing state, latencies and the
 	// gates-closed time are all on it.
 	Clock func() int64
+	// AfterFunc starts the queue's timer: it calls f once d has passed
+	// on Clock's time base, until stopped or reset. Nil means
+	// time.AfterFunc; a simulation on virtual time gives its own.
+	AfterFunc func(d time.Duration, f func()) Timer
+}
+
+// Timer is what the pipeline needs of a timer; *time.Timer implements it.
+type Timer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
 }
 
 // Pipeline is the whole admission decision of one server: the request-age
@@ -68,9 +78,11 @@ type Pipeline struct {
 	ageLimits bool         // configured with an age limit: adapters read stamps
 	det       *queue.Detector
 	q         *queue.Queue
-	timer     *time.Timer // runs the queue's Expire at its earliest deadline
+	timer     Timer // runs the queue's Expire at its earliest deadline
 
 	admitOwn, admitSpare func(e *queue.Entry) bool // bound once
+
+	deadline deadlineRule // the time left by the caller (deadline.go)
 
 	answers answers
 	closed  closedTime
@@ -106,6 +118,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		onReject: cfg.Rejection.OnReject,
 		shards:   make([]shard, max(host.Shards, 1)),
 		answers:  answers{status: s.status, retry: s.retryAfter, header: cfg.Rejection.Header},
+		deadline: newDeadlineRule(cfg.Deadline),
 	}
 	if p.clock == nil {
 		epoch := time.Now()
@@ -122,7 +135,11 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 	p.admitSpare = func(e *queue.Entry) bool { return p.admitEntry(e, true) }
 	if q := cfg.Queue; q != nil {
 		p.classify = q.Classify
-		p.timer = time.AfterFunc(time.Hour, p.expire)
+		afterFunc := host.AfterFunc
+		if afterFunc == nil {
+			afterFunc = func(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+		}
+		p.timer = afterFunc(time.Hour, p.expire)
 		p.timer.Stop()
 		p.q = queue.New(queue.Options{
 			Timeout:  s.maxAge,
@@ -133,7 +150,17 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 			Arm:      p.arm,
 		})
 	}
-	env := Env{Executor: host.Executor, Wake: p.wake, Now: p.clock}
+	for _, pol := range append(p.policies[:len(p.policies):len(p.policies)], p.gates...) {
+		if b, ok := pol.(BlameUser); ok && b.UsesBlame() {
+			p.closed.blame = true
+		}
+	}
+	env := Env{
+		Executor:    host.Executor,
+		Wake:        p.wake,
+		Now:         p.clock,
+		GatesClosed: func() time.Duration { return p.closed.at(p.clock()) },
+	}
 	attach := func(kind string, i int, pol Policy) error {
 		a, ok := pol.(Attacher)
 		if !ok {
@@ -195,6 +222,9 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			}
 		}
 	}
+	if r := p.deadlineRefusal(t, now); r != nil {
+		return p.rejectNow(t, r)
+	}
 	for i, pol := range p.policies {
 		if r := pol.Admit(&t.Attempt); r != nil {
 			giveBack(p.policies[:i], &t.Attempt)
@@ -214,9 +244,8 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			p.releasePolicies(t)
 			return p.rejectNow(t, r)
 		}
-		p.closed.admitted(now)
 	}
-	p.admit(t, now)
+	p.admit(t, now, true)
 	return Admitted
 }
 
@@ -247,12 +276,14 @@ func (p *Pipeline) releasePolicies(t *Ticket) {
 	}
 }
 
-// admit counts t as admitted at now.
-func (p *Pipeline) admit(t *Ticket, now int64) {
+// admit counts t as admitted at now; open says whether the gates are open
+// from now (no one is left waiting).
+func (p *Pipeline) admit(t *Ticket, now int64, open bool) {
 	sh := p.shard(t)
 	sh.admitted.Add(1)
 	sh.inFlight.Add(1)
 	t.started = now
+	t.blameAt, t.blamed = p.closed.start(now, open)
 }
 
 func (p *Pipeline) shard(t *Ticket) *shard {
@@ -292,8 +323,8 @@ func (p *Pipeline) enqueue(t *Ticket) Decision {
 	}
 	t.entry.Value = t
 	t.phase.Store(phaseDeciding)
-	if t.known {
-		p.q.PushArrived(&t.entry, t.Class, t.arrived, t.startFn, t.rejectFn)
+	if arrived, ok := p.waitFrom(t); ok {
+		p.q.PushArrived(&t.entry, t.Class, arrived, t.startFn, t.rejectFn)
 	} else {
 		p.q.Push(&t.entry, t.Class, t.startFn, t.rejectFn)
 	}
@@ -318,9 +349,7 @@ func (p *Pipeline) admitEntry(e *queue.Entry, spare bool) bool {
 // started is a waiting ticket's start callback, on the goroutine that
 // pumped.
 func (p *Pipeline) started(t *Ticket) {
-	now := p.clock()
-	p.closed.admitted(now)
-	p.admit(t, now)
+	p.admit(t, p.clock(), p.q.Len() == 0)
 	if !t.phase.CompareAndSwap(phaseDeciding, phaseStartedEarly) {
 		t.phase.Store(phaseIdle)
 		t.OnStart()
@@ -344,6 +373,11 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 	now := p.clock()
 	o.Latency = time.Duration(max(now-t.started, 0))
 	o.Canceled = false
+	o.Blame = 0
+	if t.blamed {
+		t.blamed = false
+		o.Blame = p.closed.end(now, t.blameAt)
+	}
 	p.shard(t).inFlight.Add(-1)
 	for i := len(p.gates) - 1; i >= 0; i-- {
 		p.gates[i].Done(&t.Attempt, o)
@@ -367,6 +401,10 @@ func (p *Pipeline) Cancel(t *Ticket) {
 	sh := p.shard(t)
 	sh.inFlight.Add(-1)
 	sh.admitted.Add(-1)
+	if t.blamed {
+		t.blamed = false
+		p.closed.end(p.clock(), t.blameAt)
+	}
 	giveBack(p.gates, &t.Attempt)
 	p.releasePolicies(t)
 	p.refuse(t, refusedCanceled)

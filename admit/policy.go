@@ -54,6 +54,9 @@ type Env struct {
 	Wake func(n int)
 	// Now is the pipeline's clock, in monotonic nanoseconds.
 	Now func() int64
+	// GatesClosed returns how long the gates have been closed since the
+	// pipeline was built (Stats.GatesClosed), up to now.
+	GatesClosed func() time.Duration
 }
 
 // Executor is the part of the sluice executor that admission reads: the
@@ -90,6 +93,12 @@ type Attempt struct {
 	// net/http middleware.
 	Request any
 
+	// Tenant is what a tenant policy (package tenant) keeps for the
+	// request between its Admit and Done: it sets it in Admit, nil for a
+	// request it does not track. Other policies may read it; only the
+	// tenant policy sets it.
+	Tenant any
+
 	// Class is the request's priority class in the queue, set by
 	// QueueOptions.Classify when the request is about to wait.
 	Class queue.Class
@@ -109,6 +118,9 @@ type Attempt struct {
 func (a *Attempt) Client() netip.AddrPort {
 	if a.Peer.IsValid() {
 		return a.Peer
+	}
+	if r := a.RemoteAddr; r == "" || (r[0] != '[' && (r[0] < '0' || r[0] > '9')) {
+		return netip.AddrPort{} // not an address (a Unix socket's "@"): parsing would allocate an error
 	}
 	ap, _ := netip.ParseAddrPort(a.RemoteAddr)
 	return ap
@@ -145,7 +157,20 @@ type Outcome struct {
 	// Err is set when the handler failed: it panicked, or the response
 	// could not be written.
 	Err error
-	// Canceled is set when the admission never ran; Latency, Status and
-	// Err are then zero.
+	// Blame is the request's share of the time the gates were closed
+	// while it ran: each nanosecond they were closed is shared equally
+	// among the requests running during it. It is measured only when a
+	// policy of the pipeline implements BlameUser (zero otherwise).
+	Blame time.Duration
+	// Canceled is set when the admission never ran; Latency, Status,
+	// Err and Blame are then zero.
 	Canceled bool
+}
+
+// BlameUser is implemented by policies that read Outcome.Blame (package
+// tenant's). A pipeline measures blame only when one of its policies or
+// gates implements it and UsesBlame returns true: it costs two atomic
+// operations on a word shared by every worker, per request.
+type BlameUser interface {
+	UsesBlame() bool
 }

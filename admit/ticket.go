@@ -39,10 +39,13 @@ type Ticket struct {
 
 	p        *Pipeline
 	entry    queue.Entry
-	arrived  int64 // on the pipeline's clock, when known
-	known    bool  // arrived is known
-	started  int64 // when it was admitted, on the pipeline's clock
-	policies bool  // the policies admitted it and hold it
+	arrived  int64  // on the pipeline's clock, when known
+	known    bool   // arrived is known
+	started  int64  // when it was admitted, on the pipeline's clock
+	blameAt  uint64 // the closed-time integral at its start (closedTime)
+	blamed   bool   // counted in the closed-time integral
+	until    int64  // when the caller's time runs out, on the pipeline's clock; 0: none
+	policies bool   // the policies admitted it and hold it
 	answer   *reject.Answer
 	extra    http.Header
 	phase    atomic.Uint32

@@ -29,6 +29,9 @@ import (
 type Transport struct {
 	// Base performs the round trips; nil means http.DefaultTransport.
 	Base http.RoundTripper
+	// NoDeadlineHeader stops RoundTrip from sending the time left before
+	// the request context's deadline (see withTimeout).
+	NoDeadlineHeader bool
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -44,6 +47,9 @@ func (t *Transport) base() http.RoundTripper {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base()
 	ctx := req.Context()
+	if !t.NoDeadlineHeader {
+		req = withTimeout(req)
+	}
 	resp, err, out := run(ctx, func(context.Context) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}, func(resp *http.Response, _ error) {

@@ -114,6 +114,8 @@ func (a *Admission) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 // the handler panics (the panic then goes on to net/http).
 func (a *Admission) run(tk *ticket, w http.ResponseWriter, r *http.Request, next http.Handler) {
 	tk.sw = statusWriter{ResponseWriter: w}
+	r, stop := withDeadline(r, &tk.t)
+	defer stop()
 	done := false
 	defer func() {
 		if done {

@@ -37,6 +37,12 @@ const (
 	QueueCanceled = "queue-canceled"
 )
 
+// Deadline is the reason of a request whose caller's time (the
+// Sluice-Timeout field, see admit.TimeoutHeader) had run out, or was too
+// short to start it, when it was decided. It is answered without
+// Retry-After.
+const Deadline = "deadline"
+
 // RateLimit is the reason of a request over its quota (package ratelimit),
 // answered 429 Too Many Requests with Retry-After and the RateLimit and
 // RateLimit-Policy fields saying which quota and when it has room again.

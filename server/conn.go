@@ -448,6 +448,7 @@ func (c *conn) rejectNow() bool {
 func (c *conn) serve(ctx context.Context) {
 	r, b := c.cur, c.body
 	ctx, c.cancel = context.WithCancel(ctx)
+	ctx, c.cancel = c.withDeadline(ctx, c.cancel)
 	r.ctx, b.ctx = ctx, ctx
 	if c.peerGone {
 		c.cancel()

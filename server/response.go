@@ -316,6 +316,9 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		add("Connection", "keep-alive") // it asked for it, or closeAfter would be set
 	}
 
+	if c.srv.cfg.LoadHint {
+		add(c.srv.loadHint())
+	}
 	b = appendStatusLine(b, r.ProtoMinor, code)
 	b = w.appendFields(b, extra[:ne])
 	return append(b, "\r\n"...)

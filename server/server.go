@@ -89,6 +89,10 @@ type Config struct {
 	// no other signal sees them. Add gate.NewBusy for I/O-bound handlers,
 	// and a queue. See package admit.
 	Admission admit.Config
+	// LoadHint adds admit.LoadHeader to every response a handler writes:
+	// the requests the server holds per worker, for clients that balance
+	// on it (package client). Rejections do not carry it.
+	LoadHint bool
 }
 
 // Server serves HTTP/1.1 on the workers of a runtime.

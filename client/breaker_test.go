@@ -1,0 +1,94 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBreakerTransitions(t *testing.T) {
+	clk := newFakeClock(false)
+	var changes []string
+	cfg := BreakerConfig{Window: 10 * time.Second, MinRequests: 10, FailureRate: 0.5, OpenFor: 2 * time.Second, Probes: 2}
+	cfg.defaults()
+	b := newBreaker(cfg, clk.Now(), func(from, to State) { changes = append(changes, fmt.Sprintf("%s→%s", from, to)) })
+	run := func(v verdict) {
+		t.Helper()
+		require.True(t, b.allow(clk.Now()))
+		b.done(v, clk.Now())
+	}
+
+	// Under MinRequests, failures do not trip it.
+	for range 9 {
+		run(failure)
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State)
+	// Rejections (the backend is up but busy) do not count.
+	for range 20 {
+		run(neutral)
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State)
+	// The window slides: the old failures leave it.
+	clk.Advance(11 * time.Second)
+	for range 9 {
+		run(success)
+	}
+	run(failure)
+	assert.Equal(t, Closed, b.stats(clk.Now()).State, "1 failure in 10")
+	for range 7 {
+		run(failure)
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State, "8 failures in 17")
+	run(failure)
+	st := b.stats(clk.Now())
+	assert.Equal(t, Open, st.State, "9 failures in 18")
+	assert.Equal(t, int64(1), st.Opened)
+
+	// Open: fail fast until OpenFor.
+	assert.False(t, b.allow(clk.Now()))
+	clk.Advance(2*time.Second - time.Nanosecond)
+	assert.False(t, b.ready(clk.Now()))
+	assert.False(t, b.allow(clk.Now()))
+	assert.Equal(t, int64(2), b.stats(clk.Now()).Rejected)
+
+	// Half-open: two probes at most; a failure opens it again.
+	clk.Advance(time.Nanosecond)
+	assert.True(t, b.ready(clk.Now()))
+	require.True(t, b.allow(clk.Now()))
+	require.True(t, b.allow(clk.Now()))
+	assert.False(t, b.allow(clk.Now()), "probes are bounded")
+	assert.Equal(t, HalfOpen, b.stats(clk.Now()).State)
+	b.done(success, clk.Now())
+	b.done(failure, clk.Now())
+	assert.Equal(t, Open, b.stats(clk.Now()).State)
+
+	// Two successful probes close it.
+	clk.Advance(2 * time.Second)
+	run(success)
+	assert.Equal(t, HalfOpen, b.stats(clk.Now()).State)
+	run(neutral) // a rejection shows the backend is up
+	st = b.stats(clk.Now())
+	assert.Equal(t, Closed, st.State)
+	assert.Equal(t, 0, st.Requests, "a fresh window")
+	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}, changes)
+}
+
+func TestBreakerDisabled(t *testing.T) {
+	clk := newFakeClock(false)
+	b := newBreaker(BreakerConfig{Disabled: true}, clk.Now(), nil)
+	for range 100 {
+		require.True(t, b.allow(clk.Now()))
+		b.done(failure, clk.Now())
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State)
+}
+
+func TestStateString(t *testing.T) {
+	assert.Equal(t, "closed", Closed.String())
+	assert.Equal(t, "open", Open.String())
+	assert.Equal(t, "half-open", HalfOpen.String())
+	assert.Equal(t, "state(9)", State(9).String())
+}

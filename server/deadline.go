@@ -1,0 +1,31 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluice-go/sluice/admit"
+)
+
+// withDeadline ends the context of an admitted request when the time its
+// caller left (admit.TimeoutHeader, read by the admission) runs out, so
+// that what the handler calls with it (await's Transport, package client)
+// forwards the time that is left, and gives up when none is. cancel is the
+// request's own cancel; the returned one ends both.
+func (c *conn) withDeadline(ctx context.Context, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
+	if c.refused {
+		return ctx, cancel
+	}
+	dl, ok := c.t.Deadline()
+	if !ok {
+		return ctx, cancel
+	}
+	ctx, stop := context.WithDeadline(ctx, dl)
+	return ctx, func() { stop(); cancel() }
+}
+
+// loadHint returns the load hint field of a response (Config.LoadHint):
+// the requests the server holds, running and waiting, per worker.
+func (srv *Server) loadHint() (key, value string) {
+	n, q := srv.adm.Load()
+	return admit.LoadHeader, admit.FormatLoad(n, q, srv.s.NumWorkers())
+}
