@@ -9,8 +9,9 @@ import (
 // them, and attributes that time to the requests running meanwhile: their
 // blame.
 //
-// The gates are closed from a refusal until a request is admitted with no
-// one left waiting (a new request that the gates admitted at once, or a
+// The gates are closed from a refusal (by a gate, or by the age limit: the
+// server is behind its arrivals) until a request is admitted with no one
+// left waiting (a new request that the gates admitted at once, or a
 // waiting one that emptied the queue by starting). While requests wait, the
 // gates are closed even as waiting requests start one by one: new ones
 // queue behind them.

@@ -218,6 +218,10 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 				limit = min(limit, int64(p.det.Target()))
 			}
 			if age >= limit {
+				// The server is behind its arrivals: as closed as a
+				// gate's refusal (with the age limit alone, it is the
+				// only sign of overload).
+				p.closed.refused(now)
 				return p.rejectNow(t, refusedTooOld)
 			}
 		}

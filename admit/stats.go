@@ -22,7 +22,8 @@ type Stats struct {
 	Rejected   int64
 	RejectedBy map[string]int64
 	// GatesClosed is the total time the gates have been closed, as the
-	// pipeline saw them: from a refusal to the next admission.
+	// pipeline saw them: from a refusal (by a gate, or by the age limit)
+	// until a request is admitted with no one left waiting.
 	GatesClosed time.Duration
 	// MaxAge is the age limit in force now: Config.MaxAge, or Target while
 	// the line is standing; zero without a limit.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/internal/redisopt"
 )
 
 // Defaults of RedisOptions.
@@ -275,7 +277,7 @@ func NewRedisSync(l *Limiter, client redis.UniversalClient, opts RedisOptions) (
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultRedisPrefix
 	}
-	if !contextTimeoutEnabled(client) {
+	if !redisopt.ContextTimeoutEnabled(client) {
 		return nil, fmt.Errorf("ratelimit: the Redis client needs ContextTimeoutEnabled for flushes to end within %v", opts.Timeout)
 	}
 	window := l.Window()
@@ -303,21 +305,6 @@ func NewRedisSync(l *Limiter, client redis.UniversalClient, opts RedisOptions) (
 	s.cancel = cancel
 	go s.run(ctx)
 	return s, nil
-}
-
-// contextTimeoutEnabled reports whether client applies a context's deadline
-// to its network reads and writes: go-redis's own clients say so in their
-// options; any other UniversalClient is trusted to.
-func contextTimeoutEnabled(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
 }
 
 // run flushes every interval until ctx ends. A flush that runs past a tick

@@ -5,6 +5,7 @@
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
+//	sluice controller      the fleet's tenant controller over Redis (runs until interrupted)
 //
 // Each target of the benchmarks runs in a child process of this command (the
 // same executable, started with bench.ChildEnv set).
@@ -56,6 +57,11 @@ commands:
          load above capacity (a few seconds)
   report print the table of a saved report.json again and redraw its plots:
          sluice report [-out DIR] FILE
+  controller
+         the fleet's tenant controller: once a second, while it holds the
+         lease in Redis, it reads every server's tenant report and writes
+         the drop table (sluice controller -redis HOST:PORT; runs until
+         interrupted)
 
 Run "sluice <command> -h" for a command's flags.`)
 }
@@ -76,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return lanesDemo(ctx, args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdout, stderr)
+	case "controller":
+		return controllerCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return nil

@@ -1,0 +1,179 @@
+package tenant
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func equalWeights(string) float64 { return 1 }
+
+func TestWaterFill(t *testing.T) {
+	// Under the capacity: nobody is dropped.
+	assert.Empty(t, waterFill(map[string]float64{"a": 0.3, "b": 0.6}, equalWeights, 1))
+
+	// a needs 0.2, under the first level (1/3): met. 0.8 is left for b
+	// and c: 0.4 each; b wants 0.5 and c 1.0, both above it.
+	d := waterFill(map[string]float64{"a": 0.2, "b": 0.5, "c": 1.0}, equalWeights, 1)
+	require.Len(t, d, 2)
+	assert.InDelta(t, 1-0.4/0.5, d["b"], 1e-12)
+	assert.InDelta(t, 1-0.4/1.0, d["c"], 1e-12)
+
+	// The flood: ten light tenants at 0.05 each, a heavy one at 5.
+	flood := map[string]float64{"heavy": 5}
+	for _, n := range []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"} {
+		flood[n] = 0.05
+	}
+	d = waterFill(flood, equalWeights, 1)
+	require.Len(t, d, 1, "only the heavy tenant is dropped")
+	assert.InDelta(t, 1-0.5/5, d["heavy"], 1e-12, "it gets what the light ones leave: 0.5")
+
+	// Weights: a weighs 3, b 1, both want the whole capacity: a gets
+	// 0.75, b 0.25.
+	w := func(n string) float64 {
+		if n == "a" {
+			return 3
+		}
+		return 1
+	}
+	d = waterFill(map[string]float64{"a": 1, "b": 1}, w, 1)
+	assert.InDelta(t, 0.25, d["a"], 1e-12)
+	assert.InDelta(t, 0.75, d["b"], 1e-12)
+
+	// A favoured tenant that asks little is met; the rest share what it
+	// leaves by their weights.
+	d = waterFill(map[string]float64{"a": 0.1, "b": 2, "c": 2}, w, 1)
+	assert.NotContains(t, d, "a")
+	assert.InDelta(t, 1-0.45/2, d["b"], 1e-12)
+	assert.InDelta(t, 1-0.45/2, d["c"], 1e-12)
+}
+
+func TestPredictionStepAndRamp(t *testing.T) {
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	// A step from 1 to 2: the first prediction after it covers most of
+	// the step, the trend overshoots by little, and the prediction
+	// settles on the new level.
+	var d Decision
+	for range 5 {
+		c.predict(map[string]float64{"a": 1}, &d)
+	}
+	assert.InDelta(t, 1, c.hist["a"].next(), 1e-9)
+	var preds []float64
+	for range 15 {
+		c.predict(map[string]float64{"a": 2}, &d)
+		preds = append(preds, c.hist["a"].next())
+	}
+	assert.GreaterOrEqual(t, preds[0], 1.7, "one period after the step: %v", preds)
+	assert.LessOrEqual(t, slices.Max(preds), 2.3, "overshoot: %v", preds)
+	assert.InDelta(t, 2, preds[9], 0.1, "ten periods after: %v", preds)
+	assert.InDelta(t, 2, preds[14], 0.02, "settled: %v", preds)
+
+	// A ramp: the trend is learned, so the error of the predictions falls
+	// to almost nothing.
+	c2, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	for i := range 30 {
+		d = Decision{}
+		c2.predict(map[string]float64{"r": 1 + 0.1*float64(i)}, &d)
+	}
+	assert.Less(t, d.PredictionError, 0.01, "relative error on a ramp, once learned")
+	assert.InDelta(t, 1+0.1*30, c2.hist["r"].next(), 0.05)
+}
+
+// report builds one server's report: per tenant, admitted and rejected
+// requests with blame per admitted request.
+func report(server string, closed time.Duration, tenants ...Usage) Report {
+	for i := range tenants {
+		u := &tenants[i]
+		u.Requests = u.Admitted + u.Rejected + u.Dropped
+	}
+	return Report{Server: server, Seq: 1, Period: time.Second, Closed: closed, Tenants: tenants}
+}
+
+func TestControllerNoFalseDrops(t *testing.T) {
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	// Heavy use, some blame, but nothing rejected: not overloaded.
+	for range 5 {
+		tb := c.Step([]Report{report("s1", 200*time.Millisecond,
+			Usage{Tenant: "big", Admitted: 9000, Blame: 190 * time.Millisecond},
+			Usage{Tenant: "small", Admitted: 100, Blame: 10 * time.Millisecond})})
+		assert.Empty(t, tb.Drops)
+		assert.Equal(t, "idle", c.Last().State)
+	}
+}
+
+func TestControllerFloodThenDecay(t *testing.T) {
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	// The fleet admits 1000/s, rejects 5000/s. Heavy: 90% of the
+	// blame, 900 admitted of 5400; each light: 1%, 10 admitted of 60.
+	flood := func() []Report {
+		us := []Usage{{Tenant: "heavy", Admitted: 900, Rejected: 4500, Blame: 900 * time.Millisecond}}
+		for _, n := range []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"} {
+			us = append(us, Usage{Tenant: n, Admitted: 10, Rejected: 50, Blame: 10 * time.Millisecond})
+		}
+		return []Report{report("s1", time.Second, us...)}
+	}
+	tb := c.Step(flood())
+	assert.Equal(t, "overloaded", c.Last().State)
+	require.Len(t, tb.Drops, 1, "only the heavy tenant: %v", tb.Drops)
+	// Its demand is 5.4 (0.9 of the blame × 6 offered per admitted), the
+	// light ones' 0.06 each: it gets 1 - 0.6 = 0.4.
+	assert.InDelta(t, 1-0.4/5.4, tb.Drops["heavy"], 1e-9)
+	var blameShare float64
+	for _, td := range c.Last().Tenants {
+		if td.Tenant == "heavy" {
+			blameShare = td.BlameShare
+		}
+	}
+	assert.InDelta(t, 0.9, blameShare, 1e-9)
+	assert.Equal(t, uint64(1), tb.Version)
+
+	// The load goes: nothing rejected, gates rarely closed: the drops
+	// decay to nothing.
+	quiet := []Report{report("s1", 10*time.Millisecond,
+		Usage{Tenant: "heavy", Admitted: 100, Blame: 5 * time.Millisecond},
+		Usage{Tenant: "l0", Admitted: 10, Blame: time.Millisecond})}
+	prev := tb.Drops["heavy"]
+	for i := 0; ; i++ {
+		require.Less(t, i, 10, "drops must decay to zero")
+		tb = c.Step(quiet)
+		if len(tb.Drops) == 0 {
+			break
+		}
+		assert.Equal(t, "decaying", c.Last().State)
+		assert.Less(t, tb.Drops["heavy"], prev)
+		prev = tb.Drops["heavy"]
+	}
+}
+
+func TestControllerHoldsWhileFull(t *testing.T) {
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	tb := c.Step([]Report{report("s1", time.Second,
+		Usage{Tenant: "heavy", Admitted: 500, Rejected: 1500, Blame: 500 * time.Millisecond},
+		Usage{Tenant: "light", Admitted: 500, Rejected: 0, Blame: 500 * time.Millisecond})})
+	want := tb.Drops["heavy"]
+	require.Positive(t, want)
+	// The drops work: nothing rejected, but the gates are closed half of
+	// the time: the drops are kept.
+	for range 3 {
+		tb = c.Step([]Report{report("s1", 500*time.Millisecond,
+			Usage{Tenant: "heavy", Admitted: 500, Dropped: 1500, Blame: 250 * time.Millisecond},
+			Usage{Tenant: "light", Admitted: 500, Blame: 250 * time.Millisecond})})
+		assert.Equal(t, "full", c.Last().State)
+		assert.InDelta(t, want, tb.Drops["heavy"], 0.05)
+	}
+}
+
+func TestControllerOptionsErrors(t *testing.T) {
+	_, err := NewController(ControllerOptions{Hold: 2})
+	require.ErrorContains(t, err, "ControllerOptions.Hold 2")
+	_, err = NewController(ControllerOptions{Weights: map[string]float64{"a": -1}})
+	require.ErrorContains(t, err, `Weights["a"]`)
+}

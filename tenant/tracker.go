@@ -1,0 +1,465 @@
+package tenant
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/admit"
+)
+
+// Reason is the rejection reason of a request dropped for its tenant's
+// share, in Sluice-Reject-Reason and in the pipeline's counters.
+const Reason = "tenant-share"
+
+// Options configures a Tracker. The zero value works: tenants named by the
+// X-Tenant header, the 128 heaviest tracked by name, enforcement on.
+type Options struct {
+	// Key names a request's tenant; zero means admit.HeaderKey("X-Tenant").
+	// A request without one counts under Other.
+	Key admit.Key
+	// Tenants is how many tenants the tracker follows by name; the rest
+	// are pooled under Other. Those followed are the ones the drop table
+	// names, then the ones with the most requests in the last period.
+	// Zero means 128. Memory is bounded by it, whatever names arrive.
+	Tenants int
+	// RetryAfter is the Retry-After of a drop's answer; zero means 1 s
+	// (about one control period), negative means none.
+	RetryAfter time.Duration
+	// Off starts the tracker with enforcement off: it counts and
+	// reports, but drops nothing until SetEnforce(true).
+	Off bool
+}
+
+// Tracker is the tenant policy of an admission pipeline. In the pipeline
+// (admit.Config.Policies) it counts each tenant's requests, admissions,
+// rejections and blame, and drops each tenant's share of requests that the
+// drop table gives it, before they start: answered 429 with Retry-After
+// and the reason "tenant-share", not started, safe to retry later.
+//
+// Drops are spread evenly: a tenant with a drop fraction f has exactly
+// floor(n·f) of its next n requests dropped (a credit counter, not a coin
+// flip), so small fractions are exact too.
+//
+// An Agent runs the tracker's period: it collects a Report, pushes it to
+// the store, reads the drop table and applies it. Without an agent, call
+// Collect and Apply yourself.
+//
+// The hot path takes no lock and allocates nothing: a map lookup for the
+// tenant, and a few atomic additions on the tenant's counters.
+type Tracker struct {
+	key     admit.Key
+	size    int
+	refusal *admit.Refusal
+	enforce atomic.Bool
+	roster  atomic.Pointer[roster]
+	other   *slot
+	cands   []candidate
+	seed    maphash.Seed
+
+	attached atomic.Bool
+	mu       sync.Mutex           // Collect, Apply, Stats, Attach
+	closed   func() time.Duration // the pipeline's gates-closed time, or nil
+	closedAt time.Duration        // its reading at the last Collect
+	table    Table
+	retired  []*slot
+	totals   map[string]Usage
+}
+
+// roster is the set of tenants followed by name; it is replaced whole
+// (copy on write) and read without a lock.
+type roster struct {
+	slots map[string]*slot
+}
+
+// slot holds one tenant's counters since the last Collect, and its drop
+// state. Each slot is allocated on its own and padded, so that tenants
+// served on different workers do not share a cache line.
+type slot struct {
+	name     string
+	admitted atomic.Int64
+	rejected atomic.Int64
+	dropped  atomic.Int64
+	blame    atomic.Int64
+	busy     atomic.Int64
+	drop     atomic.Uint64 // fraction of requests to drop, in 2^-32 units
+	credit   atomic.Uint64 // drop credit, in 2^-32 requests (wraps)
+	_        [64]byte
+}
+
+// candidate is a name not followed yet, counted to find the heavy ones
+// (Misra-Gries: each name has two cells; a name that finds both taken
+// wears down the lighter one and takes it once it is worn out). Its name
+// is kept only once it has been seen nameAfter times, so that a flood of
+// names that each come once allocates nothing.
+type candidate struct {
+	hash atomic.Uint64
+	hits atomic.Int64
+	name atomic.Pointer[string]
+}
+
+const (
+	defaultTenants  = 128
+	candidatesPer   = 4 // candidate cells per followed tenant
+	nameAfter       = 4
+	defaultKeyField = "X-Tenant"
+)
+
+// New returns a Tracker configured by opts; it fails for options that
+// cannot work.
+func New(opts Options) (*Tracker, error) {
+	if opts.Tenants < 0 {
+		return nil, fmt.Errorf("tenant: Options.Tenants %d: must be zero (the default, %d) or positive", opts.Tenants, defaultTenants)
+	}
+	key := opts.Key
+	if key.IsZero() {
+		key = admit.HeaderKey(defaultKeyField)
+	}
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("tenant: Options.Key: %w", err)
+	}
+	size := cmp.Or(opts.Tenants, defaultTenants)
+	retry := opts.RetryAfter
+	if retry == 0 {
+		retry = time.Second
+	}
+	ncand := 1
+	for ncand < size*candidatesPer {
+		ncand <<= 1
+	}
+	t := &Tracker{
+		key:     key,
+		size:    size,
+		refusal: &admit.Refusal{Reason: Reason, Status: 429, RetryAfter: retry},
+		other:   &slot{name: Other},
+		cands:   make([]candidate, ncand),
+		seed:    maphash.MakeSeed(),
+		totals:  make(map[string]Usage),
+	}
+	t.enforce.Store(!opts.Off)
+	t.roster.Store(&roster{slots: map[string]*slot{}})
+	return t, nil
+}
+
+var _ interface {
+	admit.Policy
+	admit.BlameUser
+	admit.Attacher
+} = (*Tracker)(nil)
+
+// Attach implements admit.Attacher: the tracker reads its pipeline's
+// gates-closed time for its reports. A Tracker serves one pipeline: give
+// each server its own.
+func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
+	if !t.attached.CompareAndSwap(false, true) {
+		return nil, errors.New("tenant: this Tracker is already in another pipeline's policies: build one Tracker per server")
+	}
+	t.mu.Lock()
+	t.closed = env.GatesClosed
+	if t.closed != nil {
+		t.closedAt = t.closed()
+	}
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		t.closed = nil
+		t.mu.Unlock()
+		t.attached.Store(false)
+	}, nil
+}
+
+// UsesBlame implements admit.BlameUser: the pipeline measures blame.
+func (t *Tracker) UsesBlame() bool { return true }
+
+// Admit implements admit.Policy: it finds the request's tenant and drops
+// the request if the tenant's share says so.
+func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
+	var buf [admit.KeyBufLen]byte
+	s := t.other
+	if name, ok := t.key.Of(&buf, a); ok {
+		if named := t.roster.Load().slots[name]; named != nil {
+			s = named
+		} else {
+			t.observe(name)
+		}
+	}
+	a.Tenant = s
+	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
+		if c := s.credit.Add(f); c>>32 != (c-f)>>32 {
+			s.dropped.Add(1)
+			a.Tenant = nil
+			return t.refusal
+		}
+	}
+	return nil
+}
+
+// Done implements admit.Policy: it adds the request's outcome and blame
+// to its tenant.
+func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
+	s, _ := a.Tenant.(*slot)
+	if s == nil {
+		return
+	}
+	if o.Canceled {
+		s.rejected.Add(1)
+		return
+	}
+	s.admitted.Add(1)
+	if o.Blame > 0 {
+		s.blame.Add(int64(o.Blame))
+	}
+	s.busy.Add(int64(o.Latency))
+}
+
+// observe counts a name that is not followed, in its candidate cells.
+func (t *Tracker) observe(name string) {
+	h := maphash.String(t.seed, name) | 1
+	mask := uint64(len(t.cands) - 1)
+	c1, c2 := &t.cands[h&mask], &t.cands[(h>>32)&mask]
+	for _, c := range [2]*candidate{c1, c2} {
+		if c.hash.Load() == h {
+			if c.hits.Add(1) == nameAfter && c.name.Load() == nil {
+				n := strings.Clone(name)
+				c.name.CompareAndSwap(nil, &n)
+			}
+			return
+		}
+	}
+	for _, c := range [2]*candidate{c1, c2} {
+		if c.hash.Load() == 0 && c.hash.CompareAndSwap(0, h) {
+			c.name.Store(nil)
+			c.hits.Store(1)
+			return
+		}
+	}
+	lighter := c1
+	if c2.hits.Load() < c1.hits.Load() {
+		lighter = c2
+	}
+	if lighter.hits.Add(-1) <= 0 {
+		if old := lighter.hash.Load(); old != h && lighter.hash.CompareAndSwap(old, h) {
+			lighter.name.Store(nil)
+			lighter.hits.Store(1)
+		}
+	}
+}
+
+// SetEnforce switches enforcement on or off, live: off, the tracker still
+// counts and reports, and drops nothing.
+func (t *Tracker) SetEnforce(on bool) { t.enforce.Store(on) }
+
+// Enforcing reports whether enforcement is on.
+func (t *Tracker) Enforcing() bool { return t.enforce.Load() }
+
+// Collect returns the counts since the last Collect, as the server's
+// report for a period of the given length (Server and Seq are the
+// agent's), and chooses the tenants followed by name for the next period:
+// those the drop table names first, then the most requested, up to
+// Options.Tenants.
+func (t *Tracker) Collect(period time.Duration) Report {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := Report{Period: period}
+	if t.closed != nil {
+		c := t.closed()
+		r.Closed, t.closedAt = max(c-t.closedAt, 0), c
+	}
+	cur := t.roster.Load()
+	type ranked struct {
+		name     string
+		requests int64
+		pinned   bool
+	}
+	var rank []ranked
+	take := func(s *slot) Usage {
+		u := Usage{
+			Tenant:   s.name,
+			Admitted: s.admitted.Swap(0),
+			Rejected: s.rejected.Swap(0),
+			Dropped:  s.dropped.Swap(0),
+			Blame:    time.Duration(s.blame.Swap(0)),
+			Busy:     time.Duration(s.busy.Swap(0)),
+		}
+		u.Requests = u.Admitted + u.Rejected + u.Dropped
+		return u
+	}
+	add := func(u Usage) {
+		if u.Requests == 0 && u.Blame == 0 && u.Busy == 0 {
+			return
+		}
+		for i := range r.Tenants {
+			if r.Tenants[i].Tenant == u.Tenant {
+				r.Tenants[i] = sum(r.Tenants[i], u)
+				return
+			}
+		}
+		r.Tenants = append(r.Tenants, u)
+	}
+	for name, s := range cur.slots {
+		u := take(s)
+		add(u)
+		_, pinned := t.table.Drops[name]
+		rank = append(rank, ranked{name, u.Requests, pinned})
+	}
+	for _, s := range t.retired {
+		add(take(s)) // requests that ended after their tenant was retired
+	}
+	add(take(t.other))
+	// The candidates' requests are in Other's counts; the heavy ones are
+	// followed by name from now on.
+	mask := uint64(len(t.cands) - 1)
+	for i := range t.cands {
+		c := &t.cands[i]
+		h := c.hash.Load()
+		if p := c.name.Load(); p != nil && h != 0 && maphash.String(t.seed, *p)|1 == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
+			if _, ok := cur.slots[*p]; !ok {
+				rank = append(rank, ranked{*p, c.hits.Load(), false})
+			}
+		}
+		c.hash.Store(0)
+		c.hits.Store(0)
+		c.name.Store(nil)
+	}
+	for name := range t.table.Drops {
+		if _, ok := cur.slots[name]; !ok && name != Other {
+			rank = append(rank, ranked{name, 0, true})
+		}
+	}
+	slices.SortFunc(rank, func(a, b ranked) int {
+		if a.pinned != b.pinned {
+			if a.pinned {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(b.requests, a.requests), strings.Compare(a.name, b.name))
+	})
+	next := &roster{slots: make(map[string]*slot, min(len(rank), t.size))}
+	for _, k := range rank[:min(len(rank), t.size)] {
+		s := cur.slots[k.name]
+		if s == nil {
+			s = &slot{name: k.name}
+			s.drop.Store(fraction(t.table.Drops[k.name]))
+		}
+		next.slots[k.name] = s
+	}
+	t.retired = t.retired[:0]
+	for name, s := range cur.slots {
+		if next.slots[name] == nil {
+			t.retired = append(t.retired, s)
+		}
+	}
+	t.roster.Store(next)
+	for _, u := range r.Tenants {
+		t.totals[u.Tenant] = sum(t.totals[u.Tenant], u)
+	}
+	if len(t.totals) > 4*t.size {
+		t.trimTotals()
+	}
+	slices.SortFunc(r.Tenants, func(a, b Usage) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return r
+}
+
+// trimTotals keeps the running totals of the tenants still followed and
+// folds the others into Other. Called with mu held.
+func (t *Tracker) trimTotals() {
+	cur := t.roster.Load()
+	for name, u := range t.totals {
+		if _, ok := cur.slots[name]; !ok && name != Other {
+			t.totals[Other] = sum(t.totals[Other], u)
+			delete(t.totals, name)
+		}
+	}
+}
+
+func sum(a, b Usage) Usage {
+	a.Tenant = cmp.Or(a.Tenant, b.Tenant)
+	a.Requests += b.Requests
+	a.Admitted += b.Admitted
+	a.Rejected += b.Rejected
+	a.Dropped += b.Dropped
+	a.Blame += b.Blame
+	a.Busy += b.Busy
+	return a
+}
+
+// fraction converts a drop fraction to the slots' fixed point.
+func fraction(f float64) uint64 {
+	if !(f > 0) {
+		return 0
+	}
+	if f >= 1 {
+		return 1 << 32
+	}
+	return uint64(math.Round(f * (1 << 32)))
+}
+
+// Apply makes table the drop table: each tenant it names is dropped by its
+// fraction from now on, Other's fraction applies to the tenants pooled
+// under Other, and the rest are not dropped. Tenants it names that are not
+// followed yet are followed from the next Collect. A table with a version
+// older than the one applied is ignored, so that a store that answers late
+// cannot go back in time; the zero Table (version 0) always applies and
+// clears every drop (the agent's fail-open).
+func (t *Tracker) Apply(table Table) error {
+	for name, f := range table.Drops {
+		if math.IsNaN(f) || f < 0 || f > 1 {
+			return fmt.Errorf("tenant: drop table version %d: tenant %q has drop fraction %v, want one in [0, 1]", table.Version, name, f)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if table.Version != 0 && table.Version < t.table.Version {
+		return nil
+	}
+	t.table = table
+	for name, s := range t.roster.Load().slots {
+		s.drop.Store(fraction(table.Drops[name]))
+	}
+	t.other.drop.Store(fraction(table.Drops[Other]))
+	return nil
+}
+
+// Stats is what a Tracker says of itself.
+type Stats struct {
+	// Enforcing reports whether enforcement is on.
+	Enforcing bool
+	// Version is the version of the drop table applied (0: none, or
+	// cleared).
+	Version uint64
+	// Drops is the drop table applied.
+	Drops map[string]float64
+	// Tracked is the number of tenants followed by name.
+	Tracked int
+	// Totals are each tenant's counts over every Collect so far (tenants
+	// no longer followed are folded into Other).
+	Totals []Usage
+}
+
+// Stats returns the tracker's state.
+func (t *Tracker) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := Stats{
+		Enforcing: t.enforce.Load(),
+		Version:   t.table.Version,
+		Tracked:   len(t.roster.Load().slots),
+	}
+	if len(t.table.Drops) > 0 {
+		st.Drops = maps.Clone(t.table.Drops)
+	}
+	for _, u := range t.totals {
+		st.Totals = append(st.Totals, u)
+	}
+	slices.SortFunc(st.Totals, func(a, b Usage) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return st
+}

@@ -1,0 +1,219 @@
+package tenant
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/admit"
+)
+
+func attempt(tenant string) *admit.Attempt {
+	h := http.Header{}
+	if tenant != "" {
+		h.Set("X-Tenant", tenant)
+	}
+	return &admit.Attempt{Method: "GET", Path: "/", Header: h}
+}
+
+func newTracker(t *testing.T, opts Options) *Tracker {
+	t.Helper()
+	tr, err := New(opts)
+	require.NoError(t, err)
+	return tr
+}
+
+// run passes n requests of tenant through tr, ending the admitted ones
+// with blame each, and returns which were dropped.
+func run(tr *Tracker, tenant string, n int, blame time.Duration) []bool {
+	dropped := make([]bool, n)
+	a := attempt(tenant)
+	for i := range n {
+		if r := tr.Admit(a); r != nil {
+			dropped[i] = true
+			continue
+		}
+		tr.Done(a, admit.Outcome{Blame: blame, Latency: time.Millisecond})
+	}
+	return dropped
+}
+
+func TestDropsSpreadEvenly(t *testing.T) {
+	tr := newTracker(t, Options{})
+	run(tr, "a", 10, 0)
+	tr.Collect(time.Second) // "a" is followed by name from now on
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.25, "b": 0.01}}))
+
+	d := run(tr, "a", 100, 0)
+	var at []int
+	for i, x := range d {
+		if x {
+			at = append(at, i)
+		}
+	}
+	require.Len(t, at, 25, "exactly a quarter dropped")
+	for i := 1; i < len(at); i++ {
+		assert.Equal(t, 4, at[i]-at[i-1], "one drop every fourth request")
+	}
+
+	// "b" is not followed yet: it is pooled under Other, which is not
+	// dropped; once Collect follows it (the table names it), exactly one in
+	// a hundred is.
+	assert.NotContains(t, run(tr, "b", 100, 0), true)
+	tr.Collect(time.Second)
+	db := run(tr, "b", 300, 0)
+	n := 0
+	for _, x := range db {
+		if x {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "1%% of 300")
+
+	r := tr.Collect(time.Second)
+	u := usageOf(r, "a")
+	assert.Zero(t, u.Requests, "nothing of a's since the last Collect")
+	assert.Equal(t, int64(3), usageOf(r, "b").Dropped)
+}
+
+func usageOf(r Report, name string) Usage {
+	for _, u := range r.Tenants {
+		if u.Tenant == name {
+			return u
+		}
+	}
+	return Usage{}
+}
+
+func TestRefusal(t *testing.T) {
+	tr := newTracker(t, Options{RetryAfter: 3 * time.Second})
+	run(tr, "a", 10, 0)
+	tr.Collect(time.Second)
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1}}))
+	r := tr.Admit(attempt("a"))
+	require.NotNil(t, r)
+	assert.Equal(t, Reason, r.Reason)
+	assert.Equal(t, 429, r.Status)
+	assert.Equal(t, 3*time.Second, r.RetryAfter)
+
+	tr.SetEnforce(false)
+	assert.Nil(t, tr.Admit(attempt("a")), "enforcement off: nothing dropped")
+	assert.False(t, tr.Stats().Enforcing)
+	tr.SetEnforce(true)
+	assert.NotNil(t, tr.Admit(attempt("a")))
+}
+
+func TestApplyRejectsBadFractions(t *testing.T) {
+	tr := newTracker(t, Options{})
+	err := tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1.5}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"a"`)
+	require.NoError(t, tr.Apply(Table{Version: 5, Drops: map[string]float64{Other: 0.5}}))
+	require.NoError(t, tr.Apply(Table{Version: 4}), "an older table is ignored")
+	assert.Equal(t, uint64(5), tr.Stats().Version)
+	require.NoError(t, tr.Apply(Table{}), "the zero table clears")
+	assert.Equal(t, uint64(0), tr.Stats().Version)
+	assert.Nil(t, tr.Stats().Drops)
+}
+
+func TestCollectCounts(t *testing.T) {
+	tr := newTracker(t, Options{})
+	run(tr, "a", 10, 2*time.Millisecond)
+	run(tr, "", 3, time.Millisecond) // no tenant: Other
+	a := attempt("b")
+	require.Nil(t, tr.Admit(a))
+	tr.Done(a, admit.Outcome{Canceled: true}) // a later stage refused it
+
+	r := tr.Collect(2 * time.Second)
+	assert.Equal(t, 2*time.Second, r.Period)
+	// Before the first Collect nobody is followed: all under Other.
+	o := usageOf(r, Other)
+	assert.Equal(t, int64(14), o.Requests)
+	assert.Equal(t, int64(13), o.Admitted)
+	assert.Equal(t, int64(1), o.Rejected)
+	assert.Equal(t, 23*time.Millisecond, o.Blame)
+	assert.Equal(t, 13*time.Millisecond, o.Busy)
+
+	run(tr, "a", 10, 2*time.Millisecond)
+	r = tr.Collect(time.Second)
+	assert.Equal(t, Usage{Tenant: "a", Requests: 10, Admitted: 10, Blame: 20 * time.Millisecond, Busy: 10 * time.Millisecond}, usageOf(r, "a"))
+	assert.Equal(t, Usage{}, usageOf(r, Other))
+
+	st := tr.Stats()
+	assert.Equal(t, 1, st.Tracked, "a; b came once, too few to be followed")
+	require.Len(t, st.Totals, 2)
+}
+
+// TestBoundedTenants floods the tracker with random names, one request
+// each, alongside a heavy tenant: memory stays bounded, the flood does not
+// allocate per request, and the heavy tenant is followed by name.
+func TestBoundedTenants(t *testing.T) {
+	const size = 16
+	tr := newTracker(t, Options{Tenants: size})
+	rng := rand.New(rand.NewPCG(3, 4))
+	names := make([]*admit.Attempt, 4096)
+	for i := range names {
+		names[i] = attempt(fmt.Sprintf("random-%d", rng.Uint64()))
+	}
+	heavy := attempt("heavy")
+	i := 0
+	allocs := testing.AllocsPerRun(20000, func() {
+		a := names[i%len(names)]
+		if i%4 == 0 {
+			a = heavy
+		}
+		i++
+		if tr.Admit(a) == nil {
+			tr.Done(a, admit.Outcome{})
+		}
+	})
+	assert.Less(t, allocs, 0.01, "a flood of names allocates (almost) nothing")
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for round := range 20 {
+		for j := range 20000 {
+			a := attempt(fmt.Sprintf("r%d-%d", round, j))
+			if tr.Admit(a) == nil {
+				tr.Done(a, admit.Outcome{})
+			}
+			if j%4 == 0 && tr.Admit(heavy) == nil {
+				tr.Done(heavy, admit.Outcome{})
+			}
+		}
+		tr.Collect(time.Second)
+		assert.LessOrEqual(t, tr.Stats().Tracked, size)
+		assert.LessOrEqual(t, len(tr.Stats().Totals), 4*size+1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "400,000 names later, the heap has not grown")
+	_, followed := tr.roster.Load().slots["heavy"]
+	assert.True(t, followed, "the heavy tenant is followed by name")
+}
+
+func TestTrackerAttachOnce(t *testing.T) {
+	tr := newTracker(t, Options{})
+	p1, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
+	require.NoError(t, err)
+	_, err = admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
+	require.ErrorContains(t, err, "one Tracker per server")
+	p1.Close()
+	p2, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
+	require.NoError(t, err, "free again once its pipeline is closed")
+	p2.Close()
+}
+
+func TestOptionsErrors(t *testing.T) {
+	_, err := New(Options{Tenants: -1})
+	require.ErrorContains(t, err, "Options.Tenants -1")
+	_, err = New(Options{Key: admit.HeaderKey("")})
+	require.ErrorContains(t, err, "Options.Key")
+}
