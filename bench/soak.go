@@ -224,6 +224,8 @@ type Resources struct {
 	// Conns counts the target's connections open at both ends
 	// (ESTABLISHED in /proc/net/tcp, on its port), CloseWait those its
 	// client has closed and it has not (CLOSE_WAIT); -1 when unknown.
+	// Both are read just before and just after FDs: Conns is the larger
+	// reading, CloseWait the smaller.
 	Conns     int `json:"conns"`
 	CloseWait int `json:"close_wait"`
 	// Goroutines and HeapBytes are the child's latest report on itself
@@ -624,13 +626,19 @@ func (p *Process) resources(at time.Duration) Resources {
 	if err != nil {
 		return r
 	}
+	// The connections are read on both sides of the descriptors, and the
+	// larger count kept: when the clients close many at once (the load's
+	// end), the server closes their descriptors between the two readings,
+	// and connections read after the descriptors would leave those read
+	// as held beyond the connections.
+	est1, cw1, err1 := tcpConns(p.port())
 	fds := countFDs(strconv.Itoa(p.pid()))
 	if fds < 0 {
 		return r
 	}
 	r.Up, r.RSS, r.Threads, r.FDs = true, rss, threads, fds
-	if est, cw, err := tcpConns(p.port()); err == nil {
-		r.Conns, r.CloseWait = est, cw
+	if est2, cw2, err2 := tcpConns(p.port()); err1 == nil && err2 == nil {
+		r.Conns, r.CloseWait = max(est1, est2), min(cw1, cw2)
 	}
 	if pr := p.probe.Load(); pr != nil {
 		r.Goroutines, r.HeapBytes, r.ProbeAge = pr.Goroutines, pr.HeapBytes, time.Since(pr.at)
