@@ -59,13 +59,16 @@ type AgentOptions struct {
 }
 
 // Agent runs one server's (or one controller's) side of the control loop,
-// once a period (Tick):
+// in two halves of each period (Run):
 //
-//  1. the tracker's counts are collected and pushed to the store, in one
-//     round trip;
-//  2. a controller agent takes or keeps the lease; the leader reads every
-//     server's report, steps the controller and writes the drop table;
-//  3. the drop table is read, in one read, and applied to the tracker.
+//  1. Report: the tracker's counts are collected and pushed to the store,
+//     in one round trip;
+//  2. Control, half a period later: a controller agent takes or keeps the
+//     lease; the leader reads every server's report, steps the controller
+//     and writes the drop table;
+//
+// and after each half the drop table is read, in one read, and applied to
+// the tracker.
 //
 // When the store is down or slow, each step fails within Timeout, the
 // failure is counted, and the tracker keeps the last table for StaleAfter,
@@ -88,7 +91,7 @@ type Agent struct {
 
 // AgentStats counts what an agent did.
 type AgentStats struct {
-	// Ticks counts periods run.
+	// Ticks counts periods run (Report calls).
 	Ticks int64
 	// PushFailures, ReadFailures and LeadFailures count failed round
 	// trips to the store: pushing a report, reading the table, and the
@@ -150,59 +153,96 @@ func (a *Agent) ID() string { return a.opts.ID }
 // Period returns the control period.
 func (a *Agent) Period() time.Duration { return a.opts.Period }
 
-// Run ticks once a period until ctx is done, and returns ctx's error.
+// Run works until ctx is done, and returns ctx's error: Report once a
+// period, Control half a period after each Report.
 func (a *Agent) Run(ctx context.Context) error {
-	t := time.NewTicker(a.opts.Period)
+	t := time.NewTicker(a.opts.Period / 2)
 	defer t.Stop()
-	for {
+	for half := 0; ; half++ {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			a.Tick(ctx)
+			if half%2 == 0 {
+				a.Report(ctx)
+			} else {
+				a.Control(ctx)
+			}
 		}
 	}
 }
 
-// Tick runs one period: push, lead, read (see Agent). It returns the
-// first failure, which is also counted in Stats; the agent goes on either
-// way.
+// Tick runs a whole period at once, Report then Control, for callers that
+// drive the agent themselves once a period. Run spreads the two half a
+// period apart instead, so that the leader's step sees the reports the
+// other servers pushed half a period after their last one.
 func (a *Agent) Tick(ctx context.Context) error {
+	return errors.Join(a.Report(ctx), a.Control(ctx))
+}
+
+// Report is the server's half of a period: the tracker's counts are
+// collected and pushed to the store (one round trip), and the drop table
+// is read (one read) and applied. Without a tracker it only reads. It
+// returns the first failure, also counted in Stats; the agent goes on
+// either way.
+func (a *Agent) Report(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stats.Ticks++
 	var first error
-	fail := func(count *int64, what string, err error) {
-		*count++
-		err = fmt.Errorf("tenant: agent %s: %s: %w", a.opts.ID, what, err)
-		a.stats.Err = err
-		if first == nil {
-			first = err
-		}
-		if a.opts.OnError != nil {
-			a.opts.OnError(err)
-		}
-	}
-	call := func(f func(ctx context.Context) error) error {
-		cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
-		defer cancel()
-		return f(cctx)
-	}
 	if a.tracker != nil {
 		r := a.tracker.Collect(a.opts.Period)
 		a.seq++
 		r.Server, r.Seq = a.opts.ID, a.seq
-		if err := call(func(ctx context.Context) error { return a.opts.Store.Push(ctx, r, a.opts.ReportTTL) }); err != nil {
-			fail(&a.stats.PushFailures, "pushing its report", err)
+		if err := a.call(ctx, func(ctx context.Context) error { return a.opts.Store.Push(ctx, r, a.opts.ReportTTL) }); err != nil {
+			first = a.fail(&a.stats.PushFailures, "pushing its report", err)
 		}
 	}
+	return cmp.Or(first, a.read(ctx))
+}
+
+// Control is the controller's half of a period: a controller agent takes
+// or keeps the lease and, while it holds it, reads every server's report,
+// steps the controller and writes the table; then the table is read and
+// applied, as in Report (so a server reads the table twice a period, half
+// a period after each step of a leader that runs on the same schedule).
+func (a *Agent) Control(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var first error
 	if a.ctrl != nil {
-		if err := call(a.lead); err != nil {
-			fail(&a.stats.LeadFailures, "leading", err)
+		if err := a.call(ctx, a.lead); err != nil {
+			first = a.fail(&a.stats.LeadFailures, "leading", err)
 		}
 	}
+	return cmp.Or(first, a.read(ctx))
+}
+
+// call runs f with the agent's timeout.
+func (a *Agent) call(ctx context.Context, f func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	return f(cctx)
+}
+
+// fail counts and reports a failure, and returns it wrapped. Called with
+// mu held.
+func (a *Agent) fail(count *int64, what string, err error) error {
+	*count++
+	err = fmt.Errorf("tenant: agent %s: %s: %w", a.opts.ID, what, err)
+	a.stats.Err = err
+	if a.opts.OnError != nil {
+		a.opts.OnError(err)
+	}
+	return err
+}
+
+// read reads the drop table and applies it if it is new; it clears the
+// drops once no new table has been read for StaleAfter. Called with mu
+// held.
+func (a *Agent) read(ctx context.Context) error {
 	var table Table
-	err := call(func(ctx context.Context) (err error) {
+	err := a.call(ctx, func(ctx context.Context) (err error) {
 		table, err = a.opts.Store.Table(ctx)
 		return err
 	})
@@ -215,13 +255,13 @@ func (a *Agent) Tick(ctx context.Context) error {
 		}
 		if a.tracker != nil {
 			if err := a.tracker.Apply(table); err != nil {
-				fail(&a.stats.ReadFailures, "applying the drop table", err)
+				return a.fail(&a.stats.ReadFailures, "applying the drop table", err)
 			}
 		}
-		return first
+		return nil
 	}
 	if err != nil {
-		fail(&a.stats.ReadFailures, "reading the drop table", err)
+		err = a.fail(&a.stats.ReadFailures, "reading the drop table", err)
 	}
 	if a.hasOK && now-a.lastOK >= int64(a.opts.StaleAfter) && !a.cleared {
 		a.stats.Stale, a.cleared = true, true
@@ -229,7 +269,7 @@ func (a *Agent) Tick(ctx context.Context) error {
 			_ = a.tracker.Apply(Table{})
 		}
 	}
-	return first
+	return err
 }
 
 // lead takes or keeps the lease and, while leading, steps the controller.

@@ -32,9 +32,18 @@ type ControllerOptions struct {
 	// means 0.5.
 	Decay float64
 	// Alpha and Beta are the smoothing factors of the demand prediction
-	// (Holt's linear trend: Alpha for the level, Beta for the trend), in
-	// (0, 1]; zero means 0.6 and 0.3.
+	// (Holt's linear trend: Alpha for the level, in (0, 1], Beta for the
+	// trend, in [0, 1]). Zero means 0.8 for Alpha and no trend (a plain
+	// EWMA) for Beta: the changes of demand the controller sees are mostly
+	// steps (a tenant arrives, leaves, or is named after a period pooled
+	// under Other), on which a trend overshoots and drops the tenant
+	// below its share for periods; give Beta (0.3, say) for demand that
+	// ramps.
 	Alpha, Beta float64
+	// Utilisation is the fraction of the fleet's capacity that the
+	// water-filling shares out, in (0, 1]: a little headroom, so that the
+	// tenants within their share do not queue. Zero means 0.97.
+	Utilisation float64
 }
 
 // Controller turns the servers' reports into the drop table, once a
@@ -44,19 +53,26 @@ type ControllerOptions struct {
 // Each period it:
 //
 //  1. adds up the reports of every server, per tenant;
-//  2. measures each tenant's demand in units of the capacity the fleet
-//     served: the tenant's share of the blame (the closed time of the
-//     gates attributed to its requests) is its share of the capacity used
-//     while the fleet was full, and scaling it by requests offered over
-//     requests admitted gives what it would have used had none been
-//     refused;
+//  2. measures each tenant's demand in units of the fleet's capacity:
+//     its requests offered (arrived at the tenant policy) times the
+//     blame each of its requests bears while the fleet is saturated (the
+//     closed time of the gates attributed to its requests, over its
+//     requests admitted, on the servers whose gates were closed at least
+//     saturatedClosed of the period), with one second of closed time per
+//     server and second as the capacity. While the gates are closed only
+//     part of the time, a request's blame measures its cost badly (the
+//     requests that arrive in bursts take more of it than a smooth
+//     stream's), so the blame per request last measured while saturated
+//     is kept until the next; a tenant never seen so is measured by its
+//     share of the blame of the period, over the capacity served;
 //  3. predicts each tenant's demand for the next period from its history
-//     (Holt's level and trend);
+//     (an EWMA, with Holt's trend when Beta is set);
 //  4. when the fleet is overloaded (it rejected more than Overloaded of
-//     the requests it let in), water-fills the capacity: each tenant gets
-//     at most its demand, and the rest is shared in proportion to the
-//     weights (weighted max-min), so a tenant is dropped only by what it
-//     asks beyond its fair share; its drop fraction is 1 - share/demand;
+//     the requests it let in), water-fills Utilisation of the capacity:
+//     each tenant gets at most its demand, and the rest is shared in
+//     proportion to the weights (weighted max-min), so a tenant is dropped
+//     only by what it asks beyond its fair share; its drop fraction is
+//     1 - share/demand;
 //  5. when the fleet is full but no longer rejecting (its gates were
 //     closed at least Hold of the time), keeps the drops, recomputed on
 //     the new demand; otherwise lets them decay by Decay a period.
@@ -68,6 +84,7 @@ type Controller struct {
 	version uint64
 	drops   map[string]float64
 	hist    map[string]*history
+	cost    map[string]float64 // blame per request while saturated, in seconds
 	last    Decision
 }
 
@@ -124,7 +141,7 @@ type TenantDecision struct {
 	// BlameShare is the tenant's share of the blame.
 	BlameShare float64
 	// Demand is its measured demand, Predicted the demand predicted for
-	// the next period, in units of the capacity served.
+	// the next period, in units of the fleet's capacity.
 	Demand, Predicted float64
 	// Drop is its drop fraction from now on.
 	Drop float64
@@ -138,8 +155,8 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	o.Overloaded = cmp.Or(o.Overloaded, 0.005)
 	o.Hold = cmp.Or(o.Hold, 0.3)
 	o.Decay = cmp.Or(o.Decay, 0.5)
-	o.Alpha = cmp.Or(o.Alpha, 0.6)
-	o.Beta = cmp.Or(o.Beta, 0.3)
+	o.Alpha = cmp.Or(o.Alpha, 0.8)
+	o.Utilisation = cmp.Or(o.Utilisation, 0.97)
 	check := func(name string, v, lo, hi float64) error {
 		if math.IsNaN(v) || v < lo || v > hi {
 			return fmt.Errorf("tenant: ControllerOptions.%s %v: want a value in [%v, %v]", name, v, lo, hi)
@@ -156,6 +173,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 		{"Decay", o.Decay, 0, 1},
 		{"Alpha", o.Alpha, 1e-9, 1},
 		{"Beta", o.Beta, 0, 1},
+		{"Utilisation", o.Utilisation, 1e-9, 1},
 	} {
 		if err := check(c.name, c.v, c.lo, c.hi); err != nil {
 			return nil, err
@@ -166,7 +184,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 			return nil, err
 		}
 	}
-	return &Controller{opts: o, drops: map[string]float64{}, hist: map[string]*history{}}, nil
+	return &Controller{opts: o, drops: map[string]float64{}, hist: map[string]*history{}, cost: map[string]float64{}}, nil
 }
 
 // SetVersion makes the next table's version follow v (a controller that
@@ -180,14 +198,26 @@ func (c *Controller) Last() Decision { return c.last }
 func (c *Controller) Step(reports []Report) Table {
 	fleet := map[string]*Rates{}
 	var period, closed float64
+	servers := 0
+	// Blame and admissions on the servers that were saturated.
+	type sat struct{ blame, admitted float64 }
+	saturated := map[string]sat{}
 	for _, r := range reports {
 		sec := r.Period.Seconds()
 		if sec <= 0 {
 			continue
 		}
+		servers++
 		period += sec
 		closed += r.Closed.Seconds()
+		full := r.Closed.Seconds() >= saturatedClosed*sec
 		for _, u := range r.Tenants {
+			if full && u.Admitted > 0 {
+				s := saturated[u.Tenant]
+				s.blame += u.Blame.Seconds()
+				s.admitted += float64(u.Admitted)
+				saturated[u.Tenant] = s
+			}
 			f := fleet[u.Tenant]
 			if f == nil {
 				f = &Rates{}
@@ -198,7 +228,8 @@ func (c *Controller) Step(reports []Report) Table {
 	}
 	d := Decision{Servers: len(reports), PredictionError: math.NaN()}
 	var blame, admitted, letIn, rejected float64
-	for _, f := range fleet {
+	for _, name := range slices.Sorted(maps.Keys(fleet)) { // in order: the same sums for the same reports
+		f := fleet[name]
 		blame += f.Blame
 		admitted += f.Admitted
 		rejected += f.Rejected
@@ -211,16 +242,28 @@ func (c *Controller) Step(reports []Report) Table {
 		d.Closed = closed / period
 	}
 
-	// Demand, in units of the capacity served.
+	// Demand, in units of the fleet's capacity.
+	for name, s := range saturated {
+		if old := c.cost[name]; old > 0 {
+			c.cost[name] = (old + s.blame/s.admitted) / 2
+		} else {
+			c.cost[name] = s.blame / s.admitted
+		}
+	}
 	demand := map[string]float64{}
 	if blame > 0 && admitted > 0 {
 		mean := blame / admitted
 		for name, f := range fleet {
+			offered := f.Requests
+			if cost := c.cost[name]; cost > 0 {
+				demand[name] = offered * cost / float64(servers)
+				continue
+			}
 			cost := mean
 			if f.Admitted > 0 {
 				cost = f.Blame / f.Admitted
 			}
-			demand[name] = (f.Admitted + f.Rejected + f.Dropped) * cost / blame
+			demand[name] = offered * cost / blame
 		}
 	}
 	c.predict(demand, &d)
@@ -235,14 +278,11 @@ func (c *Controller) Step(reports []Report) Table {
 		for name := range demand {
 			predicted[name] = c.hist[name].next()
 		}
-		next := waterFill(predicted, c.weight, 1)
+		next := waterFill(predicted, c.weight, c.opts.Utilisation)
 		if !overloaded {
 			// Full but not rejecting: the drops in force are what keeps
-			// it so; follow the demand, never dropping more than before.
+			// it so; follow the demand.
 			d.State = "full"
-			for name, f := range next {
-				next[name] = min(f, prev[name])
-			}
 		}
 		c.drops = next
 	case len(prev) > 0:
@@ -277,6 +317,11 @@ func (c *Controller) Step(reports []Report) Table {
 	return Table{Version: c.version, Drops: maps.Clone(c.drops)}
 }
 
+// saturatedClosed is the fraction of its period a server's gates must
+// have been closed for its report to measure the blame of a request while
+// saturated.
+const saturatedClosed = 0.9
+
 // weight returns a tenant's weight.
 func (c *Controller) weight(name string) float64 {
 	if w, ok := c.opts.Weights[name]; ok {
@@ -293,7 +338,8 @@ const maxIdle = 10
 func (c *Controller) predict(demand map[string]float64, d *Decision) {
 	var errSum float64
 	var n int
-	for name, x := range demand {
+	for _, name := range slices.Sorted(maps.Keys(demand)) {
+		x := demand[name]
 		h := c.hist[name]
 		if h == nil {
 			c.hist[name] = &history{level: x}
@@ -311,6 +357,7 @@ func (c *Controller) predict(demand map[string]float64, d *Decision) {
 		if _, ok := demand[name]; !ok {
 			if h.idle++; h.idle > maxIdle {
 				delete(c.hist, name)
+				delete(c.cost, name)
 			}
 		}
 	}
@@ -332,19 +379,21 @@ func waterFill(demand map[string]float64, weight func(string) float64, capacity 
 		d, w, lvl float64 // lvl: the level at which the demand is met
 	}
 	items := make([]item, 0, len(demand))
-	var total float64
 	for name, d := range demand {
 		if d > 0 {
 			w := weight(name)
 			items = append(items, item{name, d, w, d / w})
-			total += d
 		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Or(cmp.Compare(a.lvl, b.lvl), strings.Compare(a.name, b.name)) })
+	var total float64
+	for _, it := range items {
+		total += it.d
 	}
 	drops := map[string]float64{}
 	if total <= capacity {
 		return drops
 	}
-	slices.SortFunc(items, func(a, b item) int { return cmp.Or(cmp.Compare(a.lvl, b.lvl), strings.Compare(a.name, b.name)) })
 	left := capacity
 	var wsum float64
 	for _, it := range items {

@@ -72,9 +72,9 @@ func TestPredictionStepAndRamp(t *testing.T) {
 	assert.InDelta(t, 2, preds[9], 0.1, "ten periods after: %v", preds)
 	assert.InDelta(t, 2, preds[14], 0.02, "settled: %v", preds)
 
-	// A ramp: the trend is learned, so the error of the predictions falls
-	// to almost nothing.
-	c2, err := NewController(ControllerOptions{})
+	// A ramp: with a trend (Beta), the trend is learned, so the error of
+	// the predictions falls to almost nothing.
+	c2, err := NewController(ControllerOptions{Beta: 0.3})
 	require.NoError(t, err)
 	for i := range 30 {
 		d = Decision{}
@@ -123,8 +123,8 @@ func TestControllerFloodThenDecay(t *testing.T) {
 	assert.Equal(t, "overloaded", c.Last().State)
 	require.Len(t, tb.Drops, 1, "only the heavy tenant: %v", tb.Drops)
 	// Its demand is 5.4 (0.9 of the blame × 6 offered per admitted), the
-	// light ones' 0.06 each: it gets 1 - 0.6 = 0.4.
-	assert.InDelta(t, 1-0.4/5.4, tb.Drops["heavy"], 1e-9)
+	// light ones' 0.06 each: it gets Utilisation (0.97) - 0.6 = 0.37.
+	assert.InDelta(t, 1-0.37/5.4, tb.Drops["heavy"], 1e-9)
 	var blameShare float64
 	for _, td := range c.Last().Tenants {
 		if td.Tenant == "heavy" {

@@ -35,7 +35,9 @@ func Example() {
 	// A second of overload, as the fleet's servers reported it: heavy
 	// caused 90% of the closed time and had 5 of 6 requests rejected. Its
 	// demand is 0.9 × 5400/900 = 5.4 times the capacity served, light's
-	// 0.1 × 120/100 = 0.12: light is met, heavy gets the other 0.88.
+	// 0.1 × 120/100 = 0.12. The controller shares out 0.97 of the
+	// capacity (ControllerOptions.Utilisation): light is met, heavy gets
+	// the other 0.85.
 	table := ctrl.Step([]tenant.Report{{
 		Server: "s1", Period: time.Second, Closed: time.Second,
 		Tenants: []tenant.Usage{
@@ -51,7 +53,7 @@ func Example() {
 	fmt.Println("light dropped:", send("light", 1000), "of 1000")
 	// Output:
 	// overloaded
-	// heavy's drop fraction: 0.837
-	// heavy dropped: 837 of 1000
+	// heavy's drop fraction: 0.843
+	// heavy dropped: 842 of 1000
 	// light dropped: 0 of 1000
 }

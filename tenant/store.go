@@ -15,7 +15,9 @@ type Usage struct {
 	// Tenant is the tenant's name, or Other.
 	Tenant string `json:"tenant"`
 	// Requests counts the tenant's requests that reached the tenant
-	// policy: Dropped + Rejected + Admitted, once they have all ended.
+	// policy during the period (its demand, whatever became of them);
+	// the others count requests that ended during it (a request that
+	// arrives in one period and ends in the next counts in both).
 	Requests int64 `json:"requests"`
 	// Admitted counts requests that started and ended (Done).
 	Admitted int64 `json:"admitted"`

@@ -85,6 +85,7 @@ type roster struct {
 // served on different workers do not share a cache line.
 type slot struct {
 	name     string
+	requests atomic.Int64
 	admitted atomic.Int64
 	rejected atomic.Int64
 	dropped  atomic.Int64
@@ -97,13 +98,17 @@ type slot struct {
 
 // candidate is a name not followed yet, counted to find the heavy ones
 // (Misra-Gries: each name has two cells; a name that finds both taken
-// wears down the lighter one and takes it once it is worn out). Its name
-// is kept only once it has been seen nameAfter times, so that a flood of
-// names that each come once allocates nothing.
+// wears down the lighter one and takes it once it is worn out). Once it
+// has been seen nameAfter times its name is kept and it gets counters of
+// its own (slot): its requests from then on are reported under its name
+// (not pooled under Other) from the very period it came, and a cell with
+// counters is not worn down before the next Collect. A flood of names that
+// each come once allocates nothing.
 type candidate struct {
 	hash atomic.Uint64
 	hits atomic.Int64
 	name atomic.Pointer[string]
+	slot atomic.Pointer[slot]
 }
 
 const (
@@ -187,11 +192,12 @@ func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 	if name, ok := t.key.Of(&buf, a); ok {
 		if named := t.roster.Load().slots[name]; named != nil {
 			s = named
-		} else {
-			t.observe(name)
+		} else if c := t.observe(name); c != nil {
+			s = c
 		}
 	}
 	a.Tenant = s
+	s.requests.Add(1)
 	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
 		if c := s.credit.Add(f); c>>32 != (c-f)>>32 {
 			s.dropped.Add(1)
@@ -220,37 +226,46 @@ func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
 	s.busy.Add(int64(o.Latency))
 }
 
-// observe counts a name that is not followed, in its candidate cells.
-func (t *Tracker) observe(name string) {
+// observe counts a name that is not followed, in its candidate cells,
+// and returns the counters it has there, or nil (its request then counts
+// under Other).
+func (t *Tracker) observe(name string) *slot {
 	h := maphash.String(t.seed, name) | 1
 	mask := uint64(len(t.cands) - 1)
 	c1, c2 := &t.cands[h&mask], &t.cands[(h>>32)&mask]
 	for _, c := range [2]*candidate{c1, c2} {
-		if c.hash.Load() == h {
-			if c.hits.Add(1) == nameAfter && c.name.Load() == nil {
-				n := strings.Clone(name)
-				c.name.CompareAndSwap(nil, &n)
-			}
-			return
+		if c.hash.Load() != h {
+			continue
 		}
+		if s := c.slot.Load(); s != nil {
+			return s
+		}
+		if c.hits.Add(1) >= nameAfter {
+			n := strings.Clone(name)
+			s := &slot{name: n}
+			if c.slot.CompareAndSwap(nil, s) {
+				c.name.Store(&n)
+			}
+			return c.slot.Load()
+		}
+		return nil
 	}
 	for _, c := range [2]*candidate{c1, c2} {
 		if c.hash.Load() == 0 && c.hash.CompareAndSwap(0, h) {
-			c.name.Store(nil)
 			c.hits.Store(1)
-			return
+			return nil
 		}
 	}
 	lighter := c1
-	if c2.hits.Load() < c1.hits.Load() {
+	if c2.slot.Load() == nil && (c1.slot.Load() != nil || c2.hits.Load() < c1.hits.Load()) {
 		lighter = c2
 	}
-	if lighter.hits.Add(-1) <= 0 {
+	if lighter.slot.Load() == nil && lighter.hits.Add(-1) <= 0 {
 		if old := lighter.hash.Load(); old != h && lighter.hash.CompareAndSwap(old, h) {
-			lighter.name.Store(nil)
 			lighter.hits.Store(1)
 		}
 	}
+	return nil
 }
 
 // SetEnforce switches enforcement on or off, live: off, the tracker still
@@ -283,13 +298,13 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	take := func(s *slot) Usage {
 		u := Usage{
 			Tenant:   s.name,
+			Requests: s.requests.Swap(0),
 			Admitted: s.admitted.Swap(0),
 			Rejected: s.rejected.Swap(0),
 			Dropped:  s.dropped.Swap(0),
 			Blame:    time.Duration(s.blame.Swap(0)),
 			Busy:     time.Duration(s.busy.Swap(0)),
 		}
-		u.Requests = u.Admitted + u.Rejected + u.Dropped
 		return u
 	}
 	add := func(u Usage) {
@@ -314,20 +329,29 @@ func (t *Tracker) Collect(period time.Duration) Report {
 		add(take(s)) // requests that ended after their tenant was retired
 	}
 	add(take(t.other))
-	// The candidates' requests are in Other's counts; the heavy ones are
-	// followed by name from now on.
+	// The candidates' first requests are in Other's counts, the rest in
+	// their own, reported under their names; the heavy ones are followed
+	// by name from now on, keeping their counters (requests still running
+	// hold them). A cell that gets its counters between the reading and
+	// the reset below loses the few requests counted in them.
 	mask := uint64(len(t.cands) - 1)
+	fresh := map[string]*slot{}
 	for i := range t.cands {
 		c := &t.cands[i]
 		h := c.hash.Load()
-		if p := c.name.Load(); p != nil && h != 0 && maphash.String(t.seed, *p)|1 == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
-			if _, ok := cur.slots[*p]; !ok {
-				rank = append(rank, ranked{*p, c.hits.Load(), false})
+		p, sl := c.name.Load(), c.slot.Load()
+		if p != nil && sl != nil && h != 0 && maphash.String(t.seed, *p)|1 == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
+			if _, ok := cur.slots[*p]; !ok && fresh[*p] == nil {
+				u := take(sl)
+				add(u)
+				fresh[*p] = sl
+				rank = append(rank, ranked{*p, max(c.hits.Load(), u.Requests), false})
 			}
 		}
 		c.hash.Store(0)
 		c.hits.Store(0)
 		c.name.Store(nil)
+		c.slot.Store(nil)
 	}
 	for name := range t.table.Drops {
 		if _, ok := cur.slots[name]; !ok && name != Other {
@@ -347,13 +371,21 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	for _, k := range rank[:min(len(rank), t.size)] {
 		s := cur.slots[k.name]
 		if s == nil {
-			s = &slot{name: k.name}
-			s.drop.Store(fraction(t.table.Drops[k.name]))
+			s = fresh[k.name]
 		}
+		if s == nil {
+			s = &slot{name: k.name}
+		}
+		s.drop.Store(fraction(t.table.Drops[k.name]))
 		next.slots[k.name] = s
 	}
 	t.retired = t.retired[:0]
 	for name, s := range cur.slots {
+		if next.slots[name] == nil {
+			t.retired = append(t.retired, s)
+		}
+	}
+	for name, s := range fresh {
 		if next.slots[name] == nil {
 			t.retired = append(t.retired, s)
 		}

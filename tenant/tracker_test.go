@@ -132,13 +132,16 @@ func TestCollectCounts(t *testing.T) {
 
 	r := tr.Collect(2 * time.Second)
 	assert.Equal(t, 2*time.Second, r.Period)
-	// Before the first Collect nobody is followed: all under Other.
+	// Before the first Collect nobody is followed: a's first three
+	// requests, b's and those without a tenant are under Other; from its
+	// fourth, a is counted under its own name.
 	o := usageOf(r, Other)
-	assert.Equal(t, int64(14), o.Requests)
-	assert.Equal(t, int64(13), o.Admitted)
+	assert.Equal(t, int64(7), o.Requests)
+	assert.Equal(t, int64(6), o.Admitted)
 	assert.Equal(t, int64(1), o.Rejected)
-	assert.Equal(t, 23*time.Millisecond, o.Blame)
-	assert.Equal(t, 13*time.Millisecond, o.Busy)
+	assert.Equal(t, 9*time.Millisecond, o.Blame)
+	assert.Equal(t, 6*time.Millisecond, o.Busy)
+	assert.Equal(t, Usage{Tenant: "a", Requests: 7, Admitted: 7, Blame: 14 * time.Millisecond, Busy: 7 * time.Millisecond}, usageOf(r, "a"))
 
 	run(tr, "a", 10, 2*time.Millisecond)
 	r = tr.Collect(time.Second)

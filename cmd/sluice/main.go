@@ -1,9 +1,10 @@
 // Command sluice runs sluice's demonstrations and benchmarks.
 //
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
-//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray when named)
+//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray, cluster when named)
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
+//	sluice simulate [flags] tenant fairness by blame, simulated on virtual time (seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
 //	sluice controller      the fleet's tenant controller over Redis (runs until interrupted)
 //
@@ -47,7 +48,11 @@ commands:
          I/O-bound handlers, a database slowdown, kept-alive against new
          connections, and a step from 0.5x to 3x and back (several minutes);
          with -scenarios noisy, a busy process on the last CPU; with
-         -scenarios stray, a handler that blocks in a plain http.Get
+         -scenarios stray, a handler that blocks in a plain http.Get; with
+         -scenarios cluster, three backends (one slow) through three
+         clients, then one killed and brought back; with -scenarios shed
+         -targets sluice-busy,sluice-cpu, loadshed's CPU shedding against
+         the busy gate on a step of overload
   soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
          clients that never read, resets, garbage and pipelined floods
          alongside and a handler that panics on 1% of requests: goodput per
@@ -57,6 +62,11 @@ commands:
          load above capacity (a few seconds)
   report print the table of a saved report.json again and redraw its plots:
          sluice report [-out DIR] FILE
+  simulate
+         tenant fairness by blame on virtual time: servers running the real
+         admission pipeline, tenant policy, agents and controller, a store
+         with delay and outages, scenarios checked against their targets
+         (PASS/FAIL; fails the command when one fails; seconds)
   controller
          the fleet's tenant controller: once a second, while it holds the
          lease in Redis, it reads every server's tenant report and writes
@@ -82,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return lanesDemo(ctx, args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdout, stderr)
+	case "simulate":
+		return simulateCmd(args[1:], stdout, stderr)
 	case "controller":
 		return controllerCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
