@@ -74,11 +74,12 @@ type Pipeline struct {
 	classify func(a *Attempt) queue.Class
 	onReject func(a *Attempt, reason string)
 
-	maxAge    atomic.Int64 // 0: no age limit
-	ageLimits bool         // configured with an age limit: adapters read stamps
-	det       *queue.Detector
-	q         *queue.Queue
-	timer     Timer // runs the queue's Expire at its earliest deadline
+	maxAge     atomic.Int64 // 0: no age limit
+	ageLimits  bool         // configured with an age limit: adapters read stamps
+	anyUnasked bool         // a policy implements Unasked
+	det        *queue.Detector
+	q          *queue.Queue
+	timer      Timer // runs the queue's Expire at its earliest deadline
 
 	admitOwn, admitSpare func(e *queue.Entry) bool // bound once
 
@@ -88,6 +89,8 @@ type Pipeline struct {
 	closed  closedTime
 	queued  atomic.Int64
 	shards  []shard
+
+	observers observers // see Observe (observe.go)
 
 	closeOnce sync.Once
 	detach    []func()
@@ -155,6 +158,11 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 			p.closed.blame = true
 		}
 	}
+	for _, pol := range p.policies {
+		if _, ok := pol.(Unasked); ok {
+			p.anyUnasked = true
+		}
+	}
 	env := Env{
 		Executor:    host.Executor,
 		Wake:        p.wake,
@@ -209,7 +217,7 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	t.policies = false
 	t.answer, t.extra = nil, nil
 	now := p.clock()
-	t.known = false
+	t.arrived, t.known = now, false // unknown: the wait counts from now
 	if t.Stamp != 0 {
 		if limit := p.maxAge.Load(); limit > 0 {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
@@ -222,16 +230,19 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 				// gate's refusal (with the age limit alone, it is the
 				// only sign of overload).
 				p.closed.refused(now)
+				p.unasked(p.policies, t, refusedTooOld)
 				return p.rejectNow(t, refusedTooOld)
 			}
 		}
 	}
 	if r := p.deadlineRefusal(t, now); r != nil {
+		p.unasked(p.policies, t, r)
 		return p.rejectNow(t, r)
 	}
 	for i, pol := range p.policies {
 		if r := pol.Admit(&t.Attempt); r != nil {
 			giveBack(p.policies[:i], &t.Attempt)
+			p.unasked(p.policies[i+1:], t, r)
 			return p.rejectNow(t, r)
 		}
 	}
@@ -251,6 +262,19 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	}
 	p.admit(t, now, true)
 	return Admitted
+}
+
+// unasked tells the policies of pols that implement Unasked of the
+// refusal r of t, made before they were asked.
+func (p *Pipeline) unasked(pols []Policy, t *Ticket, r *Refusal) {
+	if !p.anyUnasked {
+		return
+	}
+	for _, pol := range pols {
+		if u, ok := pol.(Unasked); ok {
+			u.Unasked(&t.Attempt, r)
+		}
+	}
 }
 
 // acquire asks the gates in order for t; on a refusal it gives back the
@@ -288,6 +312,7 @@ func (p *Pipeline) admit(t *Ticket, now int64, open bool) {
 	sh.inFlight.Add(1)
 	t.started = now
 	t.blameAt, t.blamed = p.closed.start(now, open)
+	p.observers.started(t, now)
 }
 
 func (p *Pipeline) shard(t *Ticket) *shard {
@@ -308,6 +333,7 @@ func (p *Pipeline) refuse(t *Ticket, r *Refusal) {
 	if p.onReject != nil {
 		p.onReject(&t.Attempt, r.Reason)
 	}
+	p.observers.rejected(t, r.Reason)
 }
 
 // enqueue makes t wait, then pumps once: the gates may have opened between
@@ -392,6 +418,7 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 			p.policies[i].Done(&t.Attempt, o)
 		}
 	}
+	p.observers.ended(t, o)
 	p.pump(1, false)
 }
 

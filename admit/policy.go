@@ -167,6 +167,17 @@ type Outcome struct {
 	Canceled bool
 }
 
+// Unasked is implemented by policies that count the requests refused
+// before they were asked: by the age limit, a deadline, or a policy ahead
+// of them. The tenant policy counts them in its tenants' demand: with the
+// age limit alone (the server's default), they are the requests an
+// overloaded server refuses. Unasked is called on the deciding goroutine,
+// once per such refusal, with the refusal; like Admit, it must be quick,
+// must not block and must not call the Pipeline.
+type Unasked interface {
+	Unasked(a *Attempt, r *Refusal)
+}
+
 // BlameUser is implemented by policies that read Outcome.Blame (package
 // tenant's). A pipeline measures blame only when one of its policies or
 // gates implements it and UsesBlame returns true: it costs two atomic

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // ControllerOptions configures a Controller. The zero value works.
@@ -84,8 +85,11 @@ type Controller struct {
 	version uint64
 	drops   map[string]float64
 	hist    map[string]*history
-	cost    map[string]float64 // blame per request while saturated, in seconds
-	last    Decision
+
+	cost map[string]float64 // blame per request while saturated, in seconds
+
+	mu   sync.Mutex // last, which Last reads from other goroutines
+	last Decision
 }
 
 // Rates are a tenant's counts across the fleet, per second of the servers'
@@ -191,8 +195,13 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 // takes over from another continues its numbering).
 func (c *Controller) SetVersion(v uint64) { c.version = max(c.version, v) }
 
-// Last returns the last period's Decision.
-func (c *Controller) Last() Decision { return c.last }
+// Last returns the last period's Decision. It is safe to call while
+// another goroutine steps the controller (a metrics scrape, a dashboard).
+func (c *Controller) Last() Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
 
 // Step computes the drop table from the latest report of every server.
 func (c *Controller) Step(reports []Report) Table {
@@ -313,7 +322,9 @@ func (c *Controller) Step(reports []Report) Table {
 		d.Tenants = append(d.Tenants, td)
 	}
 	slices.SortFunc(d.Tenants, func(a, b TenantDecision) int { return strings.Compare(a.Tenant, b.Tenant) })
+	c.mu.Lock()
 	c.last = d
+	c.mu.Unlock()
 	return Table{Version: c.version, Drops: maps.Clone(c.drops)}
 }
 

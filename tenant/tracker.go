@@ -158,6 +158,7 @@ var _ interface {
 	admit.Policy
 	admit.BlameUser
 	admit.Attacher
+	admit.Unasked
 } = (*Tracker)(nil)
 
 // Attach implements admit.Attacher: the tracker reads its pipeline's
@@ -187,15 +188,7 @@ func (t *Tracker) UsesBlame() bool { return true }
 // Admit implements admit.Policy: it finds the request's tenant and drops
 // the request if the tenant's share says so.
 func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
-	var buf [admit.KeyBufLen]byte
-	s := t.other
-	if name, ok := t.key.Of(&buf, a); ok {
-		if named := t.roster.Load().slots[name]; named != nil {
-			s = named
-		} else if c := t.observe(name); c != nil {
-			s = c
-		}
-	}
+	s := t.slotOf(a)
 	a.Tenant = s
 	s.requests.Add(1)
 	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
@@ -206,6 +199,30 @@ func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 		}
 	}
 	return nil
+}
+
+// Unasked implements admit.Unasked: a request refused before the tracker
+// was asked (too old, out of time, over a quota) counts as its tenant's
+// request, and as rejected.
+func (t *Tracker) Unasked(a *admit.Attempt, _ *admit.Refusal) {
+	s := t.slotOf(a)
+	s.requests.Add(1)
+	s.rejected.Add(1)
+}
+
+// slotOf returns the counters of a's tenant: followed by name, a
+// candidate's own, or Other's.
+func (t *Tracker) slotOf(a *admit.Attempt) *slot {
+	var buf [admit.KeyBufLen]byte
+	if name, ok := t.key.Of(&buf, a); ok {
+		if named := t.roster.Load().slots[name]; named != nil {
+			return named
+		}
+		if c := t.observe(name); c != nil {
+			return c
+		}
+	}
+	return t.other
 }
 
 // Done implements admit.Policy: it adds the request's outcome and blame

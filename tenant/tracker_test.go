@@ -220,3 +220,34 @@ func TestOptionsErrors(t *testing.T) {
 	_, err = New(Options{Key: admit.HeaderKey("")})
 	require.ErrorContains(t, err, "Options.Key")
 }
+
+// TestRefusedBeforeAsked: requests the age limit refuses before the
+// tracker is asked still count as their tenant's, rejected (with the age
+// limit alone they are all an overloaded server refuses).
+func TestRefusedBeforeAsked(t *testing.T) {
+	tr := newTracker(t, Options{})
+	p, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
+	require.NoError(t, err)
+	defer p.Close()
+	var tk admit.Ticket
+	tk.Header = http.Header{"X-Tenant": {"late"}}
+	for range 10 {
+		tk.Stamp = time.Now().Add(-time.Second).UnixNano() // a second old
+		require.Equal(t, admit.Rejected, p.Decide(&tk))
+	}
+	tk.Stamp = time.Now().UnixNano()
+	require.Equal(t, admit.Admitted, p.Decide(&tk))
+	p.Done(&tk, admit.Outcome{Status: 200})
+
+	r := tr.Collect(time.Second)
+	var requests, rejected, admitted int64
+	for _, u := range r.Tenants {
+		requests += u.Requests
+		rejected += u.Rejected
+		admitted += u.Admitted
+	}
+	assert.Equal(t, int64(11), requests)
+	assert.Equal(t, int64(10), rejected)
+	assert.Equal(t, int64(1), admitted)
+	assert.Equal(t, int64(7), usageOf(r, "late").Rejected, "named from its fourth request on")
+}

@@ -1,6 +1,7 @@
 // Package redistest starts a private redis-server for a test, for the
-// packages whose tests need a real Redis (the await recipe, and later a
-// Redis-backed controller and rate limiter).
+// packages whose tests need a real Redis (the await recipe, the rate
+// limiter's and the tenant store's), and for the benchmarks that run a
+// fleet against one (Launch).
 //
 // Each server listens on a free loopback port, keeps nothing on disk and
 // lives as long as the test that started it. The redis-server program comes
@@ -106,6 +107,36 @@ func StartServer(t testing.TB) *Server {
 		}
 		if i == attempts-1 || !errors.Is(err, errExited) {
 			t.Fatalf("redistest: %v", err)
+		}
+	}
+	panic("unreachable")
+}
+
+// ErrNotInstalled is returned by Launch when redis-server is not on PATH;
+// its message names InstallCommand.
+var ErrNotInstalled = errors.New(Program + " is not installed (" + InstallCommand + ")")
+
+// Launch starts a redis-server outside a test (a benchmark's), as Start
+// does, in dir (which it keeps nothing in), and returns its address and
+// the function that stops it. Without redis-server on PATH it returns
+// ErrNotInstalled.
+func Launch(dir string) (addr string, stop func() error, err error) {
+	path, err := exec.LookPath(Program)
+	if err != nil {
+		return "", nil, ErrNotInstalled
+	}
+	const attempts = 3
+	for i := range attempts {
+		port, err := freePort()
+		if err != nil {
+			return "", nil, fmt.Errorf("redistest: %w", err)
+		}
+		s, err := start(path, port, dir)
+		if err == nil {
+			return s.addr, s.stop, nil
+		}
+		if i == attempts-1 || !errors.Is(err, errExited) {
+			return "", nil, fmt.Errorf("redistest: %w", err)
 		}
 	}
 	panic("unreachable")

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"net"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -53,4 +54,15 @@ func TestServerStopRestartPause(t *testing.T) {
 
 	// Paused at the end of the test: the cleanup still stops it promptly.
 	s.Pause()
+}
+
+func TestLaunch(t *testing.T) {
+	if _, err := exec.LookPath(Program); err != nil {
+		t.Skipf("%s not installed (%s)", Program, InstallCommand)
+	}
+	addr, stop, err := Launch(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, ping(addr))
+	require.NoError(t, stop())
+	assert.Error(t, ping(addr), "stopped")
 }
