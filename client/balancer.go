@@ -82,6 +82,18 @@ func (b *backend) observe(lat time.Duration, now time.Time, tau time.Duration) {
 	b.lastSeen = now
 }
 
+// raise records the latency of an attempt that failed: it can only raise
+// the average, so that a backend that fails fast (a connection refused)
+// does not look fast and draw the traffic.
+func (b *backend) raise(lat time.Duration, now time.Time) {
+	x := lat.Seconds()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if x > b.latency {
+		b.latency, b.lastSeen = x, now
+	}
+}
+
 // setHint records a load hint received at now.
 func (b *backend) setHint(h float64, now time.Time) {
 	b.mu.Lock()
@@ -206,21 +218,6 @@ func (bl *balancer) pick(skip []*backend, avoid *backend) *backend {
 		ok = slices.Delete(ok, i, i+1) // its state changed meanwhile
 	}
 	return nil
-}
-
-// hasAny reports whether a backend not in skip could take a request now.
-func (bl *balancer) hasAny(skip []*backend) bool {
-	s := bl.cur.Load()
-	if s == nil {
-		return false
-	}
-	now := bl.clock.Now()
-	for _, b := range s.backends {
-		if !slices.Contains(skip, b) && b.breaker.ready(now) {
-			return true
-		}
-	}
-	return false
 }
 
 // resolveLoop calls Resolve every ResolveEvery until ctx ends.

@@ -35,16 +35,18 @@ func (s State) String() string {
 
 // Defaults of BreakerConfig's zero fields.
 const (
-	DefaultBreakerWindow      = 10 * time.Second
-	DefaultBreakerMinRequests = 20
-	DefaultBreakerFailureRate = 0.5
-	DefaultBreakerOpenFor     = 5 * time.Second
-	DefaultBreakerProbes      = 3
+	DefaultBreakerWindow            = 10 * time.Second
+	DefaultBreakerMinRequests       = 20
+	DefaultBreakerFailureRate       = 0.5
+	DefaultBreakerConsecutiveErrors = 5
+	DefaultBreakerOpenFor           = 5 * time.Second
+	DefaultBreakerProbes            = 3
 )
 
 // BreakerConfig configures the circuit breaker each backend has. The zero
 // value trips when, over the last 10 s and at least 20 requests, half of
-// them failed; stays open 5 s; then lets 3 probes through.
+// them failed, or when 5 requests in a row got no answer; stays open 5 s;
+// then lets 3 probes through.
 type BreakerConfig struct {
 	// Window is the period the failure rate is computed over, counted in
 	// ten buckets; zero means DefaultBreakerWindow.
@@ -55,6 +57,16 @@ type BreakerConfig struct {
 	// FailureRate trips the breaker when reached, in (0, 1]; zero means
 	// DefaultBreakerFailureRate.
 	FailureRate float64
+	// ConsecutiveErrors trips the breaker, whatever the window holds,
+	// when that many requests in a row got an error instead of an answer
+	// (a connection refused or reset, a dial timeout; not the caller's own
+	// deadline): the mark of a backend that is down, which the rate over a
+	// window full of its earlier successes would show only seconds later.
+	// An answer, even a server error, and the caller's deadline start the
+	// count again; a rejection leaves it as it is. Zero means
+	// DefaultBreakerConsecutiveErrors,
+	// negative means never (the rate alone).
+	ConsecutiveErrors int
 	// OpenFor is how long the breaker stays open before it lets probes
 	// through (the probe interval); zero means DefaultBreakerOpenFor.
 	OpenFor time.Duration
@@ -96,6 +108,7 @@ type breaker struct {
 	fails    [budgetBuckets]int
 	probes   int // half-open: probes let through
 	probesOK int // half-open: probes that succeeded
+	errors   int // closed: requests in a row that got no answer
 	opened   int64
 	rejected int64
 }
@@ -109,6 +122,9 @@ func (c *BreakerConfig) defaults() {
 	}
 	if c.FailureRate <= 0 || c.FailureRate > 1 {
 		c.FailureRate = DefaultBreakerFailureRate
+	}
+	if c.ConsecutiveErrors == 0 {
+		c.ConsecutiveErrors = DefaultBreakerConsecutiveErrors
 	}
 	if c.OpenFor <= 0 {
 		c.OpenFor = DefaultBreakerOpenFor
@@ -140,7 +156,7 @@ func (b *breaker) report(t transition) {
 func (b *breaker) set(to State, now time.Time) transition {
 	t := transition{from: b.state, to: to, ok: b.state != to}
 	b.state, b.since = to, now
-	b.probes, b.probesOK = 0, 0
+	b.probes, b.probesOK, b.errors = 0, 0, 0
 	b.clear(now)
 	if to == Open {
 		b.opened++
@@ -219,13 +235,19 @@ type verdict uint8
 const (
 	// success: the backend answered.
 	success verdict = iota
-	// failure: an error, a timeout, a server error.
+	// failure: a server error, or no answer within the caller's deadline.
 	failure
+	// unanswered: a failure without an answer: the connection refused or
+	// broken, a dial timeout (BreakerConfig.ConsecutiveErrors).
+	unanswered
 	// neutral: the backend refused the request unstarted (it is up but
 	// busy), or the caller gave up; not counted while closed, a success
 	// for a probe (the backend is up).
 	neutral
 )
+
+// failed reports whether v counts as a failure.
+func (v verdict) failed() bool { return v == failure || v == unanswered }
 
 // done ends a request that allow let through, with its outcome.
 func (b *breaker) done(v verdict, now time.Time) {
@@ -241,15 +263,22 @@ func (b *breaker) done(v verdict, now time.Time) {
 		}
 		b.advance(now)
 		b.reqs[b.cur]++
-		if v == failure {
+		if v.failed() {
 			b.fails[b.cur]++
 		}
+		if v == unanswered {
+			b.errors++
+		} else {
+			b.errors = 0
+		}
 		reqs, fails := b.counts()
-		if reqs >= b.cfg.MinRequests && float64(fails) >= b.cfg.FailureRate*float64(reqs) {
+		switch {
+		case reqs >= b.cfg.MinRequests && float64(fails) >= b.cfg.FailureRate*float64(reqs),
+			b.cfg.ConsecutiveErrors > 0 && b.errors >= b.cfg.ConsecutiveErrors:
 			t = b.set(Open, now)
 		}
 	case HalfOpen:
-		if v == failure {
+		if v.failed() {
 			t = b.set(Open, now)
 			break
 		}

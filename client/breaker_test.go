@@ -76,6 +76,61 @@ func TestBreakerTransitions(t *testing.T) {
 	assert.Equal(t, []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}, changes)
 }
 
+// Requests that get no answer, in a row, trip the breaker at once, however
+// many successes its window holds: a backend that died.
+func TestBreakerConsecutiveErrors(t *testing.T) {
+	clk := newFakeClock(false)
+	cfg := BreakerConfig{}
+	cfg.defaults()
+	require.Equal(t, DefaultBreakerConsecutiveErrors, cfg.ConsecutiveErrors)
+	b := newBreaker(cfg, clk.Now(), nil)
+	run := func(v verdict) {
+		t.Helper()
+		require.True(t, b.allow(clk.Now()))
+		b.done(v, clk.Now())
+	}
+	for range 1000 {
+		run(success)
+	}
+	for range 4 {
+		run(unanswered)
+	}
+	run(failure) // an answer (a server error): the count starts again
+	for range 4 {
+		run(unanswered)
+	}
+	run(neutral) // a rejection leaves it as it is
+	st := b.stats(clk.Now())
+	assert.Equal(t, Closed, st.State, "4 in a row")
+	assert.Equal(t, 1009, st.Requests, "the rate is far from tripping it")
+	assert.Equal(t, 9, st.Failures)
+	run(unanswered)
+	assert.Equal(t, Open, b.stats(clk.Now()).State, "5 in a row")
+
+	// Back to closed through the probes: the count starts from zero.
+	clk.Advance(cfg.OpenFor)
+	for range cfg.Probes {
+		run(success)
+	}
+	require.Equal(t, Closed, b.stats(clk.Now()).State)
+	for range 4 {
+		run(unanswered)
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State)
+
+	// Negative: the rate alone.
+	off := BreakerConfig{ConsecutiveErrors: -1}
+	off.defaults()
+	b = newBreaker(off, clk.Now(), nil)
+	for range 100 {
+		run(success)
+	}
+	for range 50 {
+		run(unanswered)
+	}
+	assert.Equal(t, Closed, b.stats(clk.Now()).State, "50 errors in 150: under the rate")
+}
+
 func TestBreakerDisabled(t *testing.T) {
 	clk := newFakeClock(false)
 	b := newBreaker(BreakerConfig{Disabled: true}, clk.Now(), nil)

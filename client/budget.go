@@ -18,15 +18,20 @@ const (
 
 // BudgetConfig configures the retry budget, shared by every request of a
 // Transport: over the last Window, retries may number at most Ratio times
-// the requests plus MinPerSecond times the window's seconds. This is the
-// budget of Finagle's RetryBudget, Envoy's retry budgets and gRPC's retry
-// throttling: a retry storm cannot multiply the load by more than 1+Ratio
-// (plus the floor), whatever the attempts allowed per request.
+// the requests, or MinPerSecond times the window's seconds when that is
+// more. This is the budget of Finagle's RetryBudget, Envoy's retry budgets
+// and gRPC's retry throttling: a retry storm cannot multiply the load by
+// more than 1+Ratio, whatever the attempts allowed per request, once the
+// requests are more than MinPerSecond/Ratio a second. The floor is a
+// floor, as Envoy's minimum (max(percent, minimum)), not a reserve added
+// to the ratio as Finagle's: added, it would take the amplification above
+// 1+Ratio at any rate.
 type BudgetConfig struct {
 	// Ratio is the retries allowed per request; zero means
 	// DefaultBudgetRatio, negative means none.
 	Ratio float64
-	// MinPerSecond is the floor, in retries a second; zero means
+	// MinPerSecond is the floor, in retries a second: the budget allows
+	// at least that many, whatever the requests; zero means
 	// DefaultBudgetMinPerSecond, negative means none.
 	MinPerSecond float64
 	// Window is the period counted; zero means DefaultBudgetWindow. It is
@@ -106,7 +111,7 @@ func (b *budget) withdraw(now time.Time) bool {
 		retries += b.retries[i]
 	}
 	window := (b.bucket * budgetBuckets).Seconds()
-	if retries+1 > b.ratio*reqs+b.floor*window {
+	if retries+1 > max(b.ratio*reqs, b.floor*window) {
 		return false
 	}
 	b.retries[b.cur]++

@@ -21,8 +21,10 @@
 //	    × (1 + the server's load hint). Backends whose breaker is open, and
 //	    backends that refused this request unstarted, are not drawn.
 //	  - each backend's breaker counts the outcomes of the attempts sent
-//	    there; an open breaker removes the backend from the draw, so a
-//	    request fails fast (ErrNoBackend) only when every backend is open.
+//	    there, and opens on a failure rate over a window or on errors in a
+//	    row (a backend that is down); an open breaker removes the backend
+//	    from the draw, so a request fails fast (ErrNoBackend) only when
+//	    every backend is open.
 //	  - each attempt carries the time left before the context's deadline.
 //	  - Base sends it; by default an await.Transport, so that inside a
 //	    sluice handler the wait releases the worker.
@@ -37,7 +39,7 @@
 // RetryConfig.RetryStarted is set and the request is idempotent, after an
 // exponential backoff with full jitter, and at least the Retry-After of a
 // 429 or 503. Every retry is taken from the budget (BudgetConfig): by
-// default at most 10% of the requests, plus 10 a second.
+// default at most 10% of the requests, or 10 a second when that is more.
 //
 // # Retry at one level
 //

@@ -57,6 +57,14 @@ type RetryConfig struct {
 	MinLeft time.Duration
 	// Budget caps the retries of all requests together.
 	Budget BudgetConfig
+	// RetrySameBackend lets a not-started rejection be retried on any
+	// backend, the one that refused it included (it is only avoided on the
+	// next attempt when another backend can take it), as a client that
+	// retries through a round-robin load balancer does. With
+	// Budget.Unlimited and a large MaxAttempts it makes the retry storm
+	// that a request is never retried on the backend that refused it
+	// prevents: it is there to measure one, never set it otherwise.
+	RetrySameBackend bool
 }
 
 func (c *RetryConfig) defaults() {
@@ -120,9 +128,9 @@ func (c *RetryConfig) classify(ctx context.Context, resp *http.Response, err err
 			return gaveUp, neutral
 		}
 		if refused(err) {
-			return notStarted, failure
+			return notStarted, unanswered
 		}
-		return maybeStarted, failure
+		return maybeStarted, unanswered
 	}
 	if resp.Header.Get(reject.NotStartedHeader) == "1" {
 		return notStarted, neutral

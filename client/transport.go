@@ -167,38 +167,42 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.requests.Add(1)
 	t.budget.request(t.clock.Now())
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	var (
-		skip []*backend // refused this request unstarted: never again
-		last *backend
-	)
+	var skip []*backend // refused this request unstarted: never again
+	b := t.bal.pick(nil, nil)
+	if b == nil {
+		t.noBackend.Add(1)
+		return nil, fmt.Errorf("client: %s %s: %w", req.Method, req.URL.Redacted(), ErrNoBackend)
+	}
 	for n := 1; ; n++ {
-		b := t.bal.pick(skip, last)
-		if b == nil {
-			t.noBackend.Add(1)
-			return nil, fmt.Errorf("client: %s %s: %w", req.Method, req.URL.Redacted(), ErrNoBackend)
-		}
 		resp, err := t.attempt(ctx, req, b, n)
 		k, v := t.retry.classify(ctx, resp, err)
 		b.breaker.done(v, t.clock.Now())
 		switch {
-		case v == failure:
+		case v.failed():
 			b.failed.Add(1)
 		case k == notStarted && err == nil:
 			b.rejected.Add(1)
 			b.setHint(rejectedHint, t.clock.Now())
 		}
 		wait, ok := t.retryable(ctx, req, k, n, replayable, resp)
-		if ok && k == notStarted {
+		if ok && k == notStarted && !t.retry.RetrySameBackend {
 			skip = append(skip, b)
 		}
 		if ok && !t.fits(ctx, wait) {
 			ok = false
 		}
-		if ok && !t.bal.hasAny(skip) {
-			ok = false // nowhere left to go
+		// The next backend is chosen (and its breaker's permission taken)
+		// before this answer is let go: with nowhere left to go, the
+		// caller gets the answer rather than ErrNoBackend.
+		var next *backend
+		if ok {
+			if next = t.bal.pick(skip, b); next == nil {
+				ok = false
+			}
 		}
 		if ok && !t.budget.withdraw(t.clock.Now()) {
 			t.denied.Add(1)
+			next.breaker.done(neutral, t.clock.Now()) // give its permission back
 			ok = false
 		}
 		if !ok {
@@ -211,10 +215,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		if wait > 0 {
 			if err := t.clock.Sleep(ctx, wait); err != nil {
+				next.breaker.done(neutral, t.clock.Now())
 				return nil, fmt.Errorf("client: %s %s: waiting to retry: %w", req.Method, req.URL.Redacted(), err)
 			}
 		}
-		last = b
+		b = next
 	}
 }
 
@@ -274,7 +279,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, b *backend, 
 	lat := now.Sub(start)
 	switch {
 	case err != nil:
-		b.observe(lat, now, t.bal.cfg.Decay) // no reward for failing fast: a peak only
+		b.raise(lat, now) // no reward for failing fast: a peak only
 	case resp.Header.Get(admit.LoadHeader) != "":
 		if h, perr := strconv.ParseFloat(resp.Header.Get(admit.LoadHeader), 64); perr == nil && h >= 0 {
 			b.setHint(h, now)

@@ -59,6 +59,43 @@ func TestNotStartedRetriedElsewhereNeverSame(t *testing.T) {
 	assert.Equal(t, int64(60), st.Requests)
 }
 
+// With RetrySameBackend (the naive client, to measure the storm) a
+// rejection may be retried on the backend that refused it: attempts go on
+// until MaxAttempts, alternating between the two backends, with no wait.
+func TestRetrySameBackendStorms(t *testing.T) {
+	a := newScripted(t, "a", rejectNotStarted)
+	b := newScripted(t, "b", rejectNotStarted)
+	clk := newFakeClock(true)
+	tr := newTransport(t, Config{
+		Clock: clk, Balancer: BalancerConfig{RoundRobin: true}, Breaker: BreakerConfig{Disabled: true},
+		Retry: RetryConfig{MaxAttempts: 7, RetrySameBackend: true, Budget: BudgetConfig{Unlimited: true}},
+	}, a, b)
+	code, err := get(t, tr, "storm")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, int64(7), a.hits.Load()+b.hits.Load(), "every attempt allowed is made")
+	assert.Equal(t, []int64{4, 3}, []int64{max(a.hits.Load(), b.hits.Load()), min(a.hits.Load(), b.hits.Load())},
+		"never twice in a row on the same backend while the other can take it")
+	assert.Empty(t, clk.Sleeps())
+	st := tr.Stats()
+	assert.Equal(t, int64(1), st.Requests)
+	assert.Equal(t, int64(7), st.Attempts)
+	assert.Equal(t, int64(6), st.Retries)
+
+	// The budget still applies: by default 10% of the requests, or 10 a
+	// second over 10 s when that is more, so 20 requests that would retry
+	// 6 times each (120) retry 100 times in all.
+	capped := newTransport(t, Config{
+		Clock: newFakeClock(true), Breaker: BreakerConfig{Disabled: true},
+		Retry: RetryConfig{MaxAttempts: 7, RetrySameBackend: true},
+	}, a, b)
+	for i := range 20 {
+		_, err := get(t, capped, strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(100), capped.Stats().Retries)
+}
+
 // A connection refused is a request that never started: retried
 // elsewhere, and counted by the dead backend's breaker.
 func TestConnectionRefusedRetriedElsewhere(t *testing.T) {
@@ -159,6 +196,23 @@ func TestBudgetCapsRetriesUnderStorm(t *testing.T) {
 	_, err := get(t, tr2, "later")
 	require.NoError(t, err)
 	assert.Equal(t, int64(11), tr2.Stats().Retries, "the window moved on")
+
+	// Both: the floor is a floor, not added to the ratio, so that a storm
+	// amplifies the load by 1+Ratio at most once the requests are many.
+	clk3 := newFakeClock(true)
+	tr3 := newTransport(t, Config{Clock: clk3, Rand: rand.NewPCG(9, 10), Retry: RetryConfig{MaxAttempts: 3, Budget: BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}}}, backends...)
+	for i := range 20 {
+		_, err := get(t, tr3, strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(10), tr3.Stats().Retries, "few requests: the floor, 1 a second over 10 s")
+	for i := range n - 20 {
+		_, err := get(t, tr3, "more"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	st = tr3.Stats()
+	assert.Equal(t, int64(n/10), st.Retries, "many: 10%, not 10% plus the floor")
+	assert.LessOrEqual(t, float64(st.Attempts)/float64(st.Requests), 1.1)
 }
 
 // Retry-After is honoured on 503 and on 429: the retry waits at least
@@ -376,6 +430,59 @@ func TestBreakerCutsOffDeadBackend(t *testing.T) {
 	}
 	require.ErrorIs(t, fast, ErrNoBackend)
 	assert.Positive(t, tr.Stats().NoBackend)
+}
+
+// A backend that dies after a full window of successes is cut off within
+// a few attempts (ConsecutiveErrors), the requests it refuses going
+// elsewhere meanwhile, and its fast failures do not lower its latency
+// average.
+func TestBreakerOpensAtOnceOnDeath(t *testing.T) {
+	live, dying := newScripted(t, "live", ok), newScripted(t, "dying", ok)
+	clk := newFakeClock(true)
+	opened := make(chan string, 1)
+	tr := newTransport(t, Config{
+		Clock: clk, Rand: rand.NewPCG(19, 20),
+		OnStateChange: func(backend string, _, to State) {
+			if to == Open {
+				opened <- backend
+			}
+		},
+	}, live, dying)
+	for i := range 200 {
+		_, err := get(t, tr, strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	require.Positive(t, dying.hits.Load())
+	before := tr.Stats().Backends[1]
+	require.Equal(t, dying.srv.URL, before.URL)
+	dying.srv.Close()
+	for i := range 50 {
+		code, err := get(t, tr, "dead"+strconv.Itoa(i))
+		require.NoError(t, err, "refused, retried on the live one")
+		assert.Equal(t, http.StatusOK, code)
+	}
+	select {
+	case b := <-opened:
+		assert.Equal(t, dying.srv.URL, b)
+	default:
+		t.Fatal("the breaker did not open")
+	}
+	after := tr.Stats().Backends[1]
+	assert.Equal(t, Open, after.Breaker.State)
+	assert.Equal(t, int64(DefaultBreakerConsecutiveErrors), after.Failed, "open after 5 refusals, whatever the window held")
+	assert.GreaterOrEqual(t, after.Latency, before.Latency, "failing fast does not make it look fast")
+}
+
+func TestFailureOnlyRaisesLatency(t *testing.T) {
+	now := time.Now()
+	var b backend
+	b.observe(10*time.Millisecond, now, time.Second)
+	b.raise(100*time.Microsecond, now.Add(time.Millisecond))
+	assert.InDelta(t, 0.010, b.latency, 1e-9, "a fast failure leaves it")
+	b.raise(50*time.Millisecond, now.Add(2*time.Millisecond))
+	assert.InDelta(t, 0.050, b.latency, 1e-9, "a slow one raises it")
+	b.observe(time.Millisecond, now.Add(time.Second), time.Second)
+	assert.Less(t, b.latency, 0.050, "answers bring it down")
 }
 
 // New refuses a configuration without backends, or with a bad one.

@@ -69,7 +69,7 @@ type CPUStats struct {
 // after it began, and keeps refusing after it ended), with loadshed's
 // proportional rejection between two thresholds. It reads the whole
 // machine's counters, so in a container with a CPU quota it sees the host,
-// not the quota.
+// not the quota, and other processes' work closes it too.
 //
 // The rejection probability is computed off the hot path and kept as an
 // atomic threshold: Admit is one atomic load, plus one call to Rand while
@@ -179,13 +179,7 @@ func (c *CPU) Refresh() CPUStats {
 		st.Reject = c.reject(st.Utilisation)
 	}
 	c.stats = st
-	thr := uint64(0)
-	switch {
-	case st.Reject >= 1:
-		thr = math.MaxUint64
-	case st.Reject > 0:
-		thr = uint64(st.Reject*(1<<53)) << 11
-	}
+	thr := dropThreshold(st.Reject)
 	old := c.thr.Swap(thr)
 	c.mu.Unlock()
 	if thr < old {
@@ -195,17 +189,7 @@ func (c *CPU) Refresh() CPUStats {
 }
 
 // reject maps a utilisation to a rejection probability.
-func (c *CPU) reject(u float64) float64 {
-	lo, hi := c.opts.Lower, c.opts.Upper
-	switch {
-	case u <= lo:
-		return 0
-	case u >= hi:
-		return 1
-	default:
-		return (u - lo) / (hi - lo)
-	}
-}
+func (c *CPU) reject(u float64) float64 { return band(u, c.opts.Lower, c.opts.Upper) }
 
 // Admit admits all requests below Lower, none above Upper, and in between
 // refuses with the probability computed at the last refresh.
