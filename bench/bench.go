@@ -79,6 +79,11 @@ type Config struct {
 	// URL is the target; its host must be a loopback address or
 	// "localhost".
 	URL string
+	// URLs, when set instead of URL, are several targets (each as URL
+	// must be): the requests go to them in turn, round robin, each
+	// target with a pool of Conns connections. Client is used for all of
+	// them when set.
+	URLs []string
 	// Method is the request method; empty means GET.
 	Method string
 	// Rate is the offered load in requests per second; it must be > 0
@@ -147,7 +152,7 @@ type Config struct {
 	// what the target did with the load offered then; and the OK answers
 	// that ended in each bucket, whatever their schedule, which is the
 	// target's output then. The buckets cover the whole run, every phase
-	// included.
+	// included. Each class's buckets are in its ClassResult.Series.
 	Bucket time.Duration
 }
 
@@ -169,6 +174,9 @@ type ClassResult struct {
 	// Latency holds the latencies of OK answers in microseconds, from
 	// the scheduled send time to the end of the body.
 	Latency *hdrhistogram.Histogram
+	// Series is the class's part of Result.Series (nil without
+	// Config.Bucket).
+	Series []Bucket
 }
 
 // Result is the outcome of a run. Its counts are the sums over ByClass.
@@ -248,6 +256,12 @@ func (r *runner) class(name string) *ClassResult {
 	c := r.res.ByClass[name]
 	if c == nil {
 		c = &ClassResult{Latency: hdrhistogram.New(1, r.histMax, 3)}
+		if n := len(r.res.Series); n > 0 {
+			c.Series = make([]Bucket, n)
+			for i := range c.Series {
+				c.Series[i].Start = r.res.Series[i].Start
+			}
+		}
 		r.res.ByClass[name] = c
 	}
 	return c
@@ -261,7 +275,7 @@ const (
 	outFailed
 )
 
-func (r *runner) record(c *ClassResult, b *Bucket, o outcome, lat time.Duration) {
+func (r *runner) record(c *ClassResult, b int, o outcome, lat time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch o {
@@ -274,36 +288,42 @@ func (r *runner) record(c *ClassResult, b *Bucket, o outcome, lat time.Duration)
 	default:
 		c.Failed++
 	}
-	if b != nil {
-		if o == outOK {
-			if i := int(time.Since(r.start) / r.cfg.Bucket); i < len(r.res.Series) {
-				r.res.Series[i].Completed++
-			}
+	if b < 0 {
+		return
+	}
+	done := -1
+	if o == outOK {
+		if i := int(time.Since(r.start) / r.cfg.Bucket); i < len(r.res.Series) {
+			done = i
 		}
-		switch o {
+	}
+	for _, series := range [2][]Bucket{r.res.Series, c.Series} {
+		if done >= 0 {
+			series[done].Completed++
+		}
+		switch bk := &series[b]; o {
 		case outOK:
-			b.OK++
+			bk.OK++
 		case outRejected:
-			b.Rejected++
+			bk.Rejected++
 		default:
-			b.Failed++
+			bk.Failed++
 		}
 	}
 }
 
-// bucket returns the series bucket of a request scheduled at off from the
-// start, or nil without a series.
-func (r *runner) bucket(off time.Duration) *Bucket {
+// bucket returns the index of the series bucket of a request scheduled at
+// off from the start, or -1 without a series.
+func (r *runner) bucket(off time.Duration) int {
 	if r.cfg.Bucket <= 0 {
-		return nil
+		return -1
 	}
-	i := min(int(off/r.cfg.Bucket), len(r.res.Series)-1)
-	return &r.res.Series[i]
+	return min(int(off/r.cfg.Bucket), len(r.res.Series)-1)
 }
 
 // send performs one request scheduled at at, on a new connection when
 // fresh.
-func (r *runner) send(ctx context.Context, fresh bool, at time.Time, c *ClassResult, b *Bucket, hdr http.Header) {
+func (r *runner) send(ctx context.Context, fresh bool, at time.Time, c *ClassResult, b int, hdr http.Header) {
 	o := r.snd.send(ctx, at.Add(r.deadline), fresh, hdr)
 	lat := time.Since(at)
 	if lat > r.deadline {
@@ -323,8 +343,17 @@ type plan struct {
 
 // newPlan checks cfg and fills in its defaults.
 func newPlan(cfg Config) (plan, error) {
-	if _, err := checkLoopback(cfg.URL); err != nil {
-		return plan{}, err
+	targets := cfg.URLs
+	switch {
+	case len(targets) == 0:
+		targets = []string{cfg.URL}
+	case cfg.URL != "":
+		return plan{}, errors.New("bench: set URL or URLs, not both")
+	}
+	for _, u := range targets {
+		if _, err := checkLoopback(u); err != nil {
+			return plan{}, err
+		}
 	}
 	p := plan{Config: cfg}
 	if len(cfg.Phases) == 0 {
@@ -387,7 +416,7 @@ func newPlan(cfg Config) (plan, error) {
 }
 
 // Run offers cfg's load (Rate for Duration, or each of Phases in turn) to
-// cfg.URL and returns what came back. It returns an error for a bad Config;
+// cfg.URL (or cfg.URLs, in turn) and returns what came back. It returns an error for a bad Config;
 // if ctx ends early, it stops sending, waits for the requests in flight
 // (they are cancelled with ctx) and returns the partial Result with ctx's
 // error. Run leaves no goroutine behind.
@@ -398,8 +427,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cfg = p.Config
 
-	u, _ := url.Parse(cfg.URL) // checked by newPlan
-	snd, err := newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+	snd, err := newSenders(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -469,8 +497,9 @@ dispatch:
 		c := r.class(name)
 		c.Offered++
 		b := r.bucket(off)
-		if b != nil {
-			b.Offered++
+		if b >= 0 {
+			r.res.Series[b].Offered++
+			c.Series[b].Offered++
 		}
 		r.mu.Unlock()
 		select {
@@ -488,9 +517,11 @@ dispatch:
 			r.mu.Lock()
 			c.Failed++
 			c.Dropped++
-			if b != nil {
-				b.Failed++
-				b.Dropped++
+			if b >= 0 {
+				for _, bk := range [2]*Bucket{&r.res.Series[b], &c.Series[b]} {
+					bk.Failed++
+					bk.Dropped++
+				}
 			}
 			r.mu.Unlock()
 		}

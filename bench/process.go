@@ -45,6 +45,14 @@ type childSpec struct {
 	// handlers beside the weather (see strayHandler): its blocking
 	// endpoint calls this URL.
 	StrayURL string `json:"stray_url,omitempty"`
+	// Addr, when set, is the address the target listens on (the cluster
+	// scenario starts a killed backend again on its address); LoadHint
+	// makes a sluice target send the load hint (server.Config.LoadHint).
+	Addr     string `json:"addr,omitempty"`
+	LoadHint bool   `json:"load_hint,omitempty"`
+	// Tenants, when set, gives a sluice target a tenant tracker and an
+	// agent over Redis (the tenants scenario, see TenantChild).
+	Tenants *TenantChild `json:"tenants,omitempty"`
 }
 
 // TargetNice is the nice value of the targets' child processes. On a
@@ -96,7 +104,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
 		return fmt.Errorf("bad %s: %w", ChildEnv, err)
 	}
-	t, ok := TargetByName(cs.Target)
+	t, ok := targetByName(cs.Target, serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants})
 	if !ok {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}

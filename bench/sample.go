@@ -34,6 +34,11 @@ const (
 	// net/http client call for a second, twice a second, beside a
 	// trivial endpoint and beside a CPU-bound load (see StrayConfig).
 	ScenarioStray = "stray"
+	// ScenarioCluster offers 1.5x of the capacity of a cluster of three
+	// backends, one of them 3x slower, through three clients (no retry,
+	// naive retry, package client), then kills a backend and brings it
+	// back (see ClusterConfig).
+	ScenarioCluster = "cluster"
 )
 
 // Percentiles are latencies of the OK answers, in milliseconds.
@@ -118,6 +123,12 @@ type Sample struct {
 	// Noisy is set for the noisy scenario, Stray for the stray scenario.
 	Noisy *NoisyInfo `json:"noisy,omitempty"`
 	Stray *StrayInfo `json:"stray,omitempty"`
+	// Cluster is set for the cluster scenario.
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
+	// Shed is set for the shed scenario.
+	Shed *ShedInfo `json:"shed,omitempty"`
+	// Tenants is set for the tenants scenario.
+	Tenants *TenantsInfo `json:"tenants,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
@@ -127,6 +138,9 @@ type Sample struct {
 type ClassSample struct {
 	Rates   Rates       `json:"rates"`
 	Latency Percentiles `json:"latency_ms"`
+	// Series is the class's outcomes per bucket, for a scenario that
+	// counts them (tenants).
+	Series []Bucket `json:"series,omitempty"`
 }
 
 // HandlerSpec is the weather handler's shape, as the targets serve it.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/reject"
@@ -20,6 +21,44 @@ type sender interface {
 	send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome
 	// close releases the connections.
 	close()
+}
+
+// newSenders returns the sender of a run: cfg.URL's, or one for each of
+// cfg.URLs taken in turn (roundRobin).
+func newSenders(ctx context.Context, cfg Config) (sender, error) {
+	if len(cfg.URLs) == 0 {
+		u, _ := url.Parse(cfg.URL) // checked by newPlan
+		return newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+	}
+	rr := &roundRobin{}
+	for _, raw := range cfg.URLs {
+		u, _ := url.Parse(raw) // checked by newPlan
+		s, err := newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+		if err != nil {
+			rr.close()
+			return nil, err
+		}
+		rr.senders = append(rr.senders, s)
+	}
+	return rr, nil
+}
+
+// roundRobin sends each request through the next of its senders, in
+// turn.
+type roundRobin struct {
+	senders []sender
+	next    atomic.Uint64
+}
+
+func (r *roundRobin) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
+	i := (r.next.Add(1) - 1) % uint64(len(r.senders))
+	return r.senders[i].send(ctx, deadline, fresh, hdr)
+}
+
+func (r *roundRobin) close() {
+	for _, s := range r.senders {
+		s.close()
+	}
 }
 
 // newSender returns the built-in raw client for a plain-http URL, with a

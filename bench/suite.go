@@ -101,6 +101,12 @@ type SuiteConfig struct {
 	Noisy NoisyConfig
 	// Stray shapes the stray scenario.
 	Stray StrayConfig
+	// Cluster shapes the cluster scenario.
+	Cluster ClusterConfig
+	// Shed shapes the shed scenario; it serves the handler of Shape.
+	Shed ShedConfig
+	// Tenants shapes the tenants scenario.
+	Tenants TenantsConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -139,7 +145,7 @@ func (c *SuiteConfig) defaults() error {
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = all
 	}
-	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray})
+	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants})
 	for _, s := range c.Scenarios {
 		if !slices.Contains(known, s) {
 			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
@@ -158,6 +164,26 @@ func (c *SuiteConfig) defaults() error {
 	if slices.Contains(c.Scenarios, ScenarioStray) {
 		if err := c.Stray.defaults(); err != nil {
 			return err
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioCluster) {
+		if err := c.Cluster.defaults(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioShed) {
+		if err := c.Shed.defaults(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioTenants) {
+		if err := c.Tenants.defaults(); err != nil {
+			return err
+		}
+		for _, t := range c.Targets {
+			if !tenantCapable(t) {
+				return fmt.Errorf("bench: the tenants scenario runs on sluice targets only (its tracker is an admission policy), not %q: name them with -targets", t)
+			}
 		}
 	}
 	if c.Shape.Name == "" {
@@ -297,6 +323,22 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 				}
 				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m, part: part})
 			}
+		case ScenarioCluster:
+			sh := c.Cluster.shape()
+			for _, part := range ClusterParts {
+				m := c.Cluster.Multiple
+				if part == ClusterKill {
+					m = c.Cluster.KillMultiple
+				}
+				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m, part: part})
+			}
+		case ScenarioShed:
+			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec}) // offered multiples of ShedReference's C
+		case ScenarioTenants:
+			sh := c.Tenants.shape()
+			for _, part := range TenantsParts {
+				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: c.Tenants.multiple(), part: part})
+			}
 		}
 	}
 	return shapes, points
@@ -313,6 +355,12 @@ func (c *SuiteConfig) window(p point) time.Duration {
 		if p.part != StrayCPU {
 			return c.Duration + c.Stray.Delay // the last stray call's answer
 		}
+	case ScenarioCluster:
+		return c.clusterWindow(p.part)
+	case ScenarioShed:
+		return c.shedWindow()
+	case ScenarioTenants:
+		return c.Tenants.Duration
 	}
 	return c.Duration
 }
@@ -380,7 +428,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 					what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
 					progress(0, what)
 					var err error
-					capacity, capCPU, err = cfg.calibrate(ctx, tgt, sh.Spec)
+					capacity, capCPU, err = cfg.capacityOf(ctx, tgt, sh)
 					progress(calibration, what)
 					if err != nil {
 						return rep, err
@@ -454,6 +502,12 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 		return cfg.noisy(ctx, target, p, repeat, run)
 	case ScenarioStray:
 		return cfg.stray(ctx, target, p, capacity, repeat, run)
+	case ScenarioCluster:
+		return cfg.cluster(ctx, target, p, capacity, repeat, run)
+	case ScenarioShed:
+		return cfg.shed(ctx, target, p, repeat, run)
+	case ScenarioTenants:
+		return cfg.tenants(ctx, target, p, capacity, repeat, run)
 	}
 	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
 	if err != nil {
@@ -561,6 +615,7 @@ func fill(s *Sample, res *Result) {
 			s.Classes[name] = ClassSample{
 				Rates:   rates(c.Offered, c.OK, c.Rejected, c.Failed, res.Duration),
 				Latency: percentiles(c.Latency),
+				Series:  c.Series,
 			}
 		}
 	}

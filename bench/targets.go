@@ -106,19 +106,48 @@ func SluiceHalfConfig() sluice.Config {
 //     placements side by side (the noisy scenario).
 //
 // The handler is the weather service in every one.
-func Targets() []Target {
+func Targets() []Target { return targets(serveOptions{}) }
+
+// serveOptions say how a child serves its target beyond the handler: the
+// cluster scenario's backends listen on a given address, to come back on
+// it after being killed, and sluice ones send the load hint.
+type serveOptions struct {
+	// addr is the address to listen on; empty means 127.0.0.1 on a port
+	// the kernel picks.
+	addr string
+	// loadHint sets server.Config.LoadHint on the sluice targets.
+	loadHint bool
+	// dashboard, when set, is the address a sluice target serves its
+	// dashboard on (DashboardEnv).
+	dashboard string
+	// tenants, when set, puts a tenant tracker and agent in a sluice
+	// target (TenantChild.attach).
+	tenants *TenantChild
+}
+
+// listenAddr returns the address to listen on.
+func (o serveOptions) listenAddr() string {
+	if o.addr == "" {
+		return "127.0.0.1:0"
+	}
+	return o.addr
+}
+
+// targets returns Targets, serving as o says.
+func targets(o serveOptions) []Target {
 	pinned := srt.WithPinning(true)
+	netHTTP := func(h http.Handler) (*Running, error) { return running(listenNetHTTP(o.listenAddr(), h)) }
 	return []Target{
-		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig()) }},
-		{Name: "nethttp", Serve: func(h http.Handler) (*Running, error) { return running(startNetHTTP(h)) }},
+		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceConfig()) }},
+		{Name: "nethttp", Serve: netHTTP},
 		{Name: "semaphore", Serve: func(h http.Handler) (*Running, error) {
-			return running(startNetHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, h)))
+			return netHTTP(semaphore(runtime.GOMAXPROCS(0), SemaphoreTimeout, h))
 		}},
-		{Name: "sluice-half", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceHalfConfig()) }},
-		{Name: "gosched", Serve: startGoSched},
-		{Name: "sluice-pinned", Serve: func(h http.Handler) (*Running, error) { return startSluice(h, SluiceConfig(), pinned) }},
+		{Name: "sluice-half", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHalfConfig()) }},
+		{Name: "gosched", Serve: func(h http.Handler) (*Running, error) { return startGoSched(o, h) }},
+		{Name: "sluice-pinned", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceConfig(), pinned) }},
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
-			return startSluice(h, SluiceHalfConfig(), pinned)
+			return startSluice(o, h, SluiceHalfConfig(), pinned)
 		}},
 	}
 }
@@ -134,7 +163,7 @@ const GoSchedFraction = 2.0
 // startGoSched serves h on net/http behind package httpgate with the
 // GoSched gate and the 100 ms timed queue: the nearest thing to the
 // executor's busy count that plain net/http can have.
-func startGoSched(h http.Handler) (*Running, error) {
+func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
 	adm, err := httpgate.New(admit.Config{
 		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction})},
 		Queue: &admit.QueueOptions{},
@@ -142,7 +171,7 @@ func startGoSched(h http.Handler) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	url, stop, err := startNetHTTP(adm.Wrap(h))
+	url, stop, err := listenNetHTTP(o.listenAddr(), adm.Wrap(h))
 	if err != nil {
 		adm.Close()
 		return nil, err
@@ -154,9 +183,13 @@ func startGoSched(h http.Handler) (*Running, error) {
 	}, nil
 }
 
-// TargetByName returns the target of Targets with that name.
-func TargetByName(name string) (Target, bool) {
-	for _, t := range Targets() {
+// TargetByName returns the target of Targets, or of the shed scenario's
+// (TargetSluiceBusy, TargetSluiceCPU), with that name.
+func TargetByName(name string) (Target, bool) { return targetByName(name, serveOptions{}) }
+
+// targetByName is TargetByName serving as o says.
+func targetByName(name string, o serveOptions) (Target, bool) {
+	for _, t := range append(targets(o), shedTargets(o)...) {
 		if t.Name == name {
 			return t, true
 		}
@@ -171,10 +204,18 @@ func running(url string, stop func() error, err error) (*Running, error) {
 	return &Running{URL: url, Stop: stop}, nil
 }
 
-func startSluice(h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Running, error) {
-	srv, err := sluice.Listen("127.0.0.1:0", h, cfg, opts...)
+func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Running, error) {
+	cfg.LoadHint = cfg.LoadHint || o.loadHint
+	var tenants *tenantAgent
+	if o.tenants != nil {
+		var err error
+		if tenants, err = o.tenants.attach(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	srv, err := sluice.Listen(o.listenAddr(), h, cfg, opts...)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, tenants.stop())
 	}
 	rt := srv.Runtime()
 	info := rt.CPUInfo()
@@ -184,16 +225,33 @@ func startSluice(h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Runnin
 		defer cancel()
 		return srv.Stop(ctx)
 	}
+	if tenants != nil {
+		stopServer := stop
+		stop = func() error { return errors.Join(stopServer(), tenants.stop()) }
+	}
+	if o.dashboard != "" {
+		stopDashboard, err := serveDashboard(o.dashboard, srv)
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		stopServer := stop
+		stop = func() error { return errors.Join(stopDashboard(), stopServer()) }
+	}
 	return &Running{
 		URL:       "http://" + srv.Addr().String(),
 		Stop:      stop,
-		Stats:     func() any { return srv.Stats() },
+		Stats:     func() any { return tenants.stats(srv.Stats()) },
 		Placement: func() Placement { return place },
 	}, nil
 }
 
 func startNetHTTP(h http.Handler) (string, func() error, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return listenNetHTTP("127.0.0.1:0", h)
+}
+
+// listenNetHTTP serves h with net/http on addr.
+func listenNetHTTP(addr string, h http.Handler) (string, func() error, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}

@@ -20,12 +20,17 @@ type Document struct {
 	// absent when the report has none.
 	Noisy []NoisyRow `json:"noisy,omitempty"`
 	Stray []StrayRow `json:"stray,omitempty"`
+	// Shed is the rows of the shed scenario, absent when it has none.
+	Shed []ShedRow `json:"shed,omitempty"`
+	// Tenants is the rows of the tenants scenario, absent when it has
+	// none.
+	Tenants []TenantsRow `json:"tenants,omitempty"`
 }
 
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
 	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep),
-		Noisy: SummarizeNoisy(rep), Stray: SummarizeStray(rep)}
+		Noisy: SummarizeNoisy(rep), Stray: SummarizeStray(rep), Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

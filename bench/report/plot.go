@@ -36,14 +36,18 @@ const (
 //   - latency-<shape>.png for the same shapes: median p50 (solid) and p99
 //     (dashed) latency of the OK answers in ms (log scale) against the
 //     offered multiple;
-//   - step-<shape>.png for each shape of the step scenario: goodput,
+//   - step-<shape>.png for each shape of the step scenario (and
+//     shed-<shape>.png for the shed scenario's): goodput,
 //     offered (dashed) and rejected (thin) rates per second of each series
 //     bucket against time, for one kept run per target (the one with the
 //     lowest repeat index, named in the title), with the step up and down
 //     marked;
 //   - soak-<shape>.png for each shape of the soak scenario: goodput per
 //     bucket as a fraction of C against time, for one run per target (the
-//     lowest repeat), with the least the rules allow marked.
+//     lowest repeat), with the least the rules allow marked;
+//   - tenants.png for the tenants scenario: the heavy tenant's goodput and
+//     the light tenants' together against time, in multiples of C, with
+//     enforcement on (solid) and off (dashed), for the first target.
 //
 // The shape's part of a name is reduced to letters, digits, '-' and '_';
 // a sample without a shape gives goodput.png, latency.png and step.png. A
@@ -88,15 +92,20 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 			return paths, err
 		}
 	}
-	for _, shape := range shapes(rep, bench.ScenarioStep) {
-		if err := save(stepPlot(rep, shape, ranks)); err != nil {
-			return paths, err
+	for _, sc := range []string{bench.ScenarioStep, bench.ScenarioShed} {
+		for _, shape := range shapes(rep, sc) {
+			if err := save(stepPlot(rep, sc, shape, ranks)); err != nil {
+				return paths, err
+			}
 		}
 	}
 	for _, shape := range shapes(rep, bench.ScenarioSoak) {
 		if err := save(soakPlot(rep, shape, ranks)); err != nil {
 			return paths, err
 		}
+	}
+	if err := save(tenantsPlot(rep)); err != nil {
+		return paths, err
 	}
 	return paths, nil
 }
@@ -398,12 +407,13 @@ type stepRun struct {
 	width  time.Duration // of its series' buckets
 }
 
-// stepRuns picks, per target of the step scenario with shape, the kept run
-// with a series that has the lowest repeat index, in target order.
-func stepRuns(rep *bench.Report, shape string, ranks map[string]int) []stepRun {
+// stepRuns picks, per target of the scenario (step, or shed) with shape,
+// the kept run with a series that has the lowest repeat index, in target
+// order.
+func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int) []stepRun {
 	picked := make(map[string]stepRun)
 	for _, s := range rep.Samples {
-		if s.Scenario != bench.ScenarioStep || s.Shape != shape || s.Behind || len(s.Series) == 0 {
+		if s.Scenario != scenario || s.Shape != shape || s.Behind || len(s.Series) == 0 {
 			continue
 		}
 		end := s.Series[len(s.Series)-1].Start
@@ -426,11 +436,16 @@ func stepRuns(rep *bench.Report, shape string, ranks map[string]int) []stepRun {
 	return runs
 }
 
-// stepPlot draws the step time series of shape and returns it with its
-// file name, or a nil plot when no target has a kept run with a series.
-func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot, string, error) {
-	name := fileName("step", shape)
-	runs := stepRuns(rep, shape, ranks)
+// stepPlot draws the time series of shape in the step scenario (or the
+// shed scenario, whose load is a step too) and returns it with its file
+// name, or a nil plot when no target has a kept run with a series.
+func stepPlot(rep *bench.Report, scenario, shape string, ranks map[string]int) (*plot.Plot, string, error) {
+	name := fileName(scenario, shape)
+	runs := stepRuns(rep, scenario, shape, ranks)
+	title := "Step response"
+	if scenario == bench.ScenarioShed {
+		title = "Shed scenario: one signal alone against a step"
+	}
 	if len(runs) == 0 {
 		return nil, name, nil
 	}
@@ -439,8 +454,8 @@ func stepPlot(rep *bench.Report, shape string, ranks map[string]int) (*plot.Plot
 		shown[i] = fmt.Sprintf("%s #%d", r.target, r.sample.Repeat)
 	}
 	bucket := formatDurationMS(runs[0].width) + " ms"
-	p := newPlot(fmt.Sprintf("Step response, shape %s, rates per %s bucket\nrun shown: first kept repeat of each target (%s)",
-		orDash(shape), bucket, strings.Join(shown, ", ")),
+	p := newPlot(fmt.Sprintf("%s, shape %s, rates per %s bucket\nrun shown: first kept repeat of each target (%s)",
+		title, orDash(shape), bucket, strings.Join(shown, ", ")),
 		"time since start of run (s)", "requests per second")
 	p.Legend.Left, p.Legend.XOffs = false, -legendInset
 	ymax := 0.0

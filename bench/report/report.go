@@ -11,8 +11,10 @@
 // all behind is shown as such rather than as numbers.
 //
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
-// scenarios, SummarizeNoisy and SummarizeStray those of the noisy and stray
-// scenarios (WriteNoisy, WriteStray print them), StepMetrics and SummarizeSteps the step response (how fast
+// scenarios, SummarizeNoisy, SummarizeStray and SummarizeCluster those of
+// the noisy, stray and cluster scenarios (WriteNoisy, WriteStray and
+// WriteCluster print them), SummarizeShed and WriteShed the shed scenario's
+// (ShedMetrics reads one run), StepMetrics and SummarizeSteps the step response (how fast
 // goodput settles after the load steps up and how long rejections go on
 // after it steps down), WriteTable and WriteJSON print them (the table with
 // a legend of its columns and notes on its blanks), PlainSummary says in
@@ -157,8 +159,8 @@ func groups(rep *bench.Report) []*group {
 	var out []*group
 	index := make(map[groupKey]*group)
 	for _, s := range rep.Samples {
-		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray {
-			continue // tables of their own: SummarizeNoisy, SummarizeStray
+		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray || s.Scenario == bench.ScenarioCluster || s.Scenario == bench.ScenarioShed || s.Scenario == bench.ScenarioTenants {
+			continue // tables of their own: SummarizeNoisy, SummarizeStray, SummarizeCluster, SummarizeShed, SummarizeTenants
 		}
 		k := groupKey{s.Scenario, s.Shape, s.Target, multipleKey(s.Multiple)}
 		g, ok := index[k]

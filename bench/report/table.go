@@ -29,8 +29,8 @@ import (
 // they measured, marked "*", and a note under the table says so, as it
 // says why a cell of the column is blank.
 //
-// The noisy and stray scenarios have tables of their own (WriteNoisy,
-// WriteStray), written last.
+// The noisy, stray and cluster scenarios have tables of their own
+// (WriteNoisy, WriteStray, WriteCluster), written last.
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -56,7 +56,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		}
 		start = end
 	}
-	own := len(SummarizeNoisy(rep)) > 0 || len(SummarizeStray(rep)) > 0
+	own := len(SummarizeNoisy(rep)) > 0 || len(SummarizeStray(rep)) > 0 || len(SummarizeCluster(rep)) > 0 || len(SummarizeShed(rep)) > 0 || len(SummarizeTenants(rep)) > 0
 	switch {
 	case len(rows) > 0:
 		buf.WriteString("\n")
@@ -67,7 +67,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
-	return errors.Join(WriteNoisy(w, rep), WriteStray(w, rep))
+	return errors.Join(WriteNoisy(w, rep), WriteStray(w, rep), WriteCluster(w, rep), WriteShed(w, rep), WriteTenants(w, rep))
 }
 
 // columns says which optional columns a table has.

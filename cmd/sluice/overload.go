@@ -41,6 +41,9 @@ type suiteFlags struct {
 	chaos string
 	// noisyRates are the noisy scenario's offered loads ("800,1200").
 	noisyRates string
+	// dashboard is the address the sluice targets serve their live
+	// dashboard on while they run; empty for none.
+	dashboard string
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
@@ -54,7 +57,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
-		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get)")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
@@ -62,9 +65,12 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.BoolVar(&c.Noisy.Quiet, "noisy-quiet", false, "run the noisy scenario without its neighbour: the control")
 		fs.DurationVar(&c.Stray.Delay, "stray-delay", bench.DefaultStrayDelay, "how long the stray scenario's blocking call waits for its slow service")
 		fs.Float64Var(&c.Stray.Multiple, "stray-x", bench.DefaultStrayMultiple, "the stray scenario's CPU-bound load, in multiples of capacity")
+		fs.Float64Var(&c.Cluster.Multiple, "cluster-x", bench.DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
+		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
+		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
-	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned")
+	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned; for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone)")
 	fs.DurationVar(&f.cpu, "cpu", f.cpu, "CPU work per request of the weather handler")
 	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
 	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")
@@ -78,6 +84,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.genCPUs, "generator-cpus", "", "with -target-cpus, the CPU list the load generator runs on (for example 0, or 0-3)")
 	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else one line per step), on (the bar), lines (one line per step), off")
+	fs.StringVar(&f.dashboard, "dashboard", "", "serve the live dashboard of each sluice target on this address while it runs, at "+bench.DashboardPath+" (for example localhost:8090)")
 }
 
 // finish checks the flags and completes the suite's configuration.
@@ -128,6 +135,12 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-stray-delay must be in (0, 1m], got %v", c.Stray.Delay)
 		case !(c.Stray.Multiple > 0) || c.Stray.Multiple > 1000:
 			return fmt.Errorf("-stray-x must be in (0, 1000], got %v", c.Stray.Multiple)
+		case !(c.Cluster.Multiple > 0) || c.Cluster.Multiple > 1000:
+			return fmt.Errorf("-cluster-x must be in (0, 1000], got %v", c.Cluster.Multiple)
+		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
+			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
+		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
+			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
 		}
 		rates, err := parseRates("-noisy-rates", f.noisyRates)
 		if err != nil {
@@ -154,6 +167,12 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	}
 	c.Shape = bench.Shape{Name: name, Spec: bench.HandlerSpec{CPU: f.cpu, DB: f.db, Blocking: f.blocking}}
 	c.Command = strings.Join(append([]string{"go run ./cmd/sluice", cmd}, args...), " ")
+	if f.dashboard != "" {
+		if err := checkDashboard(f.dashboard, c.Scenarios); err != nil {
+			return err
+		}
+		c.Launch = bench.DashboardLauncher(c.Launch, f.dashboard)
+	}
 	return nil
 }
 
@@ -269,6 +288,9 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 	}
 	if err := f.finish(name, args); err != nil {
 		return err
+	}
+	if f.dashboard != "" {
+		fmt.Fprintf(stderr, "dashboard: %s (each sluice target's, while it runs)\n", dashboardURL(f.dashboard))
 	}
 	out := f.out
 	if out == "" {
