@@ -225,7 +225,8 @@ type Resources struct {
 	// (ESTABLISHED in /proc/net/tcp, on its port), CloseWait those its
 	// client has closed and it has not (CLOSE_WAIT); -1 when unknown.
 	// Both are read just before and just after FDs: Conns is the larger
-	// reading, CloseWait the smaller.
+	// reading (at most FDs: connections opened after the descriptors were
+	// read are not among them), CloseWait the smaller.
 	Conns     int `json:"conns"`
 	CloseWait int `json:"close_wait"`
 	// Goroutines and HeapBytes are the child's latest report on itself
@@ -638,7 +639,7 @@ func (p *Process) resources(at time.Duration) Resources {
 	}
 	r.Up, r.RSS, r.Threads, r.FDs = true, rss, threads, fds
 	if est2, cw2, err2 := tcpConns(p.port()); err1 == nil && err2 == nil {
-		r.Conns, r.CloseWait = max(est1, est2), min(cw1, cw2)
+		r.Conns, r.CloseWait = min(max(est1, est2), fds), min(cw1, cw2)
 	}
 	if pr := p.probe.Load(); pr != nil {
 		r.Goroutines, r.HeapBytes, r.ProbeAge = pr.Goroutines, pr.HeapBytes, time.Since(pr.at)
