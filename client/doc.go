@@ -58,4 +58,14 @@
 // await.Transport and the real clock sleeps with await.Sleep, and the time
 // the handler's own caller has left (which the sluice server turns into
 // the context's deadline) is forwarded.
+//
+// # Shedding outgoing calls
+//
+// ShedTransport sheds calls before they are sent, as loadshed's transport
+// wrapper does: the shedders of package gate (latency, a percentile, error
+// rate, calls in flight, a value of your own) decide each call and learn
+// from its outcome, and a shed call fails at once with an error matching
+// ErrShed (or gets ShedResponse's synthetic 503). Put it outside a
+// Transport (the Transport as its Base), so that a shed call is neither
+// retried nor taken from the retry budget.
 package client

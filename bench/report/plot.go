@@ -408,12 +408,12 @@ type stepRun struct {
 }
 
 // stepRuns picks, per target of the scenario (step, or shed) with shape,
-// the kept run with a series that has the lowest repeat index, in target
-// order.
+// the kept run (neither behind nor, for the shed scenario, disturbed) with
+// a series that has the lowest repeat index, in target order.
 func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int) []stepRun {
 	picked := make(map[string]stepRun)
 	for _, s := range rep.Samples {
-		if s.Scenario != scenario || s.Shape != shape || s.Behind || len(s.Series) == 0 {
+		if s.Scenario != scenario || s.Shape != shape || s.Behind || s.Shed.Disturbed() || len(s.Series) == 0 {
 			continue
 		}
 		end := s.Series[len(s.Series)-1].Start

@@ -278,12 +278,12 @@ func WriteShed(w io.Writer, rep *bench.Report) error {
 	}
 	_ = tw.Flush()
 	buf.WriteString(strings.Join([]string{
-		fmt.Sprintf("first refusal: from the step up to the end of the first bucket refusing (503) a share %.0f points above the share", 100*ShedMargin),
-		"refused before the step; goodput/C: 2xx within the deadline, per second of the overload, over C; late %: of the overload's",
-		"requests, failed (past the deadline, errors); 503 %: refused unstarted, during the overload, before it and after it (where the",
-		"load was light: needless); refusing for: from the step down to the end of the last bucket refusing as above; refused by: the",
-		"target's rejections by reason (median count); runs: kept/behind/disturbed (other programs used more than " + fmt.Sprintf("%.2g", bench.ShedDisturbed),
-		"CPU during the run: the CPU target reads the whole machine).",
+		fmt.Sprintf("first refusal: from the step up to the end of the first bucket that refused (503) %.0f points more of its requests", 100*ShedMargin),
+		"than were refused before the step; goodput/C: 2xx within the deadline, per second of the overload, over C; late %: of the",
+		"overload's requests, failed (past the deadline, errors); 503 %: refused unstarted, during the overload, before it and after",
+		"it (where the load was light: needless); refusing for: from the step down to the end of the last bucket refusing as above;",
+		"refused by: the target's rejections by reason (median count); runs: kept/behind/disturbed (other programs used more than",
+		fmt.Sprintf("%.2g CPU during the run, which the CPU target, reading the whole machine, counts as load).", bench.ShedDisturbed),
 	}, "\n") + "\n")
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write shed: %w", err)
