@@ -211,7 +211,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, nil
 		}
-		t.retries.Add(1)
 		discard(resp)
 		if wait > 0 {
 			if err := t.clock.Sleep(ctx, wait); err != nil {
@@ -219,6 +218,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("client: %s %s: waiting to retry: %w", req.Method, req.URL.Redacted(), err)
 			}
 		}
+		t.retries.Add(1) // counted when it is made: Attempts = Requests - NoBackend + Retries
 		b = next
 	}
 }
