@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,8 +60,16 @@ const (
 	KillAfter = "after"
 )
 
-// killClasses are the kill part's classes in the order of its phases.
+// killClasses are the kill part's classes, indexed by its phases.
 var killClasses = []string{KillBefore, KillDead, KillOpen, KillAfter}
+
+// The kill part's phases, indexes in killClasses.
+const (
+	phaseBefore int32 = iota
+	phaseDead
+	phaseOpen
+	phaseAfter
+)
 
 // clusterBackends is the number of backends; the last is the slow one.
 const clusterBackends = 3
@@ -486,7 +493,7 @@ func (cfg *SuiteConfig) clusterClient(part string, urls []string, base http.Roun
 type killer struct {
 	victim string // the backend's base URL
 	start  time.Time
-	phase  atomic.Int32 // index in killClasses
+	phase  atomic.Int32 // phaseBefore, phaseDead, phaseOpen or phaseAfter
 
 	mu   sync.Mutex
 	info ClusterKillInfo
@@ -500,13 +507,13 @@ func (k *killer) onStateChange(backend string, from, to client.State) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.info.Transitions = append(k.info.Transitions, ClusterTransition{At: time.Since(k.start), From: from.String(), To: to.String()})
-	if k.phase.Load() == 0 {
+	if k.phase.Load() == phaseBefore {
 		return // not killed yet
 	}
 	if to == client.Closed {
-		k.phase.Store(3)
+		k.phase.Store(phaseAfter)
 	} else {
-		k.phase.Store(2)
+		k.phase.Store(phaseOpen)
 	}
 }
 
@@ -534,7 +541,7 @@ func (k *killer) run(ctx context.Context, cfg *SuiteConfig, cl *cluster) error {
 	}
 	k.mu.Lock()
 	k.info.KilledAt = time.Since(k.start)
-	k.phase.Store(1)
+	k.phase.Store(phaseDead)
 	k.mu.Unlock()
 	if err := cl.kill(0); err != nil {
 		return err
@@ -621,32 +628,7 @@ func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p point, cap
 		k.start = t0
 		go func() { killed <- k.run(kctx, cfg, cl) }()
 	}
-	dbgStop := make(chan struct{})
-	dbgDone := make(chan struct{})
-	go func() {
-		defer close(dbgDone)
-		if k == nil || os.Getenv("CLUSTER_DEBUG") == "" {
-			return
-		}
-		tk := time.NewTicker(100 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-dbgStop:
-				return
-			case <-tk.C:
-			}
-			st := tr.Stats()
-			line := fmt.Sprintf("%6.2f", time.Since(t0).Seconds())
-			for _, b := range st.Backends {
-				line += fmt.Sprintf(" | sent %5d fail %4d lat %7.2fms inf %3d %s w%d/%d", b.Sent, b.Failed, float64(b.Latency)/1e6, b.InFlight, b.Breaker.State, b.Breaker.Failures, b.Breaker.Requests)
-			}
-			fmt.Fprintln(os.Stderr, line)
-		}
-	}()
 	res, err := Run(ctx, rc)
-	close(dbgStop)
-	<-dbgDone
 	if k != nil {
 		if err != nil {
 			stopKiller()

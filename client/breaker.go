@@ -244,6 +244,10 @@ const (
 	// busy), or the caller gave up; not counted while closed, a success
 	// for a probe (the backend is up).
 	neutral
+	// unused: the permission was given back without a request being
+	// sent (the retry it was taken for did not happen): not counted, and
+	// a half-open breaker's probe slot is free again.
+	unused
 )
 
 // failed reports whether v counts as a failure.
@@ -256,6 +260,14 @@ func (b *breaker) done(v verdict, now time.Time) {
 	}
 	b.mu.Lock()
 	var t transition
+	switch {
+	case v == unused:
+		if b.state == HalfOpen && b.probes > 0 {
+			b.probes--
+		}
+		b.mu.Unlock()
+		return
+	}
 	switch b.state {
 	case Closed:
 		if v == neutral {

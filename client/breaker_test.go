@@ -147,3 +147,23 @@ func TestStateString(t *testing.T) {
 	assert.Equal(t, "half-open", HalfOpen.String())
 	assert.Equal(t, "state(9)", State(9).String())
 }
+
+// TestBreakerUnusedPermission: a half-open breaker's permission given back
+// unused neither closes it nor counts as a probe; the slot is free again.
+func TestBreakerUnusedPermission(t *testing.T) {
+	now := time.Unix(0, 0)
+	cfg := BreakerConfig{MinRequests: 1, FailureRate: 0.5, Probes: 1, OpenFor: time.Second}
+	cfg.defaults()
+	b := newBreaker(cfg, now, nil)
+	require.True(t, b.allow(now))
+	b.done(failure, now)
+	require.Equal(t, Open, b.state)
+	now = now.Add(2 * time.Second)
+	require.True(t, b.allow(now), "half-open: one probe")
+	require.False(t, b.allow(now), "the probe slot is taken")
+	b.done(unused, now)
+	assert.Equal(t, HalfOpen, b.state, "not closed by a probe never sent")
+	require.True(t, b.allow(now), "the slot is free again")
+	b.done(success, now)
+	assert.Equal(t, Closed, b.state)
+}

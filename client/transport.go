@@ -202,7 +202,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if ok && !t.budget.withdraw(t.clock.Now()) {
 			t.denied.Add(1)
-			next.breaker.done(neutral, t.clock.Now()) // give its permission back
+			next.breaker.done(unused, t.clock.Now()) // give its permission back
 			ok = false
 		}
 		if !ok {
@@ -214,7 +214,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		if wait > 0 {
 			if err := t.clock.Sleep(ctx, wait); err != nil {
-				next.breaker.done(neutral, t.clock.Now())
+				next.breaker.done(unused, t.clock.Now())
 				return nil, fmt.Errorf("client: %s %s: waiting to retry: %w", req.Method, req.URL.Redacted(), err)
 			}
 		}
