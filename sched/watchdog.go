@@ -105,6 +105,11 @@ func (w *Worker) inspect(now int64) {
 // handOver gives the worker that runner r owns, and whose guest code
 // blocks, to a spare runner.
 func (w *Worker) handOver(r *runner) {
+	if w.s.state.Load() != stateRunning {
+		// Stopping: the runners are exiting, and a spare started now could
+		// be added to the wait group after Stop's Wait saw it at zero.
+		return
+	}
 	spare := w.takeSpare()
 	if spare == nil {
 		return
