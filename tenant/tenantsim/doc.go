@@ -10,7 +10,7 @@
 // fixed delay and fail during an outage.
 //
 // A Scenario describes a run (the fleet, the tenants, enforcement off for a
-// while, an outage, the store's delay, the seed) and the targets it is
+// while, an outage, the store's delay, the random seed) and the targets it is
 // checked against; Builtin returns the scenarios of sluice simulate, Load
 // reads scenarios from JSON. Run runs one, deterministically for its seed,
 // in seconds of real time; WriteTable, WriteJSON and Plot give its
