@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/monotime"
 	"github.com/sluice-go/sluice/queue"
 )
 
@@ -124,8 +125,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		deadline: newDeadlineRule(cfg.Deadline),
 	}
 	if p.clock == nil {
-		epoch := time.Now()
-		p.clock = func() int64 { return int64(time.Since(epoch)) }
+		p.clock = monotime.Clock()
 	}
 	if s.maxAge > 0 {
 		p.maxAge.Store(int64(s.maxAge))

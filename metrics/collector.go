@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-go/sluice/internal/monotime"
 )
 
 // DefaultWindow is the span of the autoscaling gauges when Options.Window
@@ -101,8 +103,7 @@ func New(opts Options, sources ...Source) (*Collector, error) {
 		c.window = DefaultWindow
 	}
 	if c.clock == nil {
-		epoch := time.Now()
-		c.clock = func() int64 { return int64(time.Since(epoch)) }
+		c.clock = monotime.Clock()
 	}
 	if err := c.Add(sources...); err != nil {
 		c.Close()

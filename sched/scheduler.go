@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/lograte"
+	"github.com/sluice-go/sluice/internal/monotime"
 	"github.com/sluice-go/sluice/lanes"
 )
 
@@ -193,8 +194,7 @@ func New(cfg Config) (*Scheduler, error) {
 		s.set = lanes.NewSet()
 	}
 	if s.clock == nil {
-		base := time.Now()
-		s.clock = func() int64 { return int64(time.Since(base)) }
+		s.clock = monotime.Clock()
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/monotime"
 )
 
 // AgentOptions configures an Agent. Store is required; the rest has
@@ -142,7 +144,7 @@ func NewAgent(opts AgentOptions) (*Agent, error) {
 		o.ID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if o.Clock == nil {
-		o.Clock = realClock()
+		o.Clock = monotime.Clock()
 	}
 	return &Agent{opts: o, tracker: o.Tracker, ctrl: o.Controller}, nil
 }

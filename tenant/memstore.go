@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/monotime"
 )
 
 // MemoryStore is a Store in memory, for servers in one process (the
@@ -29,15 +31,9 @@ type memReport struct {
 // are on clock (monotonic nanoseconds; nil means the real clock).
 func NewMemoryStore(clock func() int64) *MemoryStore {
 	if clock == nil {
-		clock = realClock()
+		clock = monotime.Clock()
 	}
 	return &MemoryStore{clock: clock, reports: make(map[string]memReport)}
-}
-
-// realClock returns monotonic nanoseconds since the call.
-func realClock() func() int64 {
-	epoch := time.Now()
-	return func() int64 { return int64(time.Since(epoch)) }
 }
 
 // Push implements Store.
