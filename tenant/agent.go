@@ -58,6 +58,12 @@ type AgentOptions struct {
 	// OnError, when set, is called with each failure to reach the store
 	// (they are counted in AgentStats either way).
 	OnError func(error)
+	// OnStep, when set, is called each time this agent, leading, has
+	// written a drop table, with the controller's decision; took reports
+	// whether it took the lease in this period (from no one, or another
+	// controller). It runs on the agent's goroutine: it must not call the
+	// agent.
+	OnStep func(d Decision, took bool)
 }
 
 // Agent runs one server's (or one controller's) side of the control loop,
@@ -292,7 +298,13 @@ func (a *Agent) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.opts.Store.SetTable(ctx, a.ctrl.Step(reports))
+	if err := a.opts.Store.SetTable(ctx, a.ctrl.Step(reports)); err != nil {
+		return err
+	}
+	if a.opts.OnStep != nil {
+		a.opts.OnStep(a.ctrl.Last(), !was)
+	}
+	return nil
 }
 
 // Stats returns what the agent did so far.

@@ -138,11 +138,13 @@ func TestAgentLeaderFailover(t *testing.T) {
 	clock := &fakeClock{}
 	store := NewMemoryStore(clock.now)
 	ctx := context.Background()
+	steps := map[string][]bool{} // per agent, OnStep's took
 	newAgent := func(id string) (*Agent, *Tracker) {
 		tr := newTracker(t, Options{})
 		c, err := NewController(ControllerOptions{})
 		require.NoError(t, err)
-		a, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: c, Clock: clock.now, ID: id})
+		onStep := func(_ Decision, took bool) { steps[id] = append(steps[id], took) }
+		a, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: c, Clock: clock.now, ID: id, OnStep: onStep})
 		require.NoError(t, err)
 		return a, tr
 	}
@@ -168,6 +170,8 @@ func TestAgentLeaderFailover(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, took, "periods until the standby leads")
+	assert.Equal(t, []bool{true}, steps["a1"], "a1 stepped once, having taken the lease")
+	assert.Equal(t, []bool{true}, steps["a2"], "a2's first step, the takeover")
 	assert.Equal(t, int64(1), a2.Stats().Leaderships)
 	v2, err := store.Table(ctx)
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	period := fs.Duration("period", time.Second, "control period (the servers' agents use the same)")
 	weights := fs.String("weights", "", "tenant weights, name=weight,... (a tenant not named weighs 1)")
 	id := fs.String("id", "", "this controller's name in the lease (empty: host, process and a random suffix)")
-	quiet := fs.Bool("quiet", false, "print only changes of leadership and errors")
+	quiet := fs.Bool("quiet", false, "print only when it takes the lease, and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,38 +54,24 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Controller: ctrl, Period: *period, ID: *id})
+	agent, err := tenant.NewAgent(tenant.AgentOptions{
+		Store: store, Controller: ctrl, Period: *period, ID: *id,
+		OnError: func(err error) { fmt.Fprintln(stderr, err) },
+		OnStep: func(d tenant.Decision, took bool) {
+			if took {
+				fmt.Fprintln(stdout, "leading")
+			}
+			if !*quiet {
+				fmt.Fprintln(stdout, describeDecision(d))
+			}
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	fmt.Fprintf(stdout, "controller %s: fleet Redis %s, period %v\n", agent.ID(), *addr, *period)
-	t := time.NewTicker(*period)
-	defer t.Stop()
-	leading := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		err := agent.Tick(ctx)
-		st := agent.Stats()
-		if st.Leader != leading {
-			leading = st.Leader
-			if leading {
-				fmt.Fprintln(stdout, "leading")
-			} else {
-				fmt.Fprintln(stdout, "standing by: another controller holds the lease")
-			}
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			continue
-		}
-		if st.Leader && !*quiet {
-			fmt.Fprintln(stdout, describeDecision(ctrl.Last()))
-		}
-	}
+	fmt.Fprintf(stdout, "controller %s: fleet Redis %s, period %v (standing by until it holds the lease)\n", agent.ID(), *addr, *period)
+	agent.Run(ctx)
+	return nil
 }
 
 // describeDecision writes a Decision on one line.
