@@ -1,9 +1,7 @@
 package main
 
 import (
-	"flag"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,11 +11,7 @@ import (
 
 func TestClusterFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioCluster, "2")
-		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-		f.register(fs)
-		require.NoError(t, fs.Parse(args))
-		return f, f.finish("bench", args)
+		return parseSuiteFlags(t, "bench", bench.ScenarioCluster, args...)
 	}
 	f, err := parse()
 	require.NoError(t, err)

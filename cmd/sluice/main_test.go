@@ -116,13 +116,20 @@ func TestBadInput(t *testing.T) {
 	assert.Contains(t, out.String(), "lanes")
 }
 
+// parseSuiteFlags parses args as command's flags, with scenario as the
+// default scenarios, and returns the flags and finish's error.
+func parseSuiteFlags(t *testing.T, command, scenario string, args ...string) (*suiteFlags, error) {
+	t.Helper()
+	f := newSuiteFlags(time.Second, 1, "sluice", scenario, "2")
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	f.register(fs)
+	require.NoError(t, fs.Parse(args))
+	return f, f.finish(command, args)
+}
+
 func TestCPUSplitFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioSweep, "2")
-		fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-		f.register(fs)
-		require.NoError(t, fs.Parse(args))
-		return f, f.finish("demo", args)
+		return parseSuiteFlags(t, "demo", bench.ScenarioSweep, args...)
 	}
 	target, gen, err := bench.SplitCPUs()
 	require.NoError(t, err)
@@ -144,11 +151,7 @@ func TestCPUSplitFlags(t *testing.T) {
 
 func TestNoisyAndStrayFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioNoisy, "2")
-		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-		f.register(fs)
-		require.NoError(t, fs.Parse(args))
-		return f, f.finish("bench", args)
+		return parseSuiteFlags(t, "bench", bench.ScenarioNoisy, args...)
 	}
 	f, err := parse()
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"testing"
 	"time"
 
@@ -13,11 +12,7 @@ import (
 
 func TestTenantsFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		f := newSuiteFlags(time.Second, 1, "sluice", bench.ScenarioTenants, "2")
-		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-		f.register(fs)
-		require.NoError(t, fs.Parse(args))
-		return f, f.finish("bench", args)
+		return parseSuiteFlags(t, "bench", bench.ScenarioTenants, args...)
 	}
 	f, err := parse()
 	require.NoError(t, err)
