@@ -2,9 +2,10 @@ package tenant
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"maps"
 	"math"
 	"slices"
@@ -37,6 +38,11 @@ type Options struct {
 	// Off starts the tracker with enforcement off: it counts and
 	// reports, but drops nothing until SetEnforce(true).
 	Off bool
+	// HashSeed seeds the hash that places the names not followed yet in
+	// their candidate cells. Zero picks a random one, so that clients
+	// cannot choose names that collide; a simulation that must replay
+	// exactly gives its own.
+	HashSeed uint64
 }
 
 // Tracker is the tenant policy of an admission pipeline. In the pipeline
@@ -63,7 +69,7 @@ type Tracker struct {
 	roster  atomic.Pointer[roster]
 	other   *slot
 	cands   []candidate
-	seed    maphash.Seed
+	seed    uint64 // of the names' hash
 
 	attached atomic.Bool
 	mu       sync.Mutex           // Collect, Apply, Stats, Attach
@@ -146,8 +152,13 @@ func New(opts Options) (*Tracker, error) {
 		refusal: &admit.Refusal{Reason: Reason, Status: 429, RetryAfter: retry},
 		other:   &slot{name: Other},
 		cands:   make([]candidate, ncand),
-		seed:    maphash.MakeSeed(),
+		seed:    opts.HashSeed,
 		totals:  make(map[string]Usage),
+	}
+	for t.seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		t.seed = binary.LittleEndian.Uint64(b[:])
 	}
 	t.enforce.Store(!opts.Off)
 	t.roster.Store(&roster{slots: map[string]*slot{}})
@@ -243,11 +254,31 @@ func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
 	s.busy.Add(int64(o.Latency))
 }
 
+// hash hashes a name with the tracker's seed (FNV-1a over the seed's and
+// the name's bytes, then splitmix64's finisher, so that both halves of the
+// result spread); it is never zero, the mark of an empty candidate cell.
+func (t *Tracker) hash(name string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := range 8 {
+		h = (h ^ (t.seed >> (8 * i) & 0xff)) * prime
+	}
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * prime
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h | 1
+}
+
 // observe counts a name that is not followed, in its candidate cells,
 // and returns the counters it has there, or nil (its request then counts
 // under Other).
 func (t *Tracker) observe(name string) *slot {
-	h := maphash.String(t.seed, name) | 1
+	h := t.hash(name)
 	mask := uint64(len(t.cands) - 1)
 	c1, c2 := &t.cands[h&mask], &t.cands[(h>>32)&mask]
 	for _, c := range [2]*candidate{c1, c2} {
@@ -357,7 +388,7 @@ func (t *Tracker) Collect(period time.Duration) Report {
 		c := &t.cands[i]
 		h := c.hash.Load()
 		p, sl := c.name.Load(), c.slot.Load()
-		if p != nil && sl != nil && h != 0 && maphash.String(t.seed, *p)|1 == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
+		if p != nil && sl != nil && h != 0 && t.hash(*p) == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
 			if _, ok := cur.slots[*p]; !ok && fresh[*p] == nil {
 				u := take(sl)
 				add(u)

@@ -155,7 +155,7 @@ func newSim(sc Scenario) (*sim, error) {
 		return a.Request.(*request).ten.name, true
 	})
 	for i := range sc.Servers {
-		tr, err := tenant.New(tenant.Options{Key: key, Off: off})
+		tr, err := tenant.New(tenant.Options{Key: key, Off: off, HashSeed: (uint64(sc.Seed)<<8 | uint64(i)) + 1})
 		if err != nil {
 			s.close()
 			return nil, err
