@@ -254,8 +254,8 @@ func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
 	s.busy.Add(int64(o.Latency))
 }
 
-// hash hashes a name with the tracker's seed (FNV-1a over the seed's and
-// the name's bytes, then splitmix64's finisher, so that both halves of the
+// hash hashes a name with the tracker's HashSeed (FNV-1a over its bytes
+// and the name's, then splitmix64's finisher, so that both halves of the
 // result spread); it is never zero, the mark of an empty candidate cell.
 func (t *Tracker) hash(name string) uint64 {
 	const prime = 1099511628211
