@@ -45,8 +45,13 @@ const (
 	// Strict serves the lanes with the best (lowest) priority first. Lanes
 	// of equal priority share the worker by their shares. A starvation
 	// guard lets a waiting lane of worse priority run one task once lanes
-	// of better priority have run for Guard without it. This is the
-	// default: continuations of accepted requests go ahead of new work.
+	// of better priority have run for Guard without it; a lane with fewer
+	// than DefaultShares shares waits longer, in proportion to its last
+	// task, so that when it waits behind better lanes it gets shares /
+	// DefaultShares of the worker (a lane of 10 shares, 10%: room left by
+	// the better lanes, and a tenth of the worker when they leave none).
+	// This is the default: continuations of accepted requests go ahead of
+	// new work.
 	Strict Policy = iota
 	// Shares ignores priorities: every lane with work gets the worker in
 	// proportion to its shares, by virtual runtime (as Seastar and Glommio
@@ -77,8 +82,12 @@ type Spec struct {
 	// with priority 2 runs only when both built-in lanes are empty (or
 	// when the starvation guard lets it).
 	Priority int32
-	// Shares is the lane's weight against other lanes it competes with;
-	// zero means DefaultShares.
+	// Shares is the lane's weight against other lanes it competes with:
+	// lanes of equal priority (and every lane under the Shares policy)
+	// divide the worker in proportion to their shares. Under Strict, a
+	// lane of worse priority with fewer than DefaultShares shares is also
+	// guaranteed shares/DefaultShares of the worker while it waits (see
+	// Strict). Zero means DefaultShares.
 	Shares uint32
 }
 
@@ -299,6 +308,10 @@ type Picker struct {
 	// wakes up starts no lower than this, so an idle lane cannot bank
 	// credit and then monopolise the worker.
 	floor uint64
+	// owe is, per lane of fewer than DefaultShares shares, how long better
+	// lanes run after its last task before the guard lets it run again:
+	// its task's length times (DefaultShares - shares) / shares.
+	owe [MaxLanes]int64
 }
 
 // NewPicker returns a Picker over the lanes of s.
@@ -325,6 +338,10 @@ func (p *Picker) Charge(id ID, ns int64) {
 	}
 	p.clock += ns
 	p.since[id] = p.clock
+	p.owe[id] = 0
+	if sh < DefaultShares {
+		p.owe[id] = ns * int64(DefaultShares-sh) / int64(sh)
+	}
 }
 
 // Pick returns the lane whose task should run next among the non-empty lanes
@@ -356,14 +373,16 @@ func (p *Picker) Pick(ready Mask) (ID, bool) {
 	if rest := ready &^ tier; rest != 0 {
 		if g := set.guard.Load(); g > 0 {
 			// The most starved lane below the running tier, if it
-			// has waited past the guard, gets one task.
+			// has waited past the guard (and past what its last task
+			// owes, for a lane of few shares), gets one task.
 			var starved ID
-			oldest := p.clock - g
+			var oldest int64
 			found := false
 			for m := rest; m != 0; m &= m - 1 {
 				id := ID(bits.TrailingZeros32(uint32(m)))
-				if p.since[id] < oldest {
-					oldest, starved, found = p.since[id], id, true
+				since := p.since[id]
+				if p.clock-since > max(g, p.owe[id]) && (!found || since < oldest) {
+					oldest, starved, found = since, id, true
 				}
 			}
 			if found {

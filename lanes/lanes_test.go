@@ -276,3 +276,74 @@ func BenchmarkPick(b *testing.B) {
 		}
 	})
 }
+
+func TestStrictGuaranteesAFewSharesLaneItsFraction(t *testing.T) {
+	s := NewSet()
+	bg, err := s.Register(Spec{Name: "background", Priority: 2, Shares: 10})
+	require.NoError(t, err)
+	sm := &sim{p: NewPicker(s)}
+	sm.add(Upstream)
+	sm.add(bg)
+	// Upstream always has 1 ms requests; background has 300 µs slices.
+	cost := func(id ID) int64 {
+		if id == bg {
+			return int64(300 * time.Microsecond)
+		}
+		return int64(time.Millisecond)
+	}
+	for range 20000 {
+		sm.step(cost)
+	}
+	frac := float64(sm.ns[bg]) / float64(sm.ns[bg]+sm.ns[Upstream])
+	// 10 shares of DefaultShares: a tenth of the worker, not the guard's
+	// one slice per 500 µs (which would be about a quarter here).
+	assert.InDelta(t, 0.10, frac, 0.01)
+
+	// The guarantee follows the shares live: 25 shares, a quarter.
+	require.NoError(t, s.SetShares(bg, 25))
+	sm2 := &sim{p: NewPicker(s)}
+	sm2.add(Upstream)
+	sm2.add(bg)
+	for range 20000 {
+		sm2.step(cost)
+	}
+	frac = float64(sm2.ns[bg]) / float64(sm2.ns[bg]+sm2.ns[Upstream])
+	assert.InDelta(t, 0.25, frac, 0.02)
+
+	// Better lanes that leave room: background takes it all.
+	sm3 := &sim{p: NewPicker(s)}
+	sm3.add(bg)
+	for range 100 {
+		assert.Equal(t, bg, sm3.step(cost))
+	}
+}
+
+func TestStrictGuardUnchangedForDefaultShares(t *testing.T) {
+	// A lane of DefaultShares or more behind better lanes waits the guard
+	// alone, however long its last task was.
+	s := NewSet()
+	s.SetGuard(100 * time.Microsecond)
+	sm := &sim{p: NewPicker(s)}
+	sm.add(Continuation)
+	sm.add(Upstream)
+	cost := func(id ID) int64 {
+		if id == Upstream {
+			return int64(time.Millisecond)
+		}
+		return int64(10 * time.Microsecond)
+	}
+	var gaps []int
+	gap := 0
+	for range 2000 {
+		if sm.step(cost) == Upstream {
+			gaps = append(gaps, gap)
+			gap = 0
+		} else {
+			gap++
+		}
+	}
+	require.NotEmpty(t, gaps)
+	for _, g := range gaps[1:] {
+		assert.Contains(t, []int{10, 11}, g)
+	}
+}

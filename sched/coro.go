@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -15,6 +16,7 @@ const (
 	yAwait              // run c.op off the worker, then resume
 	ySleep              // resume at c.wakeAt
 	yPause              // wait for the resume function Pause handed out
+	yYield              // queue the resumption now, behind what waits
 )
 
 // Coroutine states, as seen by the worker.
@@ -45,6 +47,7 @@ type coro struct {
 	gen      uint64
 	state    uint8
 	canceled bool
+	lane     lanes.ID // where it resumes (resumeLane of the lane it started in)
 
 	op     func() // what Await runs off the worker
 	wakeAt int64  // Sleep's deadline
@@ -153,18 +156,23 @@ func current(ctx context.Context) *coro {
 
 // Go queues fn in lane on this worker, to run as a coroutine: when it is
 // picked, fn starts on the worker with a context derived from ctx, and every
-// Await or Sleep inside it releases the worker and resumes fn, on the same
-// worker, in the Continuation lane. Local: call it only on w (use
-// Scheduler.Go elsewhere).
+// Await, Sleep, Pause or Yield inside it releases the worker and resumes fn
+// on the same worker: in the Continuation lane when lane is a built-in one,
+// and in lane itself when it is a registered lane, whose resumptions run
+// before its new work (as Continuation runs before Upstream). Local: call it
+// only on w (use Scheduler.Go elsewhere).
 func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) {
 	if fn == nil {
 		panic("sched: Go of a nil function")
+	}
+	if int(lane) >= w.nlanes {
+		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	defer w.leave(w.enter())
-	w.push(lane, task{fn: func() { w.start(ctx, fn) }, enq: w.now})
+	w.push(lane, task{fn: func() { w.start(ctx, fn, resumeLane(lane)) }, enq: w.now})
 }
 
 // GoNow starts fn as a coroutine at once, inside the current task, and
@@ -181,10 +189,11 @@ func (w *Worker) GoNow(ctx context.Context, fn func(ctx context.Context)) {
 		ctx = context.Background()
 	}
 	defer w.leave(w.enter())
-	w.start(ctx, fn)
+	w.start(ctx, fn, lanes.Continuation)
 }
 
-func (w *Worker) start(ctx context.Context, fn func(context.Context)) {
+// start runs fn as a coroutine now; it resumes in lane (a resumeLane).
+func (w *Worker) start(ctx context.Context, fn func(context.Context), lane lanes.ID) {
 	r := w.owner.Load()
 	var c *coro
 	if n := len(r.idle); n > 0 {
@@ -196,7 +205,7 @@ func (w *Worker) start(ctx context.Context, fn func(context.Context)) {
 	}
 	r.live++
 	c.gen++
-	c.fn = fn
+	c.fn, c.lane = fn, lane
 	c.ctx = &coCtx{Context: ctx, c: c, gen: c.gen}
 	w.resume(c)
 }
@@ -236,19 +245,23 @@ func (w *Worker) resume(c *coro) {
 	case ySleep:
 		c.state = coSuspended
 		w.suspended.add(c)
-		c.timer = &Timer{w: w, when: c.wakeAt, lane: lanes.Continuation, co: c}
+		c.timer = &Timer{w: w, when: c.wakeAt, lane: c.lane, co: c}
 		w.timers.add(c.timer)
 	case yPause:
 		c.state = coSuspended
 		w.suspended.add(c)
+	case yYield:
+		c.state = coSuspended
+		w.suspended.add(c)
+		w.push(c.lane, task{co: c, enq: w.s.clock()})
 	}
 }
 
 // runOp runs a coroutine's operation off the worker, then queues its
-// resumption in the Continuation lane of its worker.
+// resumption on its worker (see resumeLane).
 func (w *Worker) runOp(c *coro) {
 	c.op()
-	c.node.t, c.node.lane = task{co: c, enq: w.s.clock()}, lanes.Continuation
+	c.node.t, c.node.lane = task{co: c, enq: w.s.clock()}, c.lane
 	w.pushRemote(&c.node)
 	w.opDone()
 }
@@ -331,7 +344,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 				// seq: a later Sleep of the same coroutine is not ours.
 				if c.sleeps == seq && c.timer != nil && c.timer.Stop() {
 					c.woke = true
-					w.push(lanes.Continuation, task{co: c, enq: w.now})
+					w.push(c.lane, task{co: c, enq: w.now})
 				}
 			}, enq: w.s.clock()}})
 		})
@@ -390,7 +403,7 @@ func Pause(ctx context.Context, arm func(resume func())) error {
 		}
 		c.paused = false
 		if c.state == coSuspended {
-			w.push(lanes.Continuation, task{co: c, enq: w.now})
+			w.push(c.lane, task{co: c, enq: w.now})
 		}
 	})
 	if !c.paused {
@@ -398,6 +411,35 @@ func Pause(ctx context.Context, arm func(resume func())) error {
 	}
 	if !c.suspend(yPause) {
 		c.paused = false
+		return ErrStopped
+	}
+	return nil
+}
+
+// Yield lets the worker run what waits before the calling coroutine goes
+// on: the coroutine is queued behind the work already queued in the lane it
+// resumes in (see Worker.Go), and the worker picks its next task by the
+// lanes' priorities and shares, as for any task. A handler that computes for
+// long calls it between slices of its work (every few hundred
+// microseconds): the worker can serve better lanes meanwhile, and the
+// handler's lane is charged only for the slices it ran. The executor cannot
+// preempt a coroutine, so a handler that never yields holds its worker
+// until it ends, whatever its lane's shares.
+//
+// Outside a coroutine's own code (a plain task, a goroutine, net/http)
+// Yield returns nil at once, so code shared with other servers may call it.
+// It returns ErrStopped when the scheduler cancels the coroutine.
+func Yield(ctx context.Context) error {
+	c := current(ctx)
+	if c == nil {
+		return nil
+	}
+	if c.canceled {
+		return ErrStopped
+	}
+	w := c.w
+	defer w.leave(w.enter())
+	if !c.suspend(yYield) {
 		return ErrStopped
 	}
 	return nil

@@ -66,7 +66,14 @@ type Config struct {
 	Clock func() int64
 	// PollEvery is how many tasks a busy worker runs between two
 	// non-blocking polls of its watched file descriptors; zero means 61.
+	// A busy worker also polls once PollInterval has passed since its last
+	// poll, however few tasks ran.
 	PollEvery int
+	// PollInterval is the longest a busy worker runs tasks without a
+	// non-blocking poll, so that readiness (a new request) is seen within
+	// about PollInterval plus one task however long the tasks are; zero
+	// means DefaultPollInterval.
+	PollInterval time.Duration
 	// IdleCoroutines is how many finished coroutines each worker keeps for
 	// reuse; zero means 128.
 	IdleCoroutines int
@@ -113,6 +120,11 @@ type Config struct {
 // requests behind a blocked one wait a few milliseconds.
 const DefaultBlockedAfter = 4 * time.Millisecond
 
+// DefaultPollInterval is the default Config.PollInterval: a fraction of a
+// millisecond-long handler, and one non-blocking epoll_wait (about a
+// microsecond) per 200 µs of work at most.
+const DefaultPollInterval = 200 * time.Microsecond
+
 // scheduler states
 const (
 	stateNew int32 = iota
@@ -127,6 +139,8 @@ type Scheduler struct {
 	cfg     Config
 	set     *lanes.Set
 	clock   func() int64
+	// pollInterval is cfg.PollInterval in nanoseconds.
+	pollInterval int64
 	workers []*Worker
 	state   atomic.Int32
 	busy    atomic.Int32
@@ -170,6 +184,9 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = 61
 	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
 	if cfg.IdleCoroutines <= 0 {
 		cfg.IdleCoroutines = 128
 	}
@@ -188,7 +205,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.SpareIdle == 0 {
 		cfg.SpareIdle = time.Second
 	}
-	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger,
+	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger, pollInterval: int64(cfg.PollInterval),
 		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, goBacklog: goBacklog}
 	if s.set == nil {
 		s.set = lanes.NewSet()
@@ -395,7 +412,7 @@ func (s *Scheduler) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.C
 		ctx = context.Background()
 	}
 	w := s.pickWorker()
-	return w.Submit(lane, func() { w.start(ctx, fn) })
+	return w.Submit(lane, func() { w.start(ctx, fn, resumeLane(lane)) })
 }
 
 func (s *Scheduler) pickWorker() *Worker {

@@ -28,8 +28,11 @@ type Worker struct {
 	id  int
 	cpu int
 
-	// Owned by the runner that owns the worker.
+	// Owned by the runner that owns the worker. q holds each lane's new
+	// work; qr the resumptions of coroutines started in a registered lane,
+	// which that lane runs first (see resumeLane).
 	q         [lanes.MaxLanes]ring
+	qr        [lanes.MaxLanes]ring
 	nlanes    int
 	ready     lanes.Mask
 	picker    *lanes.Picker
@@ -37,6 +40,7 @@ type Worker struct {
 	timers    timerHeap
 	suspended coroList
 	countdown int
+	lastPoll  int64 // w.now at the last non-blocking poll
 	events    []unix.EpollEvent
 	watches   []*Watch
 	freeSlots []int32
@@ -193,8 +197,13 @@ func (w *Worker) run(r *runner) bool {
 			w.fireTimers()
 		}
 		if w.nwatch > 0 {
-			if w.countdown--; w.countdown <= 0 {
+			// Poll every PollEvery tasks, and after PollInterval of
+			// tasks however few: long tasks (coroutines that Yield
+			// between slices of work) must not hide new readiness for
+			// PollEvery slices.
+			if w.countdown--; w.countdown <= 0 || w.now-w.lastPoll >= s.pollInterval {
 				w.countdown = s.cfg.PollEvery
+				w.lastPoll = w.now
 				w.poll(0)
 			}
 		}
@@ -224,10 +233,34 @@ func (w *Worker) drained() bool {
 		w.away.Load() == 0
 }
 
-// runOne runs the next task of lane id. It reports whether the worker was
-// handed to another runner (to run a coroutine of that runner's).
+// resumed marks a lane ID, in what carries a task to its queue (push, the
+// inbox, timers), as naming the lane's queue of resumptions rather than of
+// new work.
+const resumed lanes.ID = 0x80
+
+// resumeLane is where a coroutine started in lane resumes after Await,
+// Sleep, Pause or Yield: a built-in lane's coroutines resume in the
+// Continuation lane; a registered lane's in its own queue of resumptions,
+// which the lane runs before its new work, so that each lane keeps the
+// order of the built-in pair within itself.
+func resumeLane(lane lanes.ID) lanes.ID {
+	if lane <= lanes.Upstream {
+		return lanes.Continuation
+	}
+	return lane | resumed
+}
+
+// queued returns how many tasks lane id holds, new and resumed.
+func (w *Worker) queued(id lanes.ID) int { return w.q[id].n + w.qr[id].n }
+
+// runOne runs the next task of lane id: a resumption, if it holds one, else
+// new work. It reports whether the worker was handed to another runner (to
+// run a coroutine of that runner's).
 func (w *Worker) runOne(r *runner, id lanes.ID) bool {
-	q := &w.q[id]
+	q, lane := &w.qr[id], id|resumed
+	if q.n == 0 {
+		q, lane = &w.q[id], id
+	}
 	if q.n == 0 {
 		// The lane's last task is still running, on a runner that blocked
 		// in it (a lane leaves the ready mask only after its task ran).
@@ -235,18 +268,19 @@ func (w *Worker) runOne(r *runner, id lanes.ID) bool {
 		return false
 	}
 	t := q.pop()
-	w.stats[id].queued.Store(int64(q.n))
-	return w.runTask(r, id, t)
+	w.stats[id].queued.Store(int64(w.queued(id)))
+	return w.runTask(r, lane, t)
 }
 
-// runTask runs t, taken from lane id, on runner r, which owns the worker.
-func (w *Worker) runTask(r *runner, id lanes.ID, t task) bool {
-	q := &w.q[id]
+// runTask runs t, taken from lane (with the resumed mark if it came from
+// the lane's resumptions), on runner r, which owns the worker.
+func (w *Worker) runTask(r *runner, lane lanes.ID, t task) bool {
+	id := lane &^ resumed
 	if t.co != nil && t.co.r != r {
-		if w.forward(r, id, t) {
+		if w.forward(r, lane, t) {
 			return true
 		}
-		if q.n == 0 {
+		if w.queued(id) == 0 {
 			w.ready = w.ready.Without(id)
 		}
 		return false
@@ -275,7 +309,7 @@ func (w *Worker) runTask(r *runner, id lanes.ID, t task) bool {
 	// The lane leaves the ready mask only after its task ran, so that a
 	// task queueing its own successor does not count as the lane waking
 	// up (which would forfeit the lane's share).
-	if q.n == 0 {
+	if w.queued(id) == 0 {
 		w.ready = w.ready.Without(id)
 	}
 	bump(&c.run, 1)
@@ -318,21 +352,28 @@ func (w *Worker) Push(lane lanes.ID, fn func()) {
 	if fn == nil {
 		panic("sched: Push of a nil function")
 	}
+	if int(lane) >= w.nlanes {
+		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
+	}
 	defer w.leave(w.enter())
 	w.push(lane, task{fn: fn, enq: w.now})
 }
 
 func (w *Worker) push(lane lanes.ID, t task) {
-	if int(lane) >= w.nlanes {
-		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
+	id := lane &^ resumed
+	if int(id) >= w.nlanes {
+		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", id, w.nlanes))
 	}
-	q := &w.q[lane]
-	if !w.ready.Has(lane) {
-		w.ready = w.ready.With(lane)
-		w.picker.Activate(lane)
+	q := &w.q[id]
+	if lane&resumed != 0 {
+		q = &w.qr[id]
+	}
+	if !w.ready.Has(id) {
+		w.ready = w.ready.With(id)
+		w.picker.Activate(id)
 	}
 	q.push(t)
-	w.stats[lane].queued.Store(int64(q.n))
+	w.stats[id].queued.Store(int64(w.queued(id)))
 }
 
 // Submit queues fn in lane on this worker from any goroutine, waking the
@@ -605,7 +646,7 @@ func (w *Worker) shutdown(r *runner) {
 		c.cancel()
 	}
 	for i := range w.q {
-		n += w.q[i].clear()
+		n += w.q[i].clear() + w.qr[i].clear()
 		w.stats[i].queued.Store(0)
 	}
 	w.ready = 0
