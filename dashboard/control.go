@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/laneadmin"
 	"github.com/sluice-go/sluice/lanes"
 )
 
@@ -184,28 +185,18 @@ func (d *Dashboard) apply(c change) (what string, old, now any, err error) {
 		}
 		return what, old, k.Get(), nil
 	case c.Lane != "":
-		what = "lane " + c.Lane + " shares"
 		set := d.lanes()
 		if set == nil {
-			return what, nil, nil, errors.New("no executor: no lanes")
+			return "lane " + c.Lane + " shares", nil, nil, errors.New("no executor: no lanes")
 		}
-		id, ok := set.Lookup(c.Lane)
-		if !ok {
-			return what, nil, nil, fmt.Errorf("no lane %q", c.Lane)
+		if c.Shares == nil {
+			return "lane " + c.Lane + " shares", nil, nil, fmt.Errorf(`a lane's change needs "shares" in [1, %d]`, lanes.MaxShares)
 		}
-		if c.Shares == nil || *c.Shares == 0 || *c.Shares > lanes.MaxShares {
-			return what, nil, nil, fmt.Errorf(`a lane's change needs "shares" in [1, %d]`, lanes.MaxShares)
-		}
+		// The lane admin endpoint's validation and change, so that both
+		// accept the same values.
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		spec, err := set.Spec(id)
-		if err != nil {
-			return what, nil, nil, err
-		}
-		if err := set.SetShares(id, *c.Shares); err != nil {
-			return what, nil, nil, err
-		}
-		return what, spec.Shares, *c.Shares, nil
+		return laneadmin.Apply(set, laneadmin.Change{Lane: c.Lane, Shares: new(int64(*c.Shares))})
 	default:
 		what = "tenant enforcement"
 		if d.tracker == nil {
