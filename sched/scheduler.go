@@ -136,19 +136,19 @@ const (
 
 // Scheduler runs tasks on a fixed set of workers.
 type Scheduler struct {
-	cfg     Config
-	set     *lanes.Set
-	clock   func() int64
+	cfg   Config
+	set   *lanes.Set
+	clock func() int64
 	// pollInterval is cfg.PollInterval in nanoseconds.
 	pollInterval int64
-	workers []*Worker
-	state   atomic.Int32
-	busy    atomic.Int32
-	rr      atomic.Uint32
-	hooks   atomic.Pointer[[]*idleHook]
-	wg      sync.WaitGroup
-	stopMu  sync.Mutex
-	logger  *slog.Logger
+	workers      []*Worker
+	state        atomic.Int32
+	busy         atomic.Int32
+	rr           atomic.Uint32
+	hooks        atomic.Pointer[[]*idleHook]
+	wg           sync.WaitGroup
+	stopMu       sync.Mutex
+	logger       *slog.Logger
 
 	// The watchdog of guest code (watchdog.go).
 	threads   atomic.Int32 // runner threads alive, spares included
