@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/sched"
 	"github.com/sluice-go/sluice/server"
 )
 
@@ -163,6 +164,13 @@ func (s *Server) Stats() admit.Stats { return s.srv.Stats() }
 
 // Server returns the HTTP server, for what the front door does not show.
 func (s *Server) Server() *server.Server { return s.srv }
+
+// Yield lets the worker serve other requests before a handler goes on:
+// call it between slices of a long computation (every few hundred
+// microseconds), so that the requests of better lanes, and the handler's
+// own lane's resumptions, are not held up behind it. Outside a sluice
+// handler (on net/http) it returns nil at once. See sched.Yield.
+func Yield(ctx context.Context) error { return sched.Yield(ctx) }
 
 // Runtime returns the server's runtime: its lanes can be tuned, and tasks
 // of the program's own submitted to its workers.

@@ -96,6 +96,27 @@ func ClassFromHeader(name string) func(a *Attempt) queue.Class {
 	return func(a *Attempt) queue.Class { return queue.ClassFromHeader(a.Header, name) }
 }
 
+// ClassByLane returns a Classify function that gives the requests of each
+// lane named in classes (Attempt.Lane) its class, and def to the others:
+// give a lane that a gate limits a class below the others, so that its
+// requests waiting for that gate are not at the head of the queue before
+// requests the gate does not hold back.
+func ClassByLane(classes map[string]queue.Class, def queue.Class) func(a *Attempt) queue.Class {
+	m := make(map[string]queue.Class, len(classes))
+	for k, v := range classes {
+		m[k] = v
+	}
+	return func(a *Attempt) queue.Class {
+		if a.Lane == "" {
+			return def
+		}
+		if c, ok := m[a.Lane]; ok {
+			return c
+		}
+		return def
+	}
+}
+
 // Rejection configures the answer to refused requests. The zero value
 // answers 503 Service Unavailable (429 Too Many Requests for a quota's
 // refusal) with Retry-After: 1, Sluice-Not-Started: 1, Sluice-Reject-Reason

@@ -99,6 +99,13 @@ type Attempt struct {
 	// tenant policy sets it.
 	Tenant any
 
+	// Lane is the name of the executor lane the request will run in, set
+	// by the adapter before the policies are asked (the sluice server's
+	// Config.Lanes); empty for the built-in lanes, and always on net/http.
+	// gate.ForLanes gives a gate to some lanes only; ClassByLane queues by
+	// lane.
+	Lane string
+
 	// Class is the request's priority class in the queue, set by
 	// QueueOptions.Classify when the request is about to wait.
 	Class queue.Class

@@ -65,6 +65,7 @@ type config struct {
 	maxSpares     int
 	blockedStacks bool
 	detect        func() (CPUInfo, error)
+	lanes         []lanes.Spec
 }
 
 // WithSpin sets how long an idle worker keeps polling for work before it
@@ -116,6 +117,14 @@ func WithPinning(on bool) Option { return func(c *config) { c.pin, c.pinSet = on
 // 0 is the default policy, workers + max(1, workers/2), applied only when it
 // raises GOMAXPROCS. Stop restores the previous value.
 func WithGOMAXPROCS(n int) Option { return func(c *config) { c.goProcs = n } }
+
+// WithLane registers a lane when the runtime is built, after the built-in
+// ones and the lanes of earlier WithLane options, as RegisterLane would: for
+// a runtime that the sluice package starts at once, whose lanes a server
+// names in server.Config.Lanes.
+func WithLane(spec lanes.Spec) Option {
+	return func(c *config) { c.lanes = append(c.lanes, spec) }
+}
 
 // WithPolicy sets the lane policy (default lanes.Strict).
 func WithPolicy(p lanes.Policy) Option { return func(c *config) { c.policy = p } }
@@ -202,6 +211,11 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	if cfg.guardSet {
 		set.SetGuard(cfg.guard)
+	}
+	for _, sp := range cfg.lanes {
+		if _, err := set.Register(sp); err != nil {
+			return nil, fmt.Errorf("runtime: WithLane: %w", err)
+		}
 	}
 	s, err := sched.New(sched.Config{
 		Workers:   cfg.workers,

@@ -194,3 +194,23 @@ func TestIsolatedBlockingNeverDeadlocks(t *testing.T) {
 	wg.Wait()
 	assert.Eventually(t, func() bool { return rt.Busy() == 0 }, 10*time.Second, time.Millisecond)
 }
+
+func TestWithLaneRegistersInOrder(t *testing.T) {
+	rt, err := New(WithWorkers(1), WithPinning(false),
+		WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 10}),
+		WithLane(lanes.Spec{Name: "reports", Priority: 1}))
+	require.NoError(t, err)
+	bg, ok := rt.Lanes().Lookup("background")
+	require.True(t, ok)
+	assert.Equal(t, lanes.ID(2), bg)
+	rep, ok := rt.Lanes().Lookup("reports")
+	require.True(t, ok)
+	assert.Equal(t, lanes.ID(3), rep)
+	sp, err := rt.Lanes().Spec(bg)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(10), sp.Shares)
+
+	_, err = New(WithWorkers(1), WithPinning(false), WithLane(lanes.Spec{Name: "upstream"}))
+	require.ErrorIs(t, err, lanes.ErrDuplicate)
+	assert.Contains(t, err.Error(), "WithLane")
+}

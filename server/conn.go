@@ -80,6 +80,9 @@ type conn struct {
 	cancel     context.CancelFunc
 	readWaiter func() // resumes a handler waiting for request bytes
 
+	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
+	scratch *http.Request // for the lane routes' ServeMux, reused
+
 	prev, next *conn // in the worker's list
 }
 
@@ -362,6 +365,15 @@ func (c *conn) start(h *head) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
+	t.Lane, c.lane = "", lanes.Upstream
+	if lr := c.srv.lanes; lr != nil {
+		if c.scratch == nil {
+			c.scratch = new(http.Request)
+		}
+		if ref, ok := lr.route(r, &t.Attempt, c.scratch); ok && ref.id != lanes.Upstream {
+			t.Lane, c.lane = ref.name, ref.id
+		}
+	}
 	switch c.srv.adm.Decide(t) {
 	case admit.Admitted:
 		c.admitted = true
@@ -378,10 +390,16 @@ func (c *conn) start(h *head) {
 }
 
 // run starts the current request's coroutine: its handler, or its
-// rejection when c.refused is set.
+// rejection when c.refused is set. A request of a lane of its own (see
+// Lanes) is queued in that lane; the others start at once, in the current
+// task.
 func (c *conn) run() {
 	if c.refused && c.rejectNow() {
 		return
+	}
+	lane := c.lane
+	if c.refused {
+		lane = lanes.Upstream // an answer, not the lane's work
 	}
 	if c.body.done {
 		// Nothing more to read for this request: keep reading, to learn
@@ -390,6 +408,10 @@ func (c *conn) run() {
 	} else {
 		// The body is read by the handler, on demand.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
+	}
+	if lane > lanes.Upstream {
+		c.w.Go(context.Background(), lane, c.serveFn)
+		return
 	}
 	c.w.GoNow(context.Background(), c.serveFn)
 }

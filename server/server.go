@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
+	"github.com/sluice-go/sluice/queue"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -89,6 +90,10 @@ type Config struct {
 	// no other signal sees them. Add gate.NewBusy for I/O-bound handlers,
 	// and a queue. See package admit.
 	Admission admit.Config
+	// Lanes sends requests to lanes of the runtime by route, header,
+	// admission class or a function of yours; the zero value runs every
+	// request in the built-in lanes. See Lanes.
+	Lanes Lanes
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
 	// on it (package client). Rejections do not carry it.
@@ -106,6 +111,7 @@ type Server struct {
 	stamps  bool // reads carry the kernel's receive stamps (the age limit)
 	ws      []*workerState
 	adm     *admit.Pipeline
+	lanes   *laneRouter // nil: every request in the built-in lanes
 
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
@@ -214,6 +220,14 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
 		return nil, netpoll.Options{}, fmt.Errorf("server: %w", err)
+	}
+	var classify func(a *admit.Attempt) queue.Class
+	if q := cfg.Admission.Queue; q != nil {
+		classify = q.Classify
+	}
+	if srv.lanes, err = newLaneRouter(cfg.Lanes, s.Lanes(), classify); err != nil {
+		adm.Close()
+		return nil, netpoll.Options{}, err
 	}
 	srv.adm = adm
 	srv.stamps = adm.AgeLimited()
