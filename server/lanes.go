@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
@@ -74,6 +76,7 @@ type laneRouter struct {
 	fn       func(r *Request) string
 	byName   map[string]laneRef
 	mux      *http.ServeMux
+	prefixes []string // the routes' literal path prefixes (literalPrefixes)
 	header   string
 	byHeader map[string]laneRef
 	classify func(a *admit.Attempt) queue.Class
@@ -122,6 +125,13 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 				errs = append(errs, fmt.Errorf("Lanes.Routes[%q]: %w", p, err))
 			}
 		}
+		if _, ok := cfg.Routes["/"]; !ok {
+			// Everything else: the built-in lanes. Without it, a request
+			// no pattern matches costs ServeMux's search for a redirect
+			// and its not-found handler, about ten allocations.
+			_ = handlePattern(lr.mux, "/", laneHandler{ref: laneRef{id: lanes.Upstream}})
+		}
+		lr.prefixes = literalPrefixes(patterns)
 	}
 	if cfg.Header != "" || len(cfg.HeaderValues) > 0 {
 		if cfg.Header == "" || len(cfg.HeaderValues) == 0 {
@@ -177,11 +187,11 @@ func (lr *laneRouter) route(r *Request, a *admit.Attempt, scratch *http.Request)
 			return lr.named(name)
 		}
 	}
-	if lr.mux != nil {
+	if lr.mux != nil && lr.mayMatch(r.URL.Path) {
 		*scratch = http.Request{Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header, RequestURI: r.RequestURI}
 		h, _ := lr.mux.Handler(scratch)
 		*scratch = http.Request{}
-		if lh, ok := h.(laneHandler); ok {
+		if lh, ok := h.(laneHandler); ok && lh.ref.id != lanes.Upstream {
 			return lh.ref, true
 		}
 	}
@@ -209,4 +219,43 @@ func (lr *laneRouter) named(name string) (laneRef, bool) {
 		return laneRef{}, false
 	}
 	return laneRef{id: id, name: lr.set.Name(id)}, true
+}
+
+// literalPrefixes returns the literal beginnings of the patterns' paths, up
+// to their first wildcard: a request whose path begins with none of them
+// matches no pattern, and ServeMux (a few allocations a request) need not
+// be asked.
+func literalPrefixes(patterns []string) []string {
+	var out []string
+	for _, p := range patterns {
+		if i := strings.IndexByte(p, ' '); i >= 0 {
+			p = strings.TrimLeft(p[i+1:], " \t")
+		}
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return nil // not a pattern ServeMux took: always ask it
+		}
+		p = p[i:] // without the host
+		if j := strings.IndexByte(p, '{'); j >= 0 {
+			p = p[:j]
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// mayMatch reports whether path begins with one of the routes' literal
+// prefixes.
+func (lr *laneRouter) mayMatch(path string) bool {
+	if lr.prefixes == nil {
+		return true
+	}
+	for _, p := range lr.prefixes {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }

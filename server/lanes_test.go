@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,4 +339,27 @@ func TestLaneChangesWhileServing(t *testing.T) {
 	clients.Wait()
 	close(stop)
 	tuner.Wait()
+}
+
+// A request that no route can match skips ServeMux: routing it allocates
+// nothing.
+func TestLaneRoutesCostNothingForUnroutedPaths(t *testing.T) {
+	set := lanes.NewSet()
+	_, err := set.Register(lanes.Spec{Name: "background", Priority: 2})
+	require.NoError(t, err)
+	lr, err := newLaneRouter(Lanes{Routes: map[string]string{"GET /export/": "background", "/report/{id}": "background"}}, set, nil)
+	require.NoError(t, err)
+	scratch := new(http.Request)
+	req := func(path string) *Request {
+		return &Request{Method: "GET", URL: &url.URL{Path: path}, Host: "x", Header: http.Header{}}
+	}
+	miss, hit := req("/interactive"), req("/report/7")
+	ref, ok := lr.route(hit, nil, scratch)
+	require.True(t, ok)
+	assert.Equal(t, "background", ref.name)
+	_, ok = lr.route(miss, nil, scratch)
+	require.False(t, ok)
+	_, ok = lr.route(req("/reportx"), nil, scratch) // a prefix, not a match
+	require.False(t, ok)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { lr.route(miss, nil, scratch) }))
 }
