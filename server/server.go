@@ -3,7 +3,9 @@
 // them, in the lanes of the design (a new request is Upstream work; the rest
 // of a request already started, its handler's resumptions and its response
 // are Continuation work), and handlers run as coroutines on that worker, so
-// that Await releases the worker while a handler waits.
+// that Await releases the worker while a handler waits. Config.Lanes sends
+// chosen routes to lanes of their own, whose shares and priorities decide
+// who gets the CPU once requests have started (see Lanes).
 //
 // Handlers come in two forms: the native Handler, which gets the server's
 // own Request, and any net/http Handler through HTTPHandler, which gets an
