@@ -43,15 +43,14 @@ type Policy uint8
 
 const (
 	// Strict serves the lanes with the best (lowest) priority first. Lanes
-	// of equal priority share the worker by their shares. A starvation
-	// guard lets a waiting lane of worse priority run one task once lanes
-	// of better priority have run for Guard without it; a lane with fewer
-	// than DefaultShares shares waits longer, in proportion to its last
-	// task, so that when it waits behind better lanes it gets shares /
-	// DefaultShares of the worker (a lane of 10 shares, 10%: room left by
-	// the better lanes, and a tenth of the worker when they leave none).
-	// This is the default: continuations of accepted requests go ahead of
-	// new work.
+	// of equal priority share the worker by their shares. A registered
+	// lane of worse priority is guaranteed a floor while it has work:
+	// shares / (shares + DefaultShares) of the worker (11 shares, about
+	// 10%; 100 shares, half), over FloorWindow, and it takes any room the
+	// better lanes leave. The built-in Upstream lane has a starvation
+	// guard instead: it runs one task once better lanes have run for
+	// Guard without it. This is the default: continuations of accepted
+	// requests go ahead of new work.
 	Strict Policy = iota
 	// Shares ignores priorities: every lane with work gets the worker in
 	// proportion to its shares, by virtual runtime (as Seastar and Glommio
@@ -85,8 +84,8 @@ type Spec struct {
 	// Shares is the lane's weight against other lanes it competes with:
 	// lanes of equal priority (and every lane under the Shares policy)
 	// divide the worker in proportion to their shares. Under Strict, a
-	// lane of worse priority with fewer than DefaultShares shares is also
-	// guaranteed shares/DefaultShares of the worker while it waits (see
+	// registered lane of worse priority is also guaranteed shares /
+	// (shares + DefaultShares) of the worker while it has work (see
 	// Strict). Zero means DefaultShares.
 	Shares uint32
 }
@@ -264,8 +263,9 @@ func (s *Set) SetPolicy(p Policy) error {
 // Guard returns the starvation guard of the Strict policy.
 func (s *Set) Guard() time.Duration { return time.Duration(s.guard.Load()) }
 
-// SetGuard changes the starvation guard; zero or less turns it off, which
-// lets better lanes starve worse ones indefinitely.
+// SetGuard changes the starvation guard; zero or less turns it off, and the
+// registered lanes' floors with it, which lets better lanes starve worse ones
+// indefinitely.
 func (s *Set) SetGuard(d time.Duration) { s.guard.Store(int64(d)) }
 
 // Mask is a set of lane IDs, one bit per lane: the lanes that have work.
@@ -308,10 +308,29 @@ type Picker struct {
 	// wakes up starts no lower than this, so an idle lane cannot bank
 	// credit and then monopolise the worker.
 	floor uint64
-	// owe is, per lane of fewer than DefaultShares shares, how long better
-	// lanes run after its last task before the guard lets it run again:
-	// its task's length times (DefaultShares - shares) / shares.
-	owe [MaxLanes]int64
+	// bal is, per registered lane, the worker time its floor owes it
+	// (negative: it ran ahead of its floor, in room the better lanes
+	// left), kept within FloorWindow's worth of its floor (see Charge).
+	bal [MaxLanes]int64
+	// ready is the ready mask of the last Pick: the lanes that had work
+	// while the task Charge accounts for ran.
+	ready Mask
+}
+
+// FloorWindow bounds how far a registered lane may run ahead of its floor,
+// or fall behind it: a lane of floor f is owed, or owes, at most f ×
+// FloorWindow of worker time. A lane that used the room better lanes left
+// does not take a slice from them until they have run about FloorWindow
+// without it; a lane that was starved catches up by at most that much.
+const FloorWindow = 100 * time.Millisecond
+
+// builtIn is the mask of the built-in lanes, which have no floor.
+const builtIn = Mask(1<<Continuation | 1<<Upstream)
+
+// floorOf returns the part of ns that a lane of shares sh is guaranteed:
+// ns × sh / (sh + DefaultShares).
+func floorOf(ns int64, sh uint32) int64 {
+	return ns * int64(sh) / (int64(sh) + DefaultShares)
 }
 
 // NewPicker returns a Picker over the lanes of s.
@@ -338,9 +357,19 @@ func (p *Picker) Charge(id ID, ns int64) {
 	}
 	p.clock += ns
 	p.since[id] = p.clock
-	p.owe[id] = 0
-	if sh < DefaultShares {
-		p.owe[id] = ns * int64(DefaultShares-sh) / int64(sh)
+	// The floors of the registered lanes that had work: each is owed its
+	// part of the time another lane ran, and pays for its own.
+	for m := p.ready.With(id) &^ builtIn; m != 0; m &= m - 1 {
+		l := ID(bits.TrailingZeros32(uint32(m)))
+		lsh := p.set.shares[l].Load()
+		b := p.bal[l]
+		if l == id {
+			b -= ns - floorOf(ns, lsh)
+		} else {
+			b += floorOf(ns, lsh)
+		}
+		limit := floorOf(int64(FloorWindow), lsh)
+		p.bal[l] = min(max(b, -limit), limit)
 	}
 }
 
@@ -350,6 +379,7 @@ func (p *Picker) Pick(ready Mask) (ID, bool) {
 	if ready == 0 {
 		return 0, false
 	}
+	p.ready = ready
 	if ready&(ready-1) == 0 { // one lane has work: nothing to decide
 		return ID(bits.TrailingZeros32(uint32(ready))), true
 	}
@@ -372,16 +402,20 @@ func (p *Picker) Pick(ready Mask) (ID, bool) {
 	}
 	if rest := ready &^ tier; rest != 0 {
 		if g := set.guard.Load(); g > 0 {
-			// The most starved lane below the running tier, if it
-			// has waited past the guard (and past what its last task
-			// owes, for a lane of few shares), gets one task.
+			// The most starved lane below the running tier gets one
+			// task, if it is owed: a registered lane below its floor,
+			// the built-in Upstream once it waited past the guard.
 			var starved ID
 			var oldest int64
 			found := false
 			for m := rest; m != 0; m &= m - 1 {
 				id := ID(bits.TrailingZeros32(uint32(m)))
 				since := p.since[id]
-				if p.clock-since > max(g, p.owe[id]) && (!found || since < oldest) {
+				owed := p.clock-since > g
+				if !builtIn.Has(id) {
+					owed = p.bal[id] > 0
+				}
+				if owed && (!found || since < oldest) {
 					oldest, starved, found = since, id, true
 				}
 			}

@@ -277,50 +277,79 @@ func BenchmarkPick(b *testing.B) {
 	})
 }
 
-func TestStrictGuaranteesAFewSharesLaneItsFraction(t *testing.T) {
+func TestStrictGuaranteesARegisteredLaneItsFloor(t *testing.T) {
 	s := NewSet()
-	bg, err := s.Register(Spec{Name: "background", Priority: 2, Shares: 10})
+	bg, err := s.Register(Spec{Name: "background", Priority: 2, Shares: 11})
 	require.NoError(t, err)
-	sm := &sim{p: NewPicker(s)}
-	sm.add(Upstream)
-	sm.add(bg)
-	// Upstream always has 1 ms requests; background has 300 µs slices.
+	// Upstream always has 1 ms requests; background has 300 µs slices:
+	// coarser better tasks than the lane's own, which the floor's balance
+	// carries over.
 	cost := func(id ID) int64 {
 		if id == bg {
 			return int64(300 * time.Microsecond)
 		}
 		return int64(time.Millisecond)
 	}
-	for range 20000 {
-		sm.step(cost)
+	share := func(sh uint32) float64 {
+		require.NoError(t, s.SetShares(bg, sh))
+		sm := &sim{p: NewPicker(s)}
+		sm.add(Upstream)
+		sm.add(bg)
+		for range 20000 {
+			sm.step(cost)
+		}
+		return float64(sm.ns[bg]) / float64(sm.ns[bg]+sm.ns[Upstream])
 	}
-	frac := float64(sm.ns[bg]) / float64(sm.ns[bg]+sm.ns[Upstream])
-	// 10 shares of DefaultShares: a tenth of the worker, not the guard's
-	// one slice per 500 µs (which would be about a quarter here).
-	assert.InDelta(t, 0.10, frac, 0.01)
-
-	// The guarantee follows the shares live: 25 shares, a quarter.
-	require.NoError(t, s.SetShares(bg, 25))
-	sm2 := &sim{p: NewPicker(s)}
-	sm2.add(Upstream)
-	sm2.add(bg)
-	for range 20000 {
-		sm2.step(cost)
-	}
-	frac = float64(sm2.ns[bg]) / float64(sm2.ns[bg]+sm2.ns[Upstream])
-	assert.InDelta(t, 0.25, frac, 0.02)
+	// shares / (shares + 100): not the guard's one slice per 500 µs
+	// (about a quarter here).
+	assert.InDelta(t, 11.0/111, share(11), 0.005)
+	assert.InDelta(t, 0.20, share(25), 0.005)
+	assert.InDelta(t, 0.50, share(100), 0.005)
 
 	// Better lanes that leave room: background takes it all.
-	sm3 := &sim{p: NewPicker(s)}
-	sm3.add(bg)
+	sm := &sim{p: NewPicker(s)}
+	sm.add(bg)
 	for range 100 {
-		assert.Equal(t, bg, sm3.step(cost))
+		assert.Equal(t, bg, sm.step(cost))
 	}
 }
 
-func TestStrictGuardUnchangedForDefaultShares(t *testing.T) {
-	// A lane of DefaultShares or more behind better lanes waits the guard
-	// alone, however long its last task was.
+// A registered lane that ran ahead of its floor, in room the better lanes
+// left, takes nothing from them until they have run about FloorWindow.
+func TestFloorLetsABusyPeriodRunAfterTheLaneRanAhead(t *testing.T) {
+	s := NewSet()
+	bg, err := s.Register(Spec{Name: "background", Priority: 2, Shares: 11})
+	require.NoError(t, err)
+	sm := &sim{p: NewPicker(s)}
+	sm.add(bg)
+	for range 1000 { // 300 ms alone
+		sm.step(flat(int64(300 * time.Microsecond)))
+	}
+	sm.add(Upstream)
+	ran := int64(0)
+	for sm.step(flat(int64(time.Millisecond))) == Upstream {
+		ran += int64(time.Millisecond)
+	}
+	assert.InDelta(t, float64(FloorWindow), float64(ran), float64(2*time.Millisecond))
+}
+
+// The guard off turns the floors off: better lanes starve worse ones.
+func TestGuardOffTurnsFloorsOff(t *testing.T) {
+	s := NewSet()
+	bg, err := s.Register(Spec{Name: "background", Priority: 2, Shares: 100})
+	require.NoError(t, err)
+	s.SetGuard(0)
+	sm := &sim{p: NewPicker(s)}
+	sm.add(Upstream)
+	sm.add(bg)
+	for range 1000 {
+		assert.Equal(t, Upstream, sm.step(flat(1000)))
+	}
+}
+
+func TestStrictGuardOfUpstreamIgnoresTaskLength(t *testing.T) {
+	// Upstream behind Continuation waits the guard alone, however long
+	// its last task was.
 	s := NewSet()
 	s.SetGuard(100 * time.Microsecond)
 	sm := &sim{p: NewPicker(s)}
