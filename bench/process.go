@@ -53,6 +53,11 @@ type childSpec struct {
 	// Tenants, when set, gives a sluice target a tenant tracker and an
 	// agent over Redis (the tenants scenario, see TenantChild).
 	Tenants *TenantChild `json:"tenants,omitempty"`
+	// Lanes, when set, makes the child serve the lanes scenario's
+	// handlers (see lanesHandler) and, on a sluice target, its lanes
+	// (LanesChild.attach); the child reports its work log in a "work"
+	// line after it stopped.
+	Lanes *LanesChild `json:"lanes,omitempty"`
 }
 
 // TargetNice is the nice value of the targets' child processes. On a
@@ -104,7 +109,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
 		return fmt.Errorf("bad %s: %w", ChildEnv, err)
 	}
-	t, ok := targetByName(cs.Target, serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants})
+	t, ok := targetByName(cs.Target, serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants, lanes: cs.Lanes})
 	if !ok {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}
@@ -124,7 +129,11 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 		}
 		before = takeCensus()
 	}
-	rn, err := t.Serve(childHandler(cs))
+	h, work := childHandler(cs), (*workLog)(nil)
+	if cs.Lanes != nil {
+		h, work = lanesHandler(cs)
+	}
+	rn, err := t.Serve(h)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", cs.Target, err)
 	}
@@ -164,6 +173,15 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 			return fmt.Errorf("stats: %w", err)
 		}
 		if _, err := fmt.Fprintf(out, "stats %s\n", js); err != nil {
+			return err
+		}
+	}
+	if work != nil {
+		js, err := json.Marshal(work.series())
+		if err != nil {
+			return fmt.Errorf("work: %w", err)
+		}
+		if _, err := fmt.Fprintf(out, "work %s\n", js); err != nil {
 			return err
 		}
 	}
@@ -358,6 +376,9 @@ type Process struct {
 	// reported it once it listened; nil for other targets (read it after
 	// Stop).
 	Placement *Placement
+	// Work is what a lanes child reported of its handlers' work
+	// (WorkSeries, as JSON); nil before Stop and for other children.
+	Work json.RawMessage
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -475,6 +496,10 @@ func (p *Process) readLine(line string) {
 		var e ChildExit
 		if json.Unmarshal([]byte(js), &e) == nil {
 			p.Exit = &e
+		}
+	case "work":
+		if json.Valid([]byte(js)) {
+			p.Work = json.RawMessage(js)
 		}
 	case "placement":
 		var pl Placement

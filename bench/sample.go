@@ -129,6 +129,8 @@ type Sample struct {
 	Shed *ShedInfo `json:"shed,omitempty"`
 	// Tenants is set for the tenants scenario.
 	Tenants *TenantsInfo `json:"tenants,omitempty"`
+	// Lanes is set for the lanes scenario.
+	Lanes *LanesInfo `json:"lanes,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`

@@ -107,6 +107,8 @@ type SuiteConfig struct {
 	Shed ShedConfig
 	// Tenants shapes the tenants scenario.
 	Tenants TenantsConfig
+	// Lanes shapes the lanes scenario.
+	Lanes LanesConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -145,7 +147,7 @@ func (c *SuiteConfig) defaults() error {
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = all
 	}
-	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants})
+	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes})
 	for _, s := range c.Scenarios {
 		if !slices.Contains(known, s) {
 			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
@@ -184,6 +186,11 @@ func (c *SuiteConfig) defaults() error {
 			if !tenantCapable(t) {
 				return fmt.Errorf("bench: the tenants scenario runs on sluice targets only (its tracker is an admission policy), not %q: name them with -targets", t)
 			}
+		}
+	}
+	if slices.Contains(c.Scenarios, ScenarioLanes) {
+		if err := c.Lanes.defaults(); err != nil {
+			return err
 		}
 	}
 	if c.Shape.Name == "" {
@@ -339,6 +346,11 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 			for _, part := range TenantsParts {
 				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: c.Tenants.multiple(), part: part})
 			}
+		case ScenarioLanes:
+			sh := c.Lanes.shape()
+			for _, part := range LanesParts {
+				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: c.Lanes.Multiple, part: part})
+			}
 		}
 	}
 	return shapes, points
@@ -399,17 +411,20 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 	}
 	shapes, points := cfg.plan()
 	var total, done time.Duration
-	perTarget := time.Duration(0)
 	calibration := time.Duration(len(cfg.CalibrateConns)) * (cfg.Calibrate.Warmup + cfg.Calibrate.Duration)
-	for _, sh := range shapes {
-		if needsCapacity(points[sh.Name]) {
-			perTarget += calibration
-		}
-		for _, p := range points[sh.Name] {
-			perTarget += cfg.window(p) + cfg.Deadline/2
+	for _, tgt := range cfg.Targets {
+		for _, sh := range shapes {
+			if needsCapacity(points[sh.Name]) {
+				total += calibration
+			}
+			for _, p := range points[sh.Name] {
+				if p.runsOn(tgt) {
+					total += cfg.window(p) + cfg.Deadline/2
+				}
+			}
 		}
 	}
-	total = perTarget * time.Duration(cfg.Repeats*len(cfg.Targets))
+	total *= time.Duration(cfg.Repeats)
 	progress := func(d time.Duration, now string) {
 		done += d
 		if cfg.Progress != nil {
@@ -435,6 +450,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 					}
 				}
 				for _, p := range points[sh.Name] {
+					if !p.runsOn(tgt) {
+						continue
+					}
 					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s", r+1, cfg.Repeats, sh.Name, tgt, p.describe())
 					progress(0, what)
 					s, err := cfg.measure(ctx, tgt, p, capacity, r, run)
@@ -508,6 +526,8 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 		return cfg.shed(ctx, target, p, repeat, run)
 	case ScenarioTenants:
 		return cfg.tenants(ctx, target, p, capacity, repeat, run)
+	case ScenarioLanes:
+		return cfg.lanes(ctx, target, p, capacity, repeat, run)
 	}
 	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
 	if err != nil {

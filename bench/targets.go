@@ -123,6 +123,9 @@ type serveOptions struct {
 	// tenants, when set, puts a tenant tracker and agent in a sluice
 	// target (TenantChild.attach).
 	tenants *TenantChild
+	// lanes, when set, gives a sluice target the lanes scenario's lane
+	// and lane admin endpoint (LanesChild.attach).
+	lanes *LanesChild
 }
 
 // listenAddr returns the address to listen on.
@@ -213,6 +216,10 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 			return nil, err
 		}
 	}
+	lanesReady := func(*sluice.Server) error { return nil }
+	if o.lanes != nil {
+		h, opts, lanesReady = o.lanes.attach(h, &cfg, opts)
+	}
 	srv, err := sluice.Listen(o.listenAddr(), h, cfg, opts...)
 	if err != nil {
 		return nil, errors.Join(err, tenants.stop())
@@ -228,6 +235,9 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 	if tenants != nil {
 		stopServer := stop
 		stop = func() error { return errors.Join(stopServer(), tenants.stop()) }
+	}
+	if err := lanesReady(srv); err != nil {
+		return nil, errors.Join(err, stop())
 	}
 	if o.dashboard != "" {
 		stopDashboard, err := serveDashboard(o.dashboard, srv)

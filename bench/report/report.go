@@ -159,8 +159,8 @@ func groups(rep *bench.Report) []*group {
 	var out []*group
 	index := make(map[groupKey]*group)
 	for _, s := range rep.Samples {
-		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray || s.Scenario == bench.ScenarioCluster || s.Scenario == bench.ScenarioShed || s.Scenario == bench.ScenarioTenants {
-			continue // tables of their own: SummarizeNoisy, SummarizeStray, SummarizeCluster, SummarizeShed, SummarizeTenants
+		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray || s.Scenario == bench.ScenarioCluster || s.Scenario == bench.ScenarioShed || s.Scenario == bench.ScenarioTenants || s.Scenario == bench.ScenarioLanes {
+			continue // tables of their own: SummarizeNoisy, SummarizeStray, SummarizeCluster, SummarizeShed, SummarizeTenants, SummarizeLanes
 		}
 		k := groupKey{s.Scenario, s.Shape, s.Target, multipleKey(s.Multiple)}
 		g, ok := index[k]

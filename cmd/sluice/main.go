@@ -1,7 +1,7 @@
 // Command sluice runs sluice's demonstrations and benchmarks.
 //
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (about a minute)
-//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray, cluster, shed, tenants when named)
+//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray, cluster, shed, tenants, lanes when named)
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice simulate [flags] tenant fairness by blame, simulated on virtual time (seconds)
@@ -55,7 +55,11 @@ commands:
          the busy gate on a step of overload; with -scenarios tenants
          -targets sluice, three servers over a redis-server from PATH
          sharing a tenant drop table, a heavy tenant at 5x against ten
-         light ones, enforcement on and off
+         light ones, enforcement on and off; with -scenarios lanes
+         -targets sluice,nethttp, an interactive route at 0.8x of capacity
+         beside a flood of 20 ms batch requests that yield between slices:
+         in one lane, in a background lane of 10 shares, raised to 50 live
+         through laneadmin, and alone
   soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
          clients that never read, resets, garbage and pipelined floods
          alongside and a handler that panics on 1% of requests: goodput per

@@ -57,7 +57,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
-		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server)")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
@@ -310,7 +310,7 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		return err
 	}
 	fmt.Fprintln(stdout)
-	if werr := report.WriteTable(stdout, rep); werr != nil {
+	if werr := report.WriteLanesReport(stdout, rep); werr != nil {
 		return errors.Join(err, werr)
 	}
 	jsonPath := filepath.Join(out, "report.json")
@@ -325,6 +325,11 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 	if perr != nil {
 		return errors.Join(err, perr)
 	}
+	lanesPlots, perr := report.LanesPlots(out, rep)
+	if perr != nil {
+		return errors.Join(err, perr)
+	}
+	plots = append(plots, lanesPlots...)
 	fmt.Fprintf(stdout, "\nJSON:  %s\n", jsonPath)
 	for _, p := range plots {
 		fmt.Fprintf(stdout, "plot:  %s\n", p)
