@@ -321,15 +321,10 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 	if jerr != nil {
 		return errors.Join(err, jerr)
 	}
-	plots, perr := report.Plots(out, rep)
+	plots, perr := allPlots(out, rep)
 	if perr != nil {
 		return errors.Join(err, perr)
 	}
-	lanesPlots, perr := report.LanesPlots(out, rep)
-	if perr != nil {
-		return errors.Join(err, perr)
-	}
-	plots = append(plots, lanesPlots...)
 	fmt.Fprintf(stdout, "\nJSON:  %s\n", jsonPath)
 	for _, p := range plots {
 		fmt.Fprintf(stdout, "plot:  %s\n", p)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -50,14 +51,14 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if doc.Report == nil {
 		return fmt.Errorf("report: %s holds no report", path)
 	}
-	if err := report.WriteTable(stdout, doc.Report); err != nil {
+	if err := report.WriteLanesReport(stdout, doc.Report); err != nil {
 		return err
 	}
 	dir := *out
 	if dir == "" {
 		dir = filepath.Dir(path)
 	}
-	plots, err := report.Plots(dir, doc.Report)
+	plots, err := allPlots(dir, doc.Report)
 	if err != nil {
 		return err
 	}
@@ -71,6 +72,17 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	// The soak's checks are shown again; a failed one is no error of
 	// this command, which only reads.
 	return report.WriteSoak(stdout, doc.Report)
+}
+
+// allPlots draws every plot of rep in dir (the sweep's and the scenarios',
+// and the lanes scenario's live change) and returns their files.
+func allPlots(dir string, rep *bench.Report) ([]string, error) {
+	plots, err := report.Plots(dir, rep)
+	if err != nil {
+		return nil, err
+	}
+	lanesPlots, err := report.LanesPlots(dir, rep)
+	return append(plots, lanesPlots...), err
 }
 
 // parseInterspersed parses args with fs, letting flags follow the
