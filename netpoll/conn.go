@@ -3,7 +3,11 @@ package netpoll
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -175,41 +179,94 @@ func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
 // off the worker (a handler's helper goroutine, say) reading a Conn's FD at
 // a time the worker neither reads nor closes it; on the worker, use
 // Conn.Read and Conn.OnReadable.
-func ReadBlocking(fd int, p []byte) (int, error) {
-	for {
-		n, err := readFD(fd, p)
-		if err != unix.EAGAIN {
-			return n, err
-		}
-		if err := pollFor(fd, unix.POLLIN|unix.POLLRDHUP); err != nil {
-			return 0, err
-		}
-	}
-}
+func ReadBlocking(fd int, p []byte) (int, error) { return ReadBlockingDeadline(fd, p, nil) }
 
 // WriteBlocking writes all of p to the non-blocking socket fd, blocking the
 // calling goroutine in poll(2) while the socket's buffer is full. Like
 // ReadBlocking, it is for a goroutine off the worker, at a time the worker
 // neither writes nor closes the connection.
-func WriteBlocking(fd int, p []byte) error {
+func WriteBlocking(fd int, p []byte) error { return WriteBlockingDeadline(fd, p, nil) }
+
+// A Deadline tells a blocking read or write how long it may still wait:
+// limited false for as long as it takes, else left, which is zero or
+// negative once the deadline has passed. The wait asks again each time it
+// wakes, and wakes at least every MaxDeadlinePoll, so a deadline that
+// another goroutine sets or moves while a read or write waits takes effect
+// within that time. It is called on the waiting goroutine.
+type Deadline func() (left time.Duration, limited bool)
+
+// MaxDeadlinePoll is the longest a read or write of ReadBlockingDeadline
+// and WriteBlockingDeadline sleeps in poll(2) before it asks its Deadline
+// again.
+const MaxDeadlinePoll = 250 * time.Millisecond
+
+// ReadBlockingDeadline is ReadBlocking with a deadline: once dl says it
+// has passed, the read fails with os.ErrDeadlineExceeded, before reading
+// anything (as a net.Conn's read does). A nil dl never expires.
+func ReadBlockingDeadline(fd int, p []byte, dl Deadline) (int, error) {
 	for {
+		wait, err := waitFor(dl)
+		if err != nil {
+			return 0, err
+		}
+		n, err := readFD(fd, p)
+		if err != unix.EAGAIN {
+			return n, err
+		}
+		if err := pollFor(fd, unix.POLLIN|unix.POLLRDHUP, wait); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// WriteBlockingDeadline is WriteBlocking with a deadline: once dl says it
+// has passed, the write fails with os.ErrDeadlineExceeded, having written
+// some of p or none. A nil dl never expires.
+func WriteBlockingDeadline(fd int, p []byte, dl Deadline) error {
+	for {
+		wait, err := waitFor(dl)
+		if err != nil {
+			return err
+		}
 		rest, err := writeFD(fd, p)
 		if err != nil || len(rest) == 0 {
 			return err
 		}
 		p = rest
-		if err := pollFor(fd, unix.POLLOUT); err != nil {
+		if err := pollFor(fd, unix.POLLOUT, wait); err != nil {
 			return err
 		}
 	}
 }
 
+// waitFor returns how long poll(2) may sleep under dl, or
+// os.ErrDeadlineExceeded when dl has passed. Without a Deadline it sleeps
+// until the descriptor is ready.
+func waitFor(dl Deadline) (time.Duration, error) {
+	if dl == nil {
+		return -1, nil
+	}
+	left, limited := dl()
+	if !limited {
+		return MaxDeadlinePoll, nil
+	}
+	if left <= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return min(left, MaxDeadlinePoll), nil
+}
+
 // pollFor blocks until fd has one of events (or an error or hang-up, which
-// the next read or write reports).
-func pollFor(fd int, events int16) error {
+// the next read or write reports), or for at most wait when wait is not
+// negative (rounded up to the millisecond).
+func pollFor(fd int, events int16, wait time.Duration) error {
+	ms := -1
+	if wait >= 0 {
+		ms = int((wait + time.Millisecond - 1) / time.Millisecond)
+	}
 	fds := []unix.PollFd{{Fd: int32(fd), Events: events}}
 	for {
-		_, err := unix.Poll(fds, -1)
+		_, err := unix.Poll(fds, ms)
 		if err != unix.EINTR {
 			if err != nil {
 				return fmt.Errorf("netpoll: poll: %w", err)
@@ -346,6 +403,49 @@ func (c *Conn) flush() {
 	if done != nil {
 		done(err)
 	}
+}
+
+// AbortWrite abandons a Write still waiting for room in the socket: its
+// done callback runs, in the Continuation lane, with err, and what it had
+// not written is dropped (what it had is on its way to the peer, so the
+// stream is cut: close the connection after). Without such a write it does
+// nothing. A server uses it when a write deadline passes.
+func (c *Conn) AbortWrite(err error) {
+	if c.closed || c.pending == nil {
+		return
+	}
+	done := c.onWritten
+	c.pending, c.onWritten = nil, nil
+	_ = c.setEvents(c.wantEvents())
+	if done != nil {
+		c.w.Push(lanes.Continuation, func() { done(err) })
+	}
+}
+
+// LocalAddr returns the connection's own address (getsockname(2)): on a
+// socket listening on every address, the address the client reached.
+func (c *Conn) LocalAddr() (netip.AddrPort, error) {
+	if c.closed {
+		return netip.AddrPort{}, ErrClosed
+	}
+	sa, err := unix.Getsockname(c.fd)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netpoll: getsockname: %w", err)
+	}
+	ap := addrPort(sa)
+	if a, ok := sa.(*unix.SockaddrInet6); ok && a.ZoneId != 0 {
+		ap = netip.AddrPortFrom(ap.Addr().WithZone(zoneName(a.ZoneId)), ap.Port())
+	}
+	return ap, nil
+}
+
+// zoneName names the interface of index i, as Go's net package does: its
+// name, or the number when it has none.
+func zoneName(i uint32) string {
+	if ifi, err := net.InterfaceByIndex(int(i)); err == nil {
+		return ifi.Name
+	}
+	return strconv.FormatUint(uint64(i), 10)
 }
 
 // Close unwatches and closes the socket. A write still pending is abandoned

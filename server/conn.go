@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +29,7 @@ const (
 	connQueued              // a request waits in the admission queue
 	connLinger              // closing: our side shut, discarding input
 	connClosed
+	connHijacked // the handler took the connection (Hijack): the server forgot it
 )
 
 // How long a closing connection keeps discarding the client's input, so
@@ -53,6 +58,7 @@ type conn struct {
 
 	state       uint8
 	fresh       bool // no request yet: the header timeout runs from accept
+	lineOK      bool // the request line of the head arriving has been checked (checkStart)
 	lastPost    bool // the previous request was a POST (tolerate a stray CRLF)
 	closeAfter  bool // close once the current response is written
 	respStarted bool // the current response's header has been sent
@@ -60,6 +66,23 @@ type conn struct {
 
 	timer    *sched.Timer
 	deadline int64 // when timer's firing counts; 0: disarmed
+
+	// began is when the current request began, on the worker's clock:
+	// the read that brought its first bytes, or the accept for the first
+	// request of a connection. ReadTimeout counts from it.
+	began int64
+	// readDL and writeDL are the current request's read and write
+	// deadlines (Config.ReadTimeout, Config.WriteTimeout, or what the
+	// handler set through http.ResponseController), on the worker's clock;
+	// 0 for none. Atomic: a handler's helper goroutine reads them while it
+	// waits in poll(2).
+	readDL, writeDL atomic.Int64
+
+	// laddr is the connection's local address once asked for (localAddr);
+	// cctx is the parent of its requests' contexts, which answers
+	// http.ServerContextKey and http.LocalAddrContextKey.
+	laddr atomic.Pointer[net.TCPAddr]
+	cctx  connContext
 
 	onData    func() // c.readable, bound once
 	onTimeout func() // c.timeout, bound once
@@ -97,6 +120,8 @@ type reqState struct {
 // those that Shutdown took from the kernel's queue as it stopped accepting.
 func (srv *Server) accept(nc *netpoll.Conn) {
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
+	c.began = c.w.Now()
+	c.cctx.c = c
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
@@ -112,13 +137,13 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 // (the header timeout on a fresh connection).
 func (c *conn) idle() {
 	c.state = connIdle
-	c.scan = 0
+	c.scan, c.lineOK = 0, false
 	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
 		c.close()
 		return
 	}
 	if c.fresh {
-		c.arm(c.srv.cfg.ReadHeaderTimeout)
+		c.arm(c.srv.headTimeout)
 		// A client usually writes its first request right after
 		// connecting: read it now, queued behind the accept, instead of
 		// after the worker's next poll reports it and behind the queue
@@ -147,10 +172,7 @@ func (c *conn) releaseBuf() {
 
 func (c *conn) arm(d time.Duration) {
 	if d <= 0 {
-		c.deadline = 0
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+		c.disarm()
 		return
 	}
 	if c.timer == nil {
@@ -159,6 +181,12 @@ func (c *conn) arm(d time.Duration) {
 		c.timer.Reset(d)
 	}
 	c.deadline = c.timer.Deadline()
+}
+
+// armAt arms the timer for deadline, on the worker's clock; one already
+// passed fires at once.
+func (c *conn) armAt(deadline int64) {
+	c.arm(max(time.Duration(deadline-c.w.Now()), 1))
 }
 
 func (c *conn) disarm() {
@@ -179,6 +207,8 @@ func (c *conn) timeout() {
 		c.fail(errHeadTimeout)
 	case connIdle, connLinger:
 		c.close()
+	case connActive, connQueued:
+		c.deadlinePassed()
 	}
 }
 
@@ -267,6 +297,9 @@ func (c *conn) parseBuffered() {
 	if c.state != connIdle && c.state != connHead {
 		return
 	}
+	if c.state == connIdle && !c.fresh {
+		c.began = c.w.Now() // the first bytes of a request are here
+	}
 	if c.lastPost && c.state == connIdle {
 		// RFC 9112 section 2.2: tolerate the CRLF old clients add after
 		// a POST body.
@@ -277,6 +310,10 @@ func (c *conn) parseBuffered() {
 	data := c.buf[c.r:c.n]
 	end := findHeadEnd(data, c.scan)
 	if end < 0 {
+		if err := c.checkStart(data, c.scan); err != nil {
+			c.fail(err)
+			return
+		}
 		c.scan = len(data)
 		if len(data) >= c.srv.maxHead {
 			c.fail(errHeaderTooLarge)
@@ -291,7 +328,7 @@ func (c *conn) parseBuffered() {
 				return
 			}
 			if !c.fresh {
-				c.arm(c.srv.cfg.ReadHeaderTimeout)
+				c.arm(c.srv.headTimeout)
 			}
 		}
 		if len(data) == 0 && c.state == connIdle {
@@ -309,8 +346,41 @@ func (c *conn) parseBuffered() {
 		return
 	}
 	c.r += end
-	c.scan = 0
+	c.scan, c.lineOK = 0, false
 	c.start(&h)
+}
+
+// checkStart looks at a head still arriving, from its first byte, so that
+// a request that cannot be valid is refused at once instead of at the
+// header timeout, as net/http refuses it once its request line has ended:
+// net/http reads the line first and answers 400 when the line is bad, and
+// a client speaking another protocol (a TLS ClientHello, SSH) would wait
+// for the end of a head that never comes. from is how much of data was
+// looked at before. The first byte must begin a method (a token): a TLS
+// handshake record begins with 0x16 and is refused there, even when its
+// bytes hold no line end (net/http waits for one); once the first line
+// is complete it gets the checks parseHead gives it.
+func (c *conn) checkStart(data []byte, from int) *reqError {
+	if from == 0 && len(data) > 0 && !tokenChars[data[0]] {
+		if data[0] == tlsHandshakeRecord {
+			return errTLSHandshake
+		}
+		return badRequest("invalid method")
+	}
+	if c.lineOK {
+		return nil
+	}
+	i := bytes.IndexByte(data[from:], '\n')
+	if i < 0 {
+		return nil
+	}
+	c.lineOK = true
+	line := data[:from+i]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	var h head
+	return parseRequestLine(bytesToString(line), &h)
 }
 
 // start runs the request's handler, as a coroutine started in the current
@@ -330,7 +400,7 @@ func (c *conn) start(h *head) {
 		return
 	}
 	if max := c.srv.cfg.MaxBodyBytes; max > 0 && h.contentLength > max {
-		c.fail(&reqError{status: http.StatusRequestEntityTooLarge})
+		c.fail(bodyTooLarge(h.contentLength, max))
 		return
 	}
 	c.state = connActive
@@ -362,6 +432,7 @@ func (c *conn) start(h *head) {
 	}
 	r.Body = b
 	c.body, c.cur = b, r
+	c.startDeadlines()
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
@@ -410,10 +481,10 @@ func (c *conn) run() {
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
 	if lane > lanes.Upstream {
-		c.w.Go(context.Background(), lane, c.serveFn)
+		c.w.Go(&c.cctx, lane, c.serveFn)
 		return
 	}
-	c.w.GoNow(context.Background(), c.serveFn)
+	c.w.GoNow(&c.cctx, c.serveFn)
 }
 
 // rejectNow answers the current request with its rejection directly,
@@ -482,6 +553,15 @@ func (c *conn) serve(ctx context.Context) {
 		c.reject(rw)
 	} else {
 		err := c.callHandler(rw, r)
+		rw.returned.Store(true)
+		if rw.hijacked {
+			// The connection is the handler's now: Hijack ended the
+			// request's admission and took the connection off the
+			// worker. What is left is the request's context.
+			c.cancel()
+			c.cur, c.body, c.rw, c.cancel = nil, nil, nil, nil
+			return
+		}
 		if c.admitted {
 			c.admitted = false
 			status := http.StatusOK
@@ -528,7 +608,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 					"unlogged_before", dropped)
 			}
 		}
-		if rw.headerSent || v == http.ErrAbortHandler {
+		if rw.headerSent || rw.hijacked || v == http.ErrAbortHandler {
 			rw.err = err
 			return
 		}
@@ -635,13 +715,19 @@ func (c *conn) waitReadable(ctx context.Context) error {
 // owes.
 func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 	if !sched.InCoroutine(ctx) {
-		n, err := netpoll.ReadBlocking(c.fd, p)
-		if err == netpoll.ErrEOF {
+		n, err := netpoll.ReadBlockingDeadline(c.fd, p, c.readLeft)
+		switch err {
+		case netpoll.ErrEOF:
 			err = io.ErrUnexpectedEOF
+		case os.ErrDeadlineExceeded:
+			err = c.readTimedOut()
 		}
 		return n, err
 	}
 	for {
+		if dl := c.readDL.Load(); dl != 0 && c.srv.s.Now() >= dl {
+			return 0, c.readTimedOut()
+		}
 		n, err := c.nc.Read(p)
 		switch {
 		case err == nil:
@@ -664,7 +750,14 @@ func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 // send returns.
 func (c *conn) send(ctx context.Context, p []byte) error {
 	if !sched.InCoroutine(ctx) {
-		return netpoll.WriteBlocking(c.fd, p)
+		err := netpoll.WriteBlockingDeadline(c.fd, p, c.writeLeft)
+		if err == os.ErrDeadlineExceeded {
+			err = c.timeoutError("write")
+		}
+		return err
+	}
+	if dl := c.writeDL.Load(); dl != 0 && c.srv.s.Now() >= dl {
+		return c.timeoutError("write")
 	}
 	n, err := c.nc.WriteNow(p)
 	if err != nil || n == len(p) {
@@ -680,6 +773,9 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 	if perr != nil {
 		return perr
 	}
+	if werr == os.ErrDeadlineExceeded { // WriteTimeout passed (deadlinePassed)
+		werr = c.timeoutError("write")
+	}
 	return werr
 }
 
@@ -689,7 +785,11 @@ func (c *conn) fail(e *reqError) {
 	c.disarm()
 	c.state = connActive // nothing else reads meanwhile
 	msg := fmt.Sprintf("%d %s", e.status, e.Error())
-	resp := "HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg
+	body := msg
+	if e.detail != "" {
+		body = msg + "\n\n" + e.detail + "\n"
+	}
+	resp := "HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + body
 	if e.empty {
 		resp = "HTTP/1.1 " + msg + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 	}
@@ -751,7 +851,11 @@ func (c *conn) shutdown(force bool) {
 		case c.fresh:
 			// Accepted a moment ago: its first request is on its way.
 			c.closeAfter = true
-			c.arm(min(c.srv.cfg.ReadHeaderTimeout, NewConnGrace))
+			grace := NewConnGrace
+			if ht := c.srv.headTimeout; ht > 0 {
+				grace = min(grace, ht)
+			}
+			c.arm(grace)
 		default:
 			c.close()
 		}

@@ -362,8 +362,8 @@ func diffCases() []diffCase {
 		{name: "version HTTP/1.2", raw: req("GET / HTTP/1.2", "Host: x")},
 		{name: "version HTTP/1.x", raw: req("GET / HTTP/1.x", "Host: x")},
 		{name: "h2 prior knowledge preface", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-			deviation: "sluice has no HTTP/2 and no hijacking, so the HTTP/2 preface is refused as any other " +
-				"HTTP/2.0 request; net/http passes it to the handler for h2c servers",
+			deviation: "sluice has no HTTP/2, so the HTTP/2 preface is refused as any other HTTP/2.0 request " +
+				"before a handler could hijack it; net/http passes it to the handler for h2c servers",
 			want: closed(505)},
 		{name: "two spaces after method", raw: req("GET  / HTTP/1.1", "Host: x")},
 		{name: "trailing space after version", raw: req("GET / HTTP/1.1 ", "Host: x")},
@@ -371,6 +371,10 @@ func diffCases() []diffCase {
 		{name: "empty target", raw: req("GET  HTTP/1.1", "Host: x")},
 		{name: "request line only method", raw: req("GET", "Host: x")},
 		{name: "tab separators", raw: req("GET\t/\tHTTP/1.1", "Host: x")},
+		// Another protocol's first line, and no head after it: refused
+		// when the line ends, not at the header timeout.
+		{name: "ssh banner", raw: "SSH-2.0-OpenSSH_9.6\r\n"},
+		{name: "bad request line, head unfinished", raw: "GET /a b c\r\nHost: x\r\n"},
 
 		// Header fields.
 		{name: "header without colon", raw: get("/", "NoColon")},

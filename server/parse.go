@@ -33,6 +33,7 @@ type head struct {
 type reqError struct {
 	status int
 	reason string // appended to the status text; empty for none
+	detail string // sentences for the body only, after the status; empty for none
 	empty  bool   // answer with no body (Content-Length: 0)
 }
 
@@ -52,7 +53,44 @@ var (
 	errUnsupportedTE  = &reqError{status: http.StatusNotImplemented}
 	errMalformed      = badRequest("")
 	errHeadTimeout    = &reqError{status: http.StatusRequestTimeout}
+	errTLSHandshake   = badRequest("TLS handshake on a plain HTTP port")
 )
+
+// tlsHandshakeRecord is the first byte of a TLS handshake record, and so
+// of every TLS ClientHello (RFC 8446 section 5.1: ContentType handshake).
+const tlsHandshakeRecord = 0x16
+
+// bodyTooLarge is the answer to a request whose Content-Length exceeds
+// Config.MaxBodyBytes: it says what was exceeded and, for the people who
+// run the server, how to change it.
+func bodyTooLarge(length, limit int64) *reqError {
+	return &reqError{
+		status: http.StatusRequestEntityTooLarge,
+		detail: "The request's body (Content-Length: " + strconv.FormatInt(length, 10) + ") is larger than this " +
+			"server accepts: " + formatBytes(limit) + ". The limit is the server's Config.MaxBodyBytes " +
+			"(server.Config and sluice.Config; 64 MiB unless set): raise it where larger bodies are expected, " +
+			"or set it negative for no limit.",
+	}
+}
+
+// formatBytes writes n bytes for people: "67108864 bytes (64 MiB)",
+// "1500000 bytes (1.4 MiB)".
+func formatBytes(n int64) string {
+	s := strconv.FormatInt(n, 10) + " bytes"
+	for _, u := range [...]struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n < u.size {
+			continue
+		}
+		if n%u.size == 0 {
+			return s + " (" + strconv.FormatInt(n/u.size, 10) + " " + u.name + ")"
+		}
+		return s + " (" + strconv.FormatFloat(float64(n)/float64(u.size), 'f', 1, 64) + " " + u.name + ")"
+	}
+	return s
+}
 
 // findHeadEnd returns the length of the request head at the start of buf
 // (through the empty line that ends it), or -1 if buf does not hold all of
@@ -82,6 +120,21 @@ func findHeadEnd(buf []byte, from int) int {
 func parseHead(buf []byte, h *head) *reqError {
 	s := string(buf)
 	line, rest := nextLine(s)
+	if err := parseRequestLine(line, h); err != nil {
+		return err
+	}
+	if err := parseFields(rest, h); err != nil {
+		return err
+	}
+	if h.major != 1 {
+		return &reqError{status: http.StatusHTTPVersionNotSupported, reason: "unsupported protocol version"}
+	}
+	return h.check()
+}
+
+// parseRequestLine parses the request line (without its line end) into
+// h's method, target and version, with net/http's checks.
+func parseRequestLine(line string, h *head) *reqError {
 	var ok1, ok2 bool
 	h.method, line, ok1 = strings.Cut(line, " ")
 	h.target, h.proto, ok2 = strings.Cut(line, " ")
@@ -98,13 +151,7 @@ func parseHead(buf []byte, h *head) *reqError {
 	if h.target == "" {
 		return badRequest("malformed request URI")
 	}
-	if err := parseFields(rest, h); err != nil {
-		return err
-	}
-	if h.major != 1 {
-		return &reqError{status: http.StatusHTTPVersionNotSupported, reason: "unsupported protocol version"}
-	}
-	return h.check()
+	return nil
 }
 
 // nextLine splits s after its first line, dropping the line's CRLF or LF.

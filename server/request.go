@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -58,15 +59,34 @@ type Request struct {
 }
 
 // Context returns the request's context: cancelled when the client goes
-// away and when the handler returns. Await with it releases the worker.
+// away, when a body read passes the read deadline, and when the handler
+// returns. Await with it releases the worker. As in net/http, its value
+// for http.ServerContextKey is an *http.Server that describes this server
+// (Server.HTTPServer: descriptive, never started), and its value for
+// http.LocalAddrContextKey is the connection's local address (a
+// *net.TCPAddr) once LocalAddr or HTTPRequest has been called on one of
+// the connection's requests; HTTPHandler's requests always carry it.
 func (r *Request) Context() context.Context { return r.ctx }
+
+// LocalAddr returns the address of the server's end of the connection: the
+// address the client reached, which on a server listening on every address
+// tells which one. The kernel is asked once per connection. Call it from
+// the handler.
+func (r *Request) LocalAddr() net.Addr {
+	if r.c == nil || r.c.nc == nil {
+		return nil
+	}
+	return r.c.localAddr()
+}
 
 // Worker returns the worker serving the request.
 func (r *Request) Worker() *sched.Worker { return r.c.w }
 
 // HTTPRequest returns the request as a *http.Request, as net/http would
-// have built it, sharing Header, URL and Body.
+// have built it, sharing Header, URL and Body. Its context is the
+// request's, which then carries http.LocalAddrContextKey (see Context).
 func (r *Request) HTTPRequest() *http.Request {
+	r.LocalAddr() // for http.LocalAddrContextKey
 	hr := &http.Request{
 		Method:     r.Method,
 		URL:        r.URL,
@@ -94,23 +114,29 @@ func (r *Request) HTTPRequest() *http.Request {
 
 // HTTPHandler adapts a net/http Handler to the server: it gets the request
 // from Request.HTTPRequest and the ResponseWriter, which implements
-// http.ResponseWriter and http.Flusher (and FlushError, for
-// http.ResponseController). As net/http's server does, it answers
-// "OPTIONS *" itself (200, empty). Hijacking is not supported.
-func HTTPHandler(h http.Handler) Handler {
-	return HandlerFunc(func(w *ResponseWriter, r *Request) {
-		if r.RequestURI == "*" && r.Method == "OPTIONS" {
-			// As net/http's server: "OPTIONS *" asks about the server,
-			// not a resource, and is answered without the handler.
-			if r.ContentLength != 0 {
-				_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
-			}
-			w.Header().Set("Content-Length", "0")
-			w.WriteHeader(http.StatusOK)
-			return
+// http.ResponseWriter, http.Flusher and http.Hijacker, and the methods
+// http.ResponseController finds (FlushError, SetReadDeadline,
+// SetWriteDeadline, EnableFullDuplex). The request's context carries
+// http.ServerContextKey and http.LocalAddrContextKey, as net/http's does.
+// As net/http's server does, it answers "OPTIONS *" itself (200, empty).
+func HTTPHandler(h http.Handler) Handler { return httpHandler{h} }
+
+// httpHandler is the Handler that HTTPHandler returns; the server finds
+// the http.Handler in it for the *http.Server it describes itself with.
+type httpHandler struct{ h http.Handler }
+
+func (a httpHandler) ServeSluice(w *ResponseWriter, r *Request) {
+	if r.RequestURI == "*" && r.Method == "OPTIONS" {
+		// As net/http's server: "OPTIONS *" asks about the server, not a
+		// resource, and is answered without the handler.
+		if r.ContentLength != 0 {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
 		}
-		h.ServeHTTP(w, r.HTTPRequest())
-	})
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	a.h.ServeHTTP(w, r.HTTPRequest())
 }
 
 // parseTarget parses a request-target as net/http does: origin-form and

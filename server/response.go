@@ -5,10 +5,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 )
 
 // ResponseWriter writes a response. It implements http.ResponseWriter,
-// http.Flusher, io.StringWriter and FlushError (for http.ResponseController).
+// http.Flusher, http.Hijacker, io.StringWriter, and the methods
+// http.ResponseController looks for: FlushError, SetReadDeadline,
+// SetWriteDeadline and EnableFullDuplex.
 //
 // A response that fits its 4 KB buffer and is complete when the handler
 // returns is sent in one write with a Content-Length. A longer one, or one
@@ -32,6 +35,11 @@ type ResponseWriter struct {
 	written     int64 // body bytes the handler wrote
 	out         []byte
 	err         error // a write failed: the connection closes
+	hijacked    bool  // Hijack gave the connection to the handler
+	// returned is set once the handler has returned, before the end of
+	// the response goes out: the writer is dead. Atomic: a goroutine that
+	// outlived the handler may still call it, and must be told.
+	returned atomic.Bool
 }
 
 var (
@@ -52,6 +60,10 @@ func (w *ResponseWriter) Header() http.Header { return w.header }
 // rest are sent with the first flush of the body. Later calls are ignored.
 func (w *ResponseWriter) WriteHeader(code int) {
 	defer w.c.leave(w.c.enter())
+	if w.hijacked {
+		w.c.srv.log.Warn("sluice server: WriteHeader on a hijacked connection", "code", code, "caller", callerOf(2))
+		return
+	}
 	if w.wroteHeader || w.err != nil {
 		return
 	}
@@ -72,7 +84,14 @@ func (w *ResponseWriter) WriteHeader(code int) {
 			delete(w.header, "Content-Length")
 		}
 	}
-	w.bodyless = w.req.Method == "HEAD" || code == http.StatusNoContent || code == http.StatusNotModified
+	w.bodyless = w.req.Method == "HEAD" || !bodyAllowed(code)
+}
+
+// bodyAllowed reports whether a response of status code may have a body:
+// not 101 Switching Protocols (what follows is the new protocol's), 204 or
+// 304.
+func bodyAllowed(code int) bool {
+	return code != http.StatusSwitchingProtocols && code != http.StatusNoContent && code != http.StatusNotModified
 }
 
 func (w *ResponseWriter) sendInformational(code int) {
@@ -87,9 +106,16 @@ func (w *ResponseWriter) sendInformational(code int) {
 	w.c.ws.putOut(b)
 }
 
-// Write buffers p as body, sending what the buffer cannot hold.
+// Write buffers p as body, sending what the buffer cannot hold. After
+// Hijack it returns http.ErrHijacked.
 func (w *ResponseWriter) Write(p []byte) (int, error) {
 	defer w.c.leave(w.c.enter())
+	if w.hijacked {
+		if len(p) > 0 {
+			w.c.srv.log.Warn("sluice server: Write on a hijacked connection", "caller", callerOf(2))
+		}
+		return 0, http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -99,7 +125,7 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if w.status == http.StatusNoContent || w.status == http.StatusNotModified {
+	if !bodyAllowed(w.status) {
 		return 0, ErrBodyNotAllowed
 	}
 	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
@@ -146,12 +172,17 @@ const sniffLen = 512
 // WriteString is Write for a string.
 func (w *ResponseWriter) WriteString(s string) (int, error) {
 	defer w.c.leave(w.c.enter())
+	if w.hijacked {
+		if len(s) > 0 {
+			w.c.srv.log.Warn("sluice server: Write on a hijacked connection", "caller", callerOf(2))
+		}
+		return 0, http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.err == nil && !w.bodyless && len(w.out)+len(s) <= cap(w.out) &&
-		(w.declared < 0 || w.written+int64(len(s)) <= w.declared) &&
-		w.status != http.StatusNoContent && w.status != http.StatusNotModified {
+		(w.declared < 0 || w.written+int64(len(s)) <= w.declared) {
 		w.out = append(w.out, s...)
 		w.written += int64(len(s))
 		return len(s), nil
@@ -162,9 +193,13 @@ func (w *ResponseWriter) WriteString(s string) (int, error) {
 // Flush sends the header and what the body buffer holds.
 func (w *ResponseWriter) Flush() { _ = w.FlushError() }
 
-// FlushError is Flush, returning the error of the write.
+// FlushError is Flush, returning the error of the write; after Hijack,
+// http.ErrHijacked (where net/http's panics).
 func (w *ResponseWriter) FlushError() error {
 	defer w.c.leave(w.c.enter())
+	if w.hijacked {
+		return http.ErrHijacked
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -269,7 +304,7 @@ func (w *ResponseWriter) reset() {
 func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	c, r, h := w.c, w.req, w.header
 	code := w.status
-	noBody := code == http.StatusNoContent || code == http.StatusNotModified
+	noBody := !bodyAllowed(code)
 	if _, ok := h["Connection"]; ok && hasToken(h["Connection"], "close") {
 		c.closeAfter = true
 	}
@@ -306,6 +341,9 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		c.closeAfter = true
 	}
 	switch {
+	case code == http.StatusSwitchingProtocols:
+		// The handler's Connection (Upgrade) says it all: the connection
+		// becomes another protocol's, through Hijack.
 	case c.closeAfter && r.ProtoMinor >= 1:
 		if !hasToken(h["Connection"], "close") {
 			add("Connection", "close")

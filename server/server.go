@@ -9,9 +9,12 @@
 //
 // Handlers come in two forms: the native Handler, which gets the server's
 // own Request, and any net/http Handler through HTTPHandler, which gets an
-// ordinary *http.Request whose context ends when the client goes away, and a
-// ResponseWriter that is also an http.Flusher. Routers and middleware written
-// for net/http run unchanged.
+// ordinary *http.Request whose context ends when the client goes away (and
+// carries http.ServerContextKey and http.LocalAddrContextKey), and a
+// ResponseWriter that is also an http.Flusher and an http.Hijacker and
+// answers http.ResponseController. Routers, middleware and WebSocket
+// libraries written for net/http run unchanged; the README's "net/http
+// differences" lists where the server differs.
 //
 // A handler that blocks without Await (time.Sleep, a raw socket, a blocking
 // driver) holds its worker for the duration: that is the "isolated" model
@@ -27,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,25 +56,65 @@ const (
 )
 
 // Config configures a Server. The zero value is usable.
+//
+// The timeouts are net/http's, counted on the worker's clock, with two
+// defaults net/http does not have: a head must arrive within
+// DefaultReadHeaderTimeout and an idle connection closes after
+// DefaultIdleTimeout unless told otherwise. Each request starts at its
+// first byte (its connection's accept, for the first request of a
+// connection; the end of the previous response, for a request pipelined
+// behind it):
+//
+//	first byte (or accept)   end of head     end of body     end of response
+//	|--- ReadHeaderTimeout -->|
+//	|--- ReadTimeout ------------------------->|
+//	                          |--- WriteTimeout --------------------->|
+//	                                                                  |--- IdleTimeout -->| next first byte
+//
+// A handler moves its own request's read and write deadlines with
+// http.ResponseController (SetReadDeadline, SetWriteDeadline).
 type Config struct {
 	// ReadHeaderTimeout bounds the time from the first byte of a request
 	// (or from accepting the connection) to the end of its head. When it
 	// passes with part of a head received, the request is answered 408
 	// Request Timeout and the connection closed; with nothing received, the
 	// connection is closed. Zero means DefaultReadHeaderTimeout; negative
-	// means none.
+	// means none. The head must also arrive within ReadTimeout, when that
+	// is shorter. (net/http uses ReadTimeout when this is zero, and closes
+	// a connection whose head timed out without an answer.)
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the time from the first byte of a request (or
+	// from accepting the connection) to the end of its body: the whole
+	// request, as in net/http. A body read that would wait past it fails
+	// with an error that wraps os.ErrDeadlineExceeded and is a net.Error
+	// whose Timeout is true, the request's context is cancelled (as
+	// net/http does when its connection's read fails), and the connection
+	// closes after the response. Bytes the server has already read are
+	// still returned. Zero or negative means none.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from the end of a request's head to the
+	// end of its response, as in net/http: time spent waiting in the
+	// admission queue and in the handler counts. A write that would go on
+	// past it fails (with an error like ReadTimeout's), what the client
+	// has not taken is dropped, and the connection closes: a client that
+	// stops reading its response cannot hold the handler longer than this.
+	// A write after the deadline fails at once, so a handler that runs
+	// past it sends no response. Zero or negative means none.
+	WriteTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
-	// connection. Zero means DefaultIdleTimeout; negative means none.
+	// connection. Zero means ReadTimeout if that is set, as in net/http,
+	// and DefaultIdleTimeout if not (net/http has no limit then); negative
+	// means none.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header fields; a larger
 	// head is answered 431. As in net/http, 4 KB of slack are added. Zero
 	// means DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds a request body: a larger Content-Length is
-	// answered 413 before the handler runs, and reading a larger chunked
-	// body fails with *http.MaxBytesError. Zero means DefaultMaxBodyBytes;
-	// negative means no limit.
+	// answered 413 before the handler runs, with a body that names the
+	// limit and this field, and reading a larger chunked body fails with
+	// *http.MaxBytesError. Zero means DefaultMaxBodyBytes (64 MiB);
+	// negative means no limit, as in net/http, which has none.
 	MaxBodyBytes int64
 	// Listen configures the listening sockets (per-worker SO_REUSEPORT
 	// sockets by default, or one shared EPOLLEXCLUSIVE socket). A port
@@ -115,6 +159,13 @@ type Server struct {
 	adm     *admit.Pipeline
 	lanes   *laneRouter // nil: every request in the built-in lanes
 
+	// headTimeout is the time a head has to arrive: ReadHeaderTimeout,
+	// or ReadTimeout when that is shorter; 0 for none.
+	headTimeout time.Duration
+	// hs describes the server to handlers (http.ServerContextKey); see
+	// describe.
+	hs *http.Server
+
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
 	stopping atomic.Bool      // Shutdown or Close began
@@ -140,6 +191,7 @@ func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	srv.l = l
+	srv.hs.Addr = l.Addr().String()
 	return srv, nil
 }
 
@@ -182,6 +234,7 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	srv.l = nl
+	srv.hs.Addr = nl.Addr().String()
 	return srv, nil
 }
 
@@ -199,6 +252,9 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+		if cfg.ReadTimeout > 0 {
+			cfg.IdleTimeout = cfg.ReadTimeout // as net/http
+		}
 	}
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -216,6 +272,11 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	if srv.log == nil {
 		srv.log = slog.Default()
 	}
+	srv.headTimeout = max(cfg.ReadHeaderTimeout, 0)
+	if rt := cfg.ReadTimeout; rt > 0 && (srv.headTimeout == 0 || rt < srv.headTimeout) {
+		srv.headTimeout = rt
+	}
+	srv.hs = srv.describe(h)
 	for range s.NumWorkers() {
 		srv.ws = append(srv.ws, &workerState{})
 	}
