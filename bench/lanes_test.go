@@ -117,7 +117,7 @@ func TestLanesConfigDefaults(t *testing.T) {
 	require.NoError(t, c.defaults())
 	assert.Equal(t, LanesConfig{
 		Interactive: time.Millisecond, Batch: 20 * time.Millisecond, Slice: 500 * time.Microsecond,
-		Multiple: 0.8, BatchMultiple: 2, Priority: 2, Shares: 10, LiveShares: 50, Window: 100 * time.Millisecond,
+		Multiple: 0.8, BatchMultiple: 2, Priority: 2, Shares: 11, LiveShares: 100, Window: 100 * time.Millisecond,
 	}, c)
 	assert.Equal(t, 8, c.batchConns(2))
 	c.BatchConns = 3

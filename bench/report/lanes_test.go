@@ -133,7 +133,8 @@ func TestSummarizeLanes(t *testing.T) {
 	assert.InDelta(t, 0.25, live.BatchBefore, 1e-9)
 	assert.InDelta(t, 0.33, live.BatchAfter, 1e-9)
 	assert.Equal(t, 250*time.Millisecond, live.Reach, "the window at 5.3 s")
-	assert.Equal(t, []time.Duration{550 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}, live.Settles)
+	assert.Equal(t, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}, live.Settles,
+		"the stray window of the first repeat moves no second's mean out of the band")
 	assert.Equal(t, 250*time.Millisecond, live.Settle)
 	assert.Equal(t, 3, live.Settled)
 	assert.Equal(t, [3]int{3 * 47, 0, 1}, [3]int{live.Windows, live.Above, live.Below}, "from 5.3 s, the stray window (0.2) of the first repeat")
@@ -157,21 +158,49 @@ func TestSummarizeLanes(t *testing.T) {
 
 func TestLanesSettle(t *testing.T) {
 	get := func(w bench.LanesWindow) float64 { return w.TargetBatch }
-	series := lanesSeries(0.1, 0.1, 0.1, 0.3, 0.5, 0.5, 0.45, 0.5, 0.5, 0.5)
+	// Three windows at 0.1, the change at 250 ms, then 0.3, and 0.5 with
+	// single windows off by more than 10% (0.4, 0.6) that a second's mean
+	// absorbs.
+	shares := []float64{0.1, 0.1, 0.1, 0.3}
+	for i := range 30 {
+		v := 0.5
+		switch i {
+		case 4:
+			v = 0.4
+		case 12:
+			v = 0.6
+		}
+		shares = append(shares, v)
+	}
+	series := lanesSeries(shares...)
 	st := LanesSettle(series, lanesWindow, 250*time.Millisecond, get)
 	assert.InDelta(t, 0.1, st.Before, 1e-9, "the windows wholly before")
-	assert.InDelta(t, (0.45+0.5+0.5+0.5)/4, st.Final, 1e-9, "the last half of those after")
-	assert.Equal(t, 150*time.Millisecond, st.Reach)
-	assert.Equal(t, 150*time.Millisecond, st.Settle, "0.45 is within 10% of the final mean")
-	assert.Equal(t, [3]int{6, 0, 0}, [3]int{st.Windows, st.Above, st.Below})
+	assert.InDelta(t, 0.5, st.Final, 1e-9, "the last half of those after")
+	assert.Equal(t, 150*time.Millisecond, st.Reach, "the first window at 0.5")
+	assert.Equal(t, 150*time.Millisecond, st.Settle, "every second's mean is within 10% from there on")
+	assert.Equal(t, [3]int{30, 1, 1}, [3]int{st.Windows, st.Above, st.Below}, "0.6 above, 0.4 below")
 
-	series[9].TargetBatch = 0.6
+	// A second of 0.39 after the first windows at 0.5: the share holds
+	// only once no second's mean is below 0.45, from the span of windows
+	// 10 to 19 (five of them low, and the 0.6).
+	for i := 5; i < 15; i++ {
+		series[i].TargetBatch = 0.39
+	}
 	st = LanesSettle(series, lanesWindow, 250*time.Millisecond, get)
-	assert.Equal(t, Never, st.Settle, "the last window strays")
+	assert.InDelta(t, 0.5, st.Final, 1e-9)
 	assert.Equal(t, 150*time.Millisecond, st.Reach)
-	assert.Equal(t, [3]int{6, 1, 1}, [3]int{st.Windows, st.Above, st.Below}, "0.6 above, 0.45 below")
+	assert.Equal(t, 750*time.Millisecond, st.Settle)
 
-	st = LanesSettle(series, lanesWindow, time.Second, get)
+	// The last second's mean out of the band: it never holds.
+	for i := 24; i < 34; i++ {
+		series[i].TargetBatch = 0.7
+	}
+	st = LanesSettle(series, lanesWindow, 250*time.Millisecond, get)
+	assert.Equal(t, Never, st.Settle)
+
+	st = LanesSettle(series[:10], lanesWindow, 250*time.Millisecond, get)
+	assert.Equal(t, Never, st.Settle, "less than a second after the change")
+	st = LanesSettle(series, lanesWindow, 10*time.Second, get)
 	assert.Equal(t, Never, st.Settle, "no window after the change")
 	assert.Equal(t, Never, st.Reach)
 	st = LanesSettle(lanesSeries(0, 0, 0), lanesWindow, 0, get)
@@ -189,7 +218,7 @@ func TestLanesChecks(t *testing.T) {
 	assert.True(t, checks[1].Pass, "20%")
 	assert.Contains(t, checks[1].Value, "20.0%")
 	assert.True(t, checks[2].Pass, "settled after 250 ms")
-	assert.Contains(t, checks[2].Value, "250ms (per run: 550ms, 250ms, 250ms")
+	assert.Contains(t, checks[2].Value, "250ms (per run: 250ms, 250ms, 250ms")
 	assert.True(t, checks[3].Info)
 	assert.Contains(t, checks[3].What, "nethttp")
 	assert.Contains(t, checks[3].Value, "201 ms")
