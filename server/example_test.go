@@ -58,7 +58,7 @@ func ExampleListen() {
 // admission has a gate of its own: at most 2 exports at a time.
 func ExampleLanes() {
 	rt, err := srt.New(srt.WithWorkers(2), srt.WithPinning(false),
-		srt.WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 10}))
+		srt.WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 11}))
 	if err != nil {
 		log.Fatal(err)
 	}
