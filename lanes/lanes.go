@@ -310,7 +310,10 @@ type Picker struct {
 	floor uint64
 	// bal is, per registered lane, the worker time its floor owes it
 	// (negative: it ran ahead of its floor, in room the better lanes
-	// left), kept within FloorWindow's worth of its floor (see Charge).
+	// left), kept within FloorWindow's worth of its floor (see Charge). It
+	// is counted in ns × (shares + DefaultShares), which spares Charge a
+	// division: another lane's ns credit it ns × shares, its own debit it
+	// ns × DefaultShares.
 	bal [MaxLanes]int64
 	// ready is the ready mask of the last Pick: the lanes that had work
 	// while the task Charge accounts for ran.
@@ -327,11 +330,7 @@ const FloorWindow = 100 * time.Millisecond
 // builtIn is the mask of the built-in lanes, which have no floor.
 const builtIn = Mask(1<<Continuation | 1<<Upstream)
 
-// floorOf returns the part of ns that a lane of shares sh is guaranteed:
-// ns × sh / (sh + DefaultShares).
-func floorOf(ns int64, sh uint32) int64 {
-	return ns * int64(sh) / (int64(sh) + DefaultShares)
-}
+
 
 // NewPicker returns a Picker over the lanes of s.
 func NewPicker(s *Set) *Picker { return &Picker{set: s} }
@@ -361,14 +360,14 @@ func (p *Picker) Charge(id ID, ns int64) {
 	// part of the time another lane ran, and pays for its own.
 	for m := p.ready.With(id) &^ builtIn; m != 0; m &= m - 1 {
 		l := ID(bits.TrailingZeros32(uint32(m)))
-		lsh := p.set.shares[l].Load()
+		lsh := int64(p.set.shares[l].Load())
 		b := p.bal[l]
 		if l == id {
-			b -= ns - floorOf(ns, lsh)
+			b -= ns * DefaultShares
 		} else {
-			b += floorOf(ns, lsh)
+			b += ns * lsh
 		}
-		limit := floorOf(int64(FloorWindow), lsh)
+		limit := int64(FloorWindow) * lsh
 		p.bal[l] = min(max(b, -limit), limit)
 	}
 }
