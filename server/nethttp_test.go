@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -552,4 +554,27 @@ func TestBodyTooLargeSaysWhatAndHow(t *testing.T) {
 	} {
 		assert.Equal(t, want, formatBytes(n))
 	}
+}
+
+// On a dual-stack listener an IPv4 client's address reads as IPv4, as in
+// net/http, not as an IPv4-mapped IPv6 address.
+func TestRemoteAddrOfIPv4ClientOnDualStackListener(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	got := make(chan string, 1)
+	srv, err := Listen(rt, ":0", HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.RemoteAddr
+	})), Config{})
+	if err != nil {
+		t.Skipf("no dual-stack listener here: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	_, port, err := net.SplitHostPort(srv.Addr().String())
+	require.NoError(t, err)
+	c := &http.Client{}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://127.0.0.1:" + port + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	addr := <-got
+	assert.True(t, strings.HasPrefix(addr, "127.0.0.1:"), "RemoteAddr %q", addr)
 }

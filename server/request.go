@@ -98,7 +98,9 @@ func (r *Request) HTTPRequest() *http.Request {
 		Close:      r.Close,
 		Host:       r.Host,
 		RequestURI: r.RequestURI,
-		RemoteAddr: r.RemoteAddr.String(),
+		// An IPv4 client of a dual-stack listener (":8080") comes as an
+		// IPv4-mapped IPv6 address; net/http shows it as IPv4.
+		RemoteAddr: netip.AddrPortFrom(r.RemoteAddr.Addr().Unmap(), r.RemoteAddr.Port()).String(),
 	}
 	switch {
 	case r.Chunked:
