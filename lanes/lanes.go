@@ -330,8 +330,6 @@ const FloorWindow = 100 * time.Millisecond
 // builtIn is the mask of the built-in lanes, which have no floor.
 const builtIn = Mask(1<<Continuation | 1<<Upstream)
 
-
-
 // NewPicker returns a Picker over the lanes of s.
 func NewPicker(s *Set) *Picker { return &Picker{set: s} }
 
