@@ -203,7 +203,7 @@ func (a *Agent) Report(ctx context.Context) error {
 		a.seq++
 		r.Server, r.Seq = a.opts.ID, a.seq
 		if err := a.call(ctx, func(ctx context.Context) error { return a.opts.Store.Push(ctx, r, a.opts.ReportTTL) }); err != nil {
-			first = a.fail(&a.stats.PushFailures, "pushing its report", err)
+			first = a.storeFailed(ctx, &a.stats.PushFailures, "pushing its report", err)
 		}
 	}
 	return cmp.Or(first, a.read(ctx))
@@ -220,7 +220,7 @@ func (a *Agent) Control(ctx context.Context) error {
 	var first error
 	if a.ctrl != nil {
 		if err := a.call(ctx, a.lead); err != nil {
-			first = a.fail(&a.stats.LeadFailures, "leading", err)
+			first = a.storeFailed(ctx, &a.stats.LeadFailures, "leading", err)
 		}
 	}
 	return cmp.Or(first, a.read(ctx))
@@ -231,6 +231,16 @@ func (a *Agent) call(ctx context.Context, f func(ctx context.Context) error) err
 	cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	return f(cctx)
+}
+
+// storeFailed is fail for a call to the store made with ctx, unless ctx
+// itself has ended: an agent being stopped has not failed to reach its
+// store, and says nothing (it returns ctx's error).
+func (a *Agent) storeFailed(ctx context.Context, count *int64, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return a.fail(count, what, err)
 }
 
 // fail counts and reports a failure, and returns it wrapped. Called with
@@ -269,7 +279,7 @@ func (a *Agent) read(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		err = a.fail(&a.stats.ReadFailures, "reading the drop table", err)
+		err = a.storeFailed(ctx, &a.stats.ReadFailures, "reading the drop table", err)
 	}
 	if a.hasOK && now-a.lastOK >= int64(a.opts.StaleAfter) && !a.cleared {
 		a.stats.Stale, a.cleared = true, true

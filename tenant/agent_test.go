@@ -186,3 +186,29 @@ func TestAgentOptionsErrors(t *testing.T) {
 	_, err = NewAgent(AgentOptions{Store: NewMemoryStore(nil), Controller: &Controller{}, Period: -time.Second})
 	require.ErrorContains(t, err, "Period -1s")
 }
+
+// An agent whose context ends while it waits for the store has not failed
+// to reach it: nothing is counted or reported.
+func TestAgentStoppedIsNoStoreFailure(t *testing.T) {
+	clock := &fakeClock{}
+	store := &flakyStore{Store: NewMemoryStore(clock.now)}
+	store.down.Store(true) // every call fails, as a cancelled one would
+	tr := newTracker(t, Options{})
+	var reported atomic.Int32
+	ctrl, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	agent, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: ctrl,
+		Clock: clock.now, ID: "s1", OnError: func(error) { reported.Add(1) }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, agent.Tick(ctx), context.Canceled)
+	st := agent.Stats()
+	assert.Zero(t, st.PushFailures+st.ReadFailures+st.LeadFailures)
+	assert.Zero(t, reported.Load())
+
+	// With a live context the same failures count.
+	require.ErrorIs(t, agent.Tick(context.Background()), errDown)
+	assert.NotZero(t, agent.Stats().ReadFailures)
+	assert.NotZero(t, reported.Load())
+}
