@@ -25,7 +25,10 @@
 // status line, the framing fields and the not-started marker. On a machine
 // whose CPUs the generator shares with the target, net/http's Transport
 // took CPU the target needed (and fell behind its schedule at 5x); a
-// Config.Client (or an https URL) uses net/http instead.
+// Config.Client (or an https URL) uses net/http instead. A request that
+// passes its deadline closes its connection and the next one dials anew, as
+// net/http's Transport does (Config.ClientMode's default); ClientKeep keeps
+// the connection for the late answer instead, a client that never leaves.
 //
 // Calibrate measures a target's capacity the other way, closed loop: a
 // fixed number of workers, each sending its next request as soon as the
@@ -146,6 +149,13 @@ type Config struct {
 	// connections, closed at the end of the run. It cannot be combined
 	// with NewConn.
 	Client *http.Client
+	// ClientMode is what a pooled connection whose request passes its
+	// deadline becomes: closed, the next request dialling a new one
+	// (ClientReconnect, the zero value, as net/http's Transport does), or
+	// kept until the late answer has been read, then reused (ClientKeep:
+	// a polite client that never abandons work the server has started).
+	// ClientKeep needs the built-in client (a plain http URL, no Client).
+	ClientMode ClientMode
 	// Bucket, when set, makes Run also report Result.Series: the outcomes
 	// of the requests scheduled in each Bucket of the run (100 ms for a
 	// step response), counted by scheduled time, so a bucket's goodput is
@@ -154,6 +164,52 @@ type Config struct {
 	// target's output then. The buckets cover the whole run, every phase
 	// included. Each class's buckets are in its ClassResult.Series.
 	Bucket time.Duration
+}
+
+// ClientMode is how the generator treats a connection whose request
+// passed its deadline (see Config.ClientMode).
+type ClientMode uint8
+
+const (
+	// ClientReconnect closes the connection of a request that passes its
+	// deadline, so that the server sees its client leave, and the next
+	// request opens a new connection: what net/http's Transport does when
+	// a request's context ends, and browsers and most SDKs with a timeout.
+	// The generator has always done this; it is the default.
+	ClientReconnect ClientMode = iota
+	// ClientKeep counts a request that passes its deadline as failed at
+	// the deadline, but keeps its connection: the late answer is read to
+	// its end in the background (for at most KeepDrain), then the
+	// connection goes back to the pool. The server never sees a client
+	// leave and never accepts more connections than the pool's.
+	ClientKeep
+)
+
+// KeepDrain bounds how long ClientKeep waits for a late answer after the
+// request's deadline before it closes the connection after all.
+const KeepDrain = 30 * time.Second
+
+// ClientModes lists the modes, the default first.
+var ClientModes = []ClientMode{ClientReconnect, ClientKeep}
+
+func (m ClientMode) String() string {
+	switch m {
+	case ClientReconnect:
+		return "reconnect"
+	case ClientKeep:
+		return "keep"
+	}
+	return fmt.Sprintf("ClientMode(%d)", uint8(m))
+}
+
+// ParseClientMode returns the mode named s ("reconnect" or "keep").
+func ParseClientMode(s string) (ClientMode, error) {
+	for _, m := range ClientModes {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("bench: unknown client mode %q (want reconnect or keep)", s)
 }
 
 // Phase is one stretch of a load profile: Rate requests per second for
@@ -194,6 +250,11 @@ type Result struct {
 	// MaxLag is the largest delay between a request's schedule and its
 	// start.
 	MaxLag time.Duration
+	// Dials counts the TCP connections the generator opened during the
+	// run: the pool's first ones, those that replace a connection closed
+	// after a timeout, an error or the server's close, and the fresh ones
+	// of Config.NewConn. Zero with a caller's Client (not counted).
+	Dials int64
 	// Series holds one Bucket per Config.Bucket of the sending window
 	// (nil without Config.Bucket).
 	Series []Bucket
@@ -390,6 +451,17 @@ func newPlan(cfg Config) (plan, error) {
 	if cfg.NewConn != nil && cfg.Client != nil {
 		return plan{}, errors.New("bench: NewConn cannot be used with Client: Run builds the fresh-connection client itself")
 	}
+	switch cfg.ClientMode {
+	case ClientReconnect:
+	case ClientKeep:
+		for _, raw := range targets {
+			if u, _ := url.Parse(raw); cfg.Client != nil || u.Scheme != "http" {
+				return plan{}, errors.New("bench: ClientKeep needs the built-in client: a plain http URL and no Client")
+			}
+		}
+	default:
+		return plan{}, fmt.Errorf("bench: unknown ClientMode %d", cfg.ClientMode)
+	}
 	if p.Deadline <= 0 {
 		p.Deadline = DefaultDeadline
 	}
@@ -540,6 +612,7 @@ dispatch:
 	}
 	res.MaxLag = lag.max
 	res.Late = lag.late
+	res.Dials = snd.dials()
 	res.Behind = float64(lag.late) > cfg.LateShare*float64(res.Sent) || res.Dropped > 0
 	return res, err
 }

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/ascii"
@@ -30,6 +32,12 @@ type rawClient struct {
 	prefix []byte // "GET /path HTTP/1.1\r\nHost: h\r\n"
 	plain  []byte // prefix and the empty line: the request without extras
 	dialer net.Dialer
+	// keep is ClientKeep: a pooled request that passes its deadline
+	// leaves its connection to a background read of the late answer
+	// (drainLate), which then returns it to the pool.
+	keep   bool
+	ndials atomic.Int64   // connections dialled
+	drains sync.WaitGroup // the drainLate goroutines
 
 	mu     sync.Mutex
 	idle   []*rawConn
@@ -42,7 +50,19 @@ type rawClient struct {
 
 type rawConn struct {
 	nc net.Conn
-	br *bufio.Reader
+	br *bufio.Reader // reads through the rawConn, which counts
+	// read counts the bytes read from nc; written is set once the
+	// current request has been written whole. Together they tell a
+	// request timed out before any of its answer came.
+	read    int64
+	written bool
+}
+
+// Read reads from the connection and counts the bytes.
+func (rc *rawConn) Read(p []byte) (int, error) {
+	n, err := rc.nc.Read(p)
+	rc.read += int64(n)
+	return n, err
 }
 
 func newRawClient(target *url.URL, method string, conns int, dialTimeout time.Duration) (*rawClient, error) {
@@ -75,8 +95,11 @@ func newRawClient(target *url.URL, method string, conns int, dialTimeout time.Du
 var errClientClosed = errors.New("bench: client closed")
 
 // get returns an idle pooled connection, dials a new one while the pool is
-// below its limit, or waits for one to be returned.
-func (c *rawClient) get(ctx context.Context) (*rawConn, error) {
+// below its limit, or waits for one to be returned. A keeping client waits
+// until the request's deadline at most (its connections are busy with late
+// answers); the other until ctx ends, as the generator always did.
+func (c *rawClient) get(ctx context.Context, deadline time.Time) (*rawConn, error) {
+	var expired <-chan time.Time
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -104,10 +127,17 @@ func (c *rawClient) get(ctx context.Context) (*rawConn, error) {
 			return rc, err
 		}
 		c.mu.Unlock()
+		if c.keep && expired == nil {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-c.waitCh:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-expired:
+			return nil, os.ErrDeadlineExceeded
 		}
 	}
 }
@@ -123,7 +153,9 @@ func (c *rawClient) dial(ctx context.Context) (*rawConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 4096)}
+	c.ndials.Add(1)
+	rc := &rawConn{nc: nc}
+	rc.br = bufio.NewReaderSize(rc, 4096)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -187,6 +219,38 @@ func (c *rawClient) close() {
 		rc.nc.Close()
 	}
 	c.signal()
+	// The late answers' reads end with their connections.
+	c.drains.Wait()
+}
+
+// dials returns the connections dialled so far.
+func (c *rawClient) dials() int64 { return c.ndials.Load() }
+
+// startDrain accounts for a drainLate goroutine about to start; false once
+// the client is closed (close then waits for none started after it).
+func (c *rawClient) startDrain() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.drains.Add(1)
+	return true
+}
+
+// drainLate reads the late answer to a request that passed its deadline
+// before any of it came (ClientKeep), for at most KeepDrain after the
+// deadline, and returns the connection to the pool, or closes it when the
+// answer does not come, fails, or asks for the close.
+func (c *rawClient) drainLate(rc *rawConn, deadline time.Time) {
+	defer c.drains.Done()
+	_ = rc.nc.SetDeadline(deadline.Add(KeepDrain))
+	if _, keep, err := readResponse(rc.br, c.head); err == nil && keep {
+		c.put(rc)
+		return
+	}
+	c.drop(rc)
+	c.release()
 }
 
 // rawResult is what a request came back with.
@@ -205,20 +269,32 @@ func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr 
 	if fresh {
 		rc, err = c.dial(ctx)
 	} else {
-		rc, err = c.get(ctx)
+		rc, err = c.get(ctx, deadline)
 	}
 	if err != nil {
 		return rawResult{}, err
 	}
+	if c.keep && !fresh && !time.Now().Before(deadline) {
+		// The deadline passed while the request waited for a
+		// connection: a keeping client leaves the connection as it is.
+		c.put(rc)
+		return rawResult{}, os.ErrDeadlineExceeded
+	}
 	// The connection's deadline is the request's: a pooled connection is
 	// only reused by a later request, which sets its own.
 	_ = rc.nc.SetDeadline(deadline)
+	start := rc.read
 	res, keep, err := c.exchange(rc, hdr, fresh)
 	switch {
 	case fresh:
 		c.drop(rc)
 	case err == nil && keep:
 		c.put(rc)
+	case c.keep && errors.Is(err, os.ErrDeadlineExceeded) && rc.written && rc.read == start && rc.br.Buffered() == 0 && c.startDrain():
+		// Nothing of the answer came by the deadline: the request has
+		// failed, but the connection waits for the answer in the
+		// background, and is reused after it.
+		go c.drainLate(rc, deadline)
 	default:
 		c.drop(rc)
 		c.release()
@@ -244,9 +320,11 @@ func (c *rawClient) exchange(rc *rawConn, hdr http.Header, fresh bool) (rawResul
 		b.WriteString("\r\n")
 		req = b.Bytes()
 	}
+	rc.written = false
 	if _, err := rc.nc.Write(req); err != nil {
 		return rawResult{}, false, err
 	}
+	rc.written = true
 	return readResponse(rc.br, c.head)
 }
 

@@ -491,7 +491,7 @@ func TestRawCloseEndsInFlight(t *testing.T) {
 	assert.Less(t, d.at.Sub(start), 5*time.Second, "ended well before its deadline")
 	assert.Equal(t, int64(2), s.conns.Load())
 
-	_, err := c.get(context.Background())
+	_, err := c.get(context.Background(), rawSoon())
 	assert.ErrorIs(t, err, errClientClosed)
 	_, err = c.do(context.Background(), rawSoon(), false, nil)
 	assert.ErrorIs(t, err, errClientClosed)
@@ -508,7 +508,7 @@ func openRawIdle(t *testing.T, c *rawClient, n int) {
 	t.Helper()
 	var rcs []*rawConn
 	for range n {
-		rc, err := c.get(context.Background())
+		rc, err := c.get(context.Background(), rawSoon())
 		require.NoError(t, err)
 		rcs = append(rcs, rc)
 	}
@@ -570,7 +570,7 @@ func TestRawSenderClosedWithContext(t *testing.T) {
 	assert.Equal(t, outFailed, rawReceive(t, out, "the request in flight"))
 	assert.Less(t, time.Since(start), 5*time.Second)
 
-	_, err = rs.get(context.Background())
+	_, err = rs.get(context.Background(), rawSoon())
 	assert.ErrorIs(t, err, errClientClosed)
 	assert.Equal(t, outFailed, snd.send(context.Background(), rawSoon(), false, nil))
 	open, all, idle := rawPool(rs.rawClient)

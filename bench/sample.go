@@ -91,6 +91,13 @@ type Sample struct {
 	Rates    Rates   `json:"rates"`
 	// Requests is the number of requests scheduled.
 	Requests int64 `json:"requests"`
+	// Client is the generator's client mode (ClientMode's name) when the
+	// suite named modes (SuiteConfig.ClientModes); empty otherwise, which
+	// is "reconnect".
+	Client string `json:"client,omitempty"`
+	// NewConns is the TCP connections the generator opened per second of
+	// the sending window (Result.Dials).
+	NewConns float64 `json:"new_conns"`
 	// Latency summarises the OK answers of all classes.
 	Latency Percentiles `json:"latency_ms"`
 	// Classes holds the rates and latencies per request class, when the

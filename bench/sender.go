@@ -21,6 +21,8 @@ type sender interface {
 	send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome
 	// close releases the connections.
 	close()
+	// dials returns the connections opened so far.
+	dials() int64
 }
 
 // newSenders returns the sender of a run: cfg.URL's, or one for each of
@@ -28,7 +30,8 @@ type sender interface {
 func newSenders(ctx context.Context, cfg Config) (sender, error) {
 	if len(cfg.URLs) == 0 {
 		u, _ := url.Parse(cfg.URL) // checked by newPlan
-		return newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+		s, err := newSender(ctx, u, cfg.Method, cfg.Client, cfg.Conns, cfg.Deadline)
+		return withMode(s, cfg.ClientMode), err
 	}
 	rr := &roundRobin{}
 	for _, raw := range cfg.URLs {
@@ -38,9 +41,18 @@ func newSenders(ctx context.Context, cfg Config) (sender, error) {
 			rr.close()
 			return nil, err
 		}
-		rr.senders = append(rr.senders, s)
+		rr.senders = append(rr.senders, withMode(s, cfg.ClientMode))
 	}
 	return rr, nil
+}
+
+// withMode sets the raw client's ClientMode; net/http's client always
+// reconnects (newPlan refuses ClientKeep without the raw client).
+func withMode(s sender, mode ClientMode) sender {
+	if rs, ok := s.(*rawSender); ok {
+		rs.keep = mode == ClientKeep
+	}
+	return s
 }
 
 // roundRobin sends each request through the next of its senders, in
@@ -61,6 +73,14 @@ func (r *roundRobin) close() {
 	}
 }
 
+func (r *roundRobin) dials() int64 {
+	var n int64
+	for _, s := range r.senders {
+		n += s.dials()
+	}
+	return n
+}
+
 // newSender returns the built-in raw client for a plain-http URL, with a
 // pool of conns kept-alive connections, or net/http's client for anything
 // else: the caller's client when given, else one built with such a pool
@@ -77,7 +97,11 @@ func newSender(ctx context.Context, u *url.URL, method string, client *http.Clie
 	}
 	hs := &httpSender{url: u.String(), method: method, client: client}
 	if client == nil {
-		dial := (&net.Dialer{Timeout: dialTimeout}).DialContext
+		d := &net.Dialer{Timeout: dialTimeout}
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			hs.ndials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		}
 		kept := &http.Transport{
 			Proxy:               nil, // loopback: never through a proxy
 			DialContext:         dial,
@@ -100,7 +124,10 @@ type httpSender struct {
 	url, method   string
 	client, fresh *http.Client
 	transports    []*http.Transport // built here: closed by close
+	ndials        atomic.Int64      // dials of the transports built here
 }
+
+func (s *httpSender) dials() int64 { return s.ndials.Load() }
 
 func (s *httpSender) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
 	ctx, cancel := context.WithDeadline(ctx, deadline)

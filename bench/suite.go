@@ -68,6 +68,18 @@ type SuiteConfig struct {
 	Repeats int
 	// Deadline is the client deadline; default DefaultDeadline (1 s).
 	Deadline time.Duration
+	// ClientModes are the generator's client modes (Config.ClientMode)
+	// the sweep and shapes scenarios run each point under, one after the
+	// other, so that the modes alternate; empty means ClientReconnect
+	// alone, the generator's behaviour of the recorded runs. Samples
+	// name their mode when this is set.
+	ClientModes []ClientMode
+	// Conns is the generator's connection pool in the sweep, shapes,
+	// slowdown, mix and step scenarios (Config.Conns); zero derives it
+	// from Little's law, capped at MaxConns. A larger pool lets more
+	// requests reach the target at once instead of waiting in the client
+	// for a connection, as a client without a per-host limit does.
+	Conns int
 	// Constant sends at constant gaps instead of Poisson arrivals.
 	Constant bool
 	// Seed seeds the Poisson arrivals (each run adds its index).
@@ -275,6 +287,24 @@ type point struct {
 	multiple float64     // of the capacity; 0 for a point offered a fixed rate
 	rate     float64     // the noisy scenario's fixed rate
 	part     string      // the stray scenario's part
+	// client is the generator's client mode of a sweep or shapes point
+	// when the suite names modes (SuiteConfig.ClientModes); "" otherwise.
+	client string
+}
+
+// clientPoints returns p once per mode of modes (once, unchanged, for
+// none).
+func clientPoints(p point, modes []ClientMode) []point {
+	if len(modes) == 0 {
+		return []point{p}
+	}
+	ps := make([]point, 0, len(modes))
+	for _, m := range modes {
+		q := p
+		q.client = m.String()
+		ps = append(ps, q)
+	}
+	return ps
 }
 
 // needsCapacity reports whether any of points is offered in multiples of
@@ -297,12 +327,16 @@ func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
 		switch sc {
 		case ScenarioSweep:
 			for _, m := range c.Multiples {
-				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m})
+				for _, p := range clientPoints(point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m}, c.ClientModes) {
+					add(c.Shape, p)
+				}
 			}
 		case ScenarioShapes:
 			for _, sh := range c.Shapes {
 				for _, m := range c.ShapeMultiples {
-					add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m})
+					for _, p := range clientPoints(point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m}, c.ClientModes) {
+						add(sh, p)
+					}
 				}
 			}
 		case ScenarioSlowdown:
@@ -537,13 +571,19 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 		URL:      proc.URL + weatherPath,
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(run),
+		Conns:    cfg.Conns,
 	}
 	if !cfg.Constant {
 		rc.Arrival = Poisson
 	}
+	if p.client != "" {
+		if rc.ClientMode, err = ParseClientMode(p.client); err != nil {
+			return nil, errors.Join(err, proc.Stop())
+		}
+	}
 	s := &Sample{
 		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple,
+		Repeat: repeat, Capacity: capacity, Multiple: p.multiple, Client: p.client,
 	}
 	switch p.scenario {
 	case ScenarioStep:
@@ -602,6 +642,9 @@ func (p point) describe() string {
 	if p.multiple > 0 {
 		fmt.Fprintf(&b, " %.3gx", p.multiple)
 	}
+	if p.client != "" {
+		b.WriteString(" " + p.client)
+	}
 	return b.String()
 }
 
@@ -621,6 +664,9 @@ func fill(s *Sample, res *Result) {
 	s.MaxLag = res.MaxLag
 	s.Late = res.Late
 	s.Series = res.Series
+	if sec := res.Duration.Seconds(); sec > 0 {
+		s.NewConns = float64(res.Dials) / sec
+	}
 	var all *hdrhistogram.Histogram
 	for _, c := range res.ByClass {
 		if all == nil {

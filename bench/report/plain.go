@@ -65,13 +65,16 @@ func PlainSummary(rep *bench.Report) []string {
 	}
 	for start := 0; start < len(rows); {
 		end := start + 1
-		for end < len(rows) && rows[end].Shape == rows[start].Shape && rows[end].Multiple == rows[start].Multiple {
+		for end < len(rows) && rows[end].Shape == rows[start].Shape && rows[end].Multiple == rows[start].Multiple && rows[end].Client == rows[start].Client {
 			end++
 		}
 		load := rows[start:end]
 		head := "At " + formatMultiple(load[0].Multiple) + "x"
 		if len(shapes) > 1 {
 			head += " (shape " + orDash(load[0].Shape) + ")"
+		}
+		if load[0].Client != "" {
+			head += ", client " + load[0].Client
 		}
 		var parts []string
 		for i, t := range targets {

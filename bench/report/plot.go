@@ -62,6 +62,12 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 	}
 	ranks := targetRanks(rep)
 	rows := Summarize(rep)
+	// The lines of the targets' client modes, a colour each.
+	for _, r := range rows {
+		if _, ok := ranks[lineName(r)]; !ok {
+			ranks[lineName(r)] = len(ranks)
+		}
+	}
 	var paths []string
 	used := make(map[string]bool)
 	// save writes p, unless it is nil, under name, or under name with a
@@ -140,16 +146,26 @@ func fileName(kind, shape string) string {
 }
 
 // sweepLines returns the whole-sample sweep rows of shape with a kept run
-// (or indicative ones, see titleNote) and a positive multiple, per target,
+// (or indicative ones, see titleNote) and a positive multiple, per target
+// (per target and client mode, "nethttp keep", when the runs named modes),
 // by ascending multiple.
 func sweepLines(rows []Row, shape string) map[string][]Row {
 	lines := make(map[string][]Row)
 	for _, r := range rows {
 		if r.Scenario == bench.ScenarioSweep && r.Shape == shape && r.Class == "" && (r.Runs > 0 || r.Indicative) && r.Multiple > 0 {
-			lines[r.Target] = append(lines[r.Target], r)
+			lines[lineName(r)] = append(lines[lineName(r)], r)
 		}
 	}
 	return lines
+}
+
+// lineName names a row's line in a sweep plot: its target, and its client
+// mode when it has one.
+func lineName(r Row) string {
+	if r.Client == "" {
+		return r.Target
+	}
+	return r.Target + " " + r.Client
 }
 
 // titleNote says what the points are medians of, and names the points

@@ -48,6 +48,9 @@ type Row struct {
 	// Class is the request class the row counts, or "" for the whole
 	// sample.
 	Class string `json:"class,omitempty"`
+	// Client is the generator's client mode of the row's runs
+	// (bench.Sample.Client): "" when the run named none.
+	Client string `json:"client,omitempty"`
 	// Runs is the number of kept runs, Behind the number of runs left out
 	// because the generator fell behind.
 	Runs   int `json:"runs"`
@@ -98,6 +101,9 @@ type Row struct {
 	// goodput/C also falls because the generator takes CPU as the offered
 	// load grows; Efficiency does not. 0 when unmeasured.
 	Efficiency float64 `json:"efficiency"`
+	// NewConns is the median of the TCP connections the generator
+	// opened per second (0 on class rows).
+	NewConns float64 `json:"new_conns"`
 	// Indicative marks a row with no kept run: its numbers are the
 	// medians over the runs whose generator fell behind, shown for
 	// information and counted nowhere (not in Ratio either).
@@ -131,8 +137,8 @@ func multipleKey(m float64) float64 {
 
 // groupKey identifies the repeats that one Row summarises.
 type groupKey struct {
-	scenario, shape, target string
-	multiple                float64
+	scenario, shape, target, client string
+	multiple                        float64
 }
 
 // group is the samples of one groupKey, in report order.
@@ -162,7 +168,7 @@ func groups(rep *bench.Report) []*group {
 		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray || s.Scenario == bench.ScenarioCluster || s.Scenario == bench.ScenarioShed || s.Scenario == bench.ScenarioTenants || s.Scenario == bench.ScenarioLanes {
 			continue // tables of their own: SummarizeNoisy, SummarizeStray, SummarizeCluster, SummarizeShed, SummarizeTenants, SummarizeLanes
 		}
-		k := groupKey{s.Scenario, s.Shape, s.Target, multipleKey(s.Multiple)}
+		k := groupKey{s.Scenario, s.Shape, s.Target, s.Client, multipleKey(s.Multiple)}
 		g, ok := index[k]
 		if !ok {
 			g = &group{key: k}
@@ -175,8 +181,8 @@ func groups(rep *bench.Report) []*group {
 }
 
 // less orders rows: scenario (scenarioOrder, then by name), shape,
-// multiple, target (first appearance), then the whole sample before its
-// classes, classes by name.
+// multiple, client mode, target (first appearance), then the whole sample
+// before its classes, classes by name.
 func less(a, b *Row, ranks map[string]int) bool {
 	if ra, rb := scenarioRank(a.Scenario), scenarioRank(b.Scenario); ra != rb {
 		return ra < rb
@@ -189,6 +195,9 @@ func less(a, b *Row, ranks map[string]int) bool {
 	}
 	if a.Multiple != b.Multiple {
 		return a.Multiple < b.Multiple
+	}
+	if a.Client != b.Client {
+		return a.Client < b.Client
 	}
 	if ra, rb := ranks[a.Target], ranks[b.Target]; ra != rb {
 		return ra < rb
@@ -215,15 +224,15 @@ func Summarize(rep *bench.Report) []Row {
 	sort.SliceStable(rows, func(i, j int) bool { return less(&rows[i], &rows[j], ranks) })
 
 	type baseKey struct {
-		scenario, shape, class string
-		multiple               float64
+		scenario, shape, class, client string
+		multiple                       float64
 	}
 	// The baseline's goodput at each load: counted when it has kept runs,
 	// indicative when its runs were all behind.
 	base := make(map[baseKey]float64)
 	indicativeBase := make(map[baseKey]float64)
 	for _, r := range rows {
-		k := baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}
+		k := baseKey{r.Scenario, r.Shape, r.Class, r.Client, r.Multiple}
 		switch {
 		case r.Target != BaselineTarget:
 		case r.Runs > 0:
@@ -234,7 +243,7 @@ func Summarize(rep *bench.Report) []Row {
 	}
 	for i := range rows {
 		r := &rows[i]
-		k := baseKey{r.Scenario, r.Shape, r.Class, r.Multiple}
+		k := baseKey{r.Scenario, r.Shape, r.Class, r.Client, r.Multiple}
 		r.BaselineGoodput = base[k]
 		switch {
 		case r.BaselineGoodput > 0 && !r.Indicative:
@@ -258,6 +267,7 @@ type part struct {
 	// CPU-seconds per second: the target's and the generator's during
 	// the run, the target's during its calibration (0 on class parts).
 	targetCPU, genCPU, capCPU float64
+	newConns                  float64 // per second; 0 on class parts
 }
 
 // summarizeGroup returns the whole-sample Row of g, then one Row per
@@ -266,7 +276,7 @@ func summarizeGroup(g *group) []Row {
 	whole := make([]part, 0, len(g.samples))
 	classes := make(map[string][]part)
 	for _, s := range g.samples {
-		whole = append(whole, part{s.Behind, s.Capacity, s.Rates, s.Latency, s.TargetCPU, s.GeneratorCPU, s.CapacityCPU})
+		whole = append(whole, part{s.Behind, s.Capacity, s.Rates, s.Latency, s.TargetCPU, s.GeneratorCPU, s.CapacityCPU, s.NewConns})
 		for name, c := range s.Classes {
 			classes[name] = append(classes[name], part{behind: s.Behind, capacity: s.Capacity, rates: c.Rates, latency: c.Latency})
 		}
@@ -304,16 +314,18 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 		Target:   k.target,
 		Multiple: k.multiple,
 		Class:    class,
+		Client:   k.client,
 	}
 	var capacity, offered, goodput, rejected, failed []float64
 	var goodFrac, rejFrac, failFrac, p50, p99, p999 []float64
-	var tcpu, gcpu, eff []float64
+	var tcpu, gcpu, eff, conns []float64
 	for _, p := range parts {
 		if p.behind != behind {
 			r.Behind++
 			continue
 		}
 		r.Runs++
+		conns = append(conns, p.newConns)
 		capacity = append(capacity, p.capacity)
 		offered = append(offered, p.rates.Offered)
 		goodput = append(goodput, p.rates.Goodput)
@@ -353,6 +365,9 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 	r.TargetCPU = median(tcpu)
 	r.GeneratorCPU = median(gcpu)
 	r.Efficiency = median(eff)
+	if class == "" {
+		r.NewConns = median(conns)
+	}
 	return r
 }
 

@@ -51,6 +51,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		cols := writeRows(&buf, section)
 		shown.classes = shown.classes || cols.classes
 		shown.ratio = shown.ratio || cols.ratio
+		shown.client = shown.client || cols.client
 		if scenario == bench.ScenarioStep {
 			writeSteps(&buf, shape, steps)
 		}
@@ -60,7 +61,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	switch {
 	case len(rows) > 0:
 		buf.WriteString("\n")
-		writeLegend(&buf, legend(rep.Deadline, shown.classes, shown.ratio))
+		writeLegend(&buf, legend(rep.Deadline, shown))
 	case !own:
 		buf.WriteString("\nno samples\n")
 	}
@@ -74,6 +75,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 type columns struct {
 	classes bool // the class column
 	ratio   bool // the "vs nethttp" column
+	client  bool // the client and conns/s columns
 }
 
 // legendEntry explains one column of the tables WriteTable prints.
@@ -89,7 +91,8 @@ type legendEntry struct {
 // WriteTable prints, in their order: deadline is the report's client
 // deadline (0 when unknown), classes and ratio whether the class and
 // "vs nethttp" columns are shown.
-func legend(deadline time.Duration, classes, ratio bool) []legendEntry {
+func legend(deadline time.Duration, cols columns) []legendEntry {
+	classes, ratio := cols.classes, cols.ratio
 	inTime := "within the client's deadline"
 	if deadline > 0 {
 		inTime = "within the " + deadline.String() + " deadline"
@@ -101,6 +104,13 @@ func legend(deadline time.Duration, classes, ratio bool) []legendEntry {
 	if classes {
 		entries = append(entries, legendEntry{"class", `the requests the row counts (in the mix: "kept" ` +
 			`on kept-alive connections, "new" each on a connection of its own); - = all of them`})
+	}
+	if cols.client {
+		entries = append(entries, legendEntry{"client", "the load generator's client: reconnect = a request " +
+			"that passes its deadline closes its connection and the next request opens a new one (as net/http's " +
+			"Transport, browsers and most SDKs do); keep = it stays on its connection, whose late answer is read " +
+			"to its end before the connection carries another request (a client that never abandons work the " +
+			"server started)"})
 	}
 	entries = append(entries,
 		legendEntry{"x", "offered load, as a multiple of this target's own capacity C (step: the high level)"},
@@ -135,6 +145,12 @@ func legend(deadline time.Duration, classes, ratio bool) []legendEntry {
 			"1.00 = every CPU-second served as much as at capacity; lower = CPU went to work that gave no " +
 			"timely answer (rejections, late answers); higher = requests cost less CPU than at capacity (see " +
 			"goodput/C). Unlike goodput/C it does not fall when the generator takes CPU from the target"},
+	)
+	if cols.client {
+		entries = append(entries, legendEntry{"conns/s", "TCP connections the load generator opened per second " +
+			"of the run: the pool's first ones and those that replaced a connection closed"})
+	}
+	entries = append(entries,
 		legendEntry{"runs", "kept/behind: runs counted in the medians / runs left out because the load " +
 			"generator fell behind its schedule (it could not send on time, so the target was offered less " +
 			"than asked)"},
@@ -256,7 +272,7 @@ const (
 // baselineOf returns the baseline's row of r's load and class among rows.
 func baselineOf(rows []Row, r Row) (Row, bool) {
 	for _, b := range rows {
-		if b.Target == BaselineTarget && b.Scenario == r.Scenario && b.Shape == r.Shape && b.Multiple == r.Multiple && b.Class == r.Class {
+		if b.Target == BaselineTarget && b.Scenario == r.Scenario && b.Shape == r.Shape && b.Multiple == r.Multiple && b.Class == r.Class && b.Client == r.Client {
 			return b, true
 		}
 	}
@@ -290,11 +306,18 @@ func tableHead(cols columns) []string {
 	if cols.classes {
 		head = append(head, "class")
 	}
+	if cols.client {
+		head = append(head, "client")
+	}
 	head = append(head, "x", "C/s", "offered/s", "goodput/s", "goodput/C")
 	if cols.ratio {
 		head = append(head, "vs "+BaselineTarget)
 	}
-	return append(head, "rejected %", "failed %", "p50 ms", "p99 ms", "p99.9 ms", "CPU tgt/gen", "eff", "runs")
+	head = append(head, "rejected %", "failed %", "p50 ms", "p99 ms", "p99.9 ms", "CPU tgt/gen", "eff")
+	if cols.client {
+		head = append(head, "conns/s")
+	}
+	return append(head, "runs")
 }
 
 // writeRows writes the table of one scenario and shape, then the notes on
@@ -304,6 +327,7 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 	hasBase, hasOther, indicative := false, false, false
 	for _, r := range rows {
 		cols.classes = cols.classes || r.Class != ""
+		cols.client = cols.client || r.Client != ""
 		hasBase = hasBase || r.Target == BaselineTarget
 		hasOther = hasOther || r.Target != BaselineTarget
 		indicative = indicative || r.Indicative
@@ -321,10 +345,16 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 		if cols.classes {
 			cells = append(cells, orDash(r.Class))
 		}
+		if cols.client {
+			cells = append(cells, orDash(r.Client))
+		}
 		cells = append(cells, formatMultiple(r.Multiple))
 		if r.Runs == 0 && !r.Indicative {
 			n := 11
 			if cols.ratio {
+				n++
+			}
+			if cols.client {
 				n++
 			}
 			cells = append(cells, behindCells(n)...)
@@ -351,6 +381,9 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 				formatCPU(r.TargetCPU, r.GeneratorCPU),
 				formatEff(r.Efficiency),
 			)
+			if cols.client {
+				cells = append(cells, fmt.Sprintf("%.0f", r.NewConns))
+			}
 		}
 		cells = append(cells, fmt.Sprintf("%d/%d", r.Runs, r.Behind))
 		line(tw, cells...)

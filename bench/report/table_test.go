@@ -117,8 +117,8 @@ func TestWriteTableLeavesOutRatioWithoutBaseline(t *testing.T) {
 }
 
 func TestWriteTableLegendExplainsEveryColumn(t *testing.T) {
-	for _, cols := range []columns{{}, {classes: true}, {ratio: true}, {classes: true, ratio: true}} {
-		entries := legend(time.Second, cols.classes, cols.ratio)
+	for _, cols := range []columns{{}, {classes: true}, {ratio: true}, {classes: true, ratio: true}, {ratio: true, client: true}} {
+		entries := legend(time.Second, cols)
 		for _, h := range tableHead(cols) {
 			found := slices.ContainsFunc(entries, func(e legendEntry) bool {
 				return e.column == h || slices.Contains(strings.Split(e.column, "/"), strings.TrimSuffix(h, " ms"))
@@ -127,6 +127,7 @@ func TestWriteTableLegendExplainsEveryColumn(t *testing.T) {
 		}
 		assert.Equal(t, cols.classes, slices.ContainsFunc(entries, func(e legendEntry) bool { return e.column == "class" }))
 		assert.Equal(t, cols.ratio, slices.ContainsFunc(entries, func(e legendEntry) bool { return e.column == "vs nethttp" }))
+		assert.Equal(t, cols.client, slices.ContainsFunc(entries, func(e legendEntry) bool { return e.column == "client" }))
 	}
 
 	var buf bytes.Buffer
@@ -151,4 +152,39 @@ func TestWrap(t *testing.T) {
 	assert.Equal(t, []string{"one two", "three", "fourteen"}, wrap("one two three fourteen", 8))
 	assert.Equal(t, []string{"toolongword", "a"}, wrap("toolongword a", 4))
 	assert.Nil(t, wrap("  ", 10))
+}
+
+func TestWriteTableClientModes(t *testing.T) {
+	sw := bench.ScenarioSweep
+	mode := func(s bench.Sample, client string, conns float64) bench.Sample {
+		s.Client, s.NewConns = client, conns
+		return s
+	}
+	rep := &bench.Report{Deadline: time.Second, Samples: []bench.Sample{
+		mode(run(sw, "nethttp", 0, 1000, 5, 900, 0, 900), "keep", 1),
+		mode(run(sw, "nethttp", 0, 1000, 5, 0, 0, 900), "reconnect", 3000),
+		mode(run(sw, "sluice", 0, 1000, 5, 950, 4000, 5), "keep", 2),
+		mode(run(sw, "sluice", 0, 1000, 5, 940, 4000, 5), "reconnect", 4),
+	}}
+	rows := Summarize(rep)
+	require.Len(t, rows, 4, "one row per target and mode: the modes are not pooled")
+	assert.Equal(t, []string{"keep", "keep", "reconnect", "reconnect"}, []string{rows[0].Client, rows[1].Client, rows[2].Client, rows[3].Client})
+	assert.Equal(t, 3000.0, rows[2].NewConns)
+	// sluice against net/http in the same mode; the reconnecting
+	// net/http served nothing, so there is no ratio.
+	assert.InDelta(t, 950.0/900, rows[1].Ratio, 1e-9)
+	assert.Zero(t, rows[3].Ratio)
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, rep))
+	out := buf.String()
+	assert.Contains(t, out, "conns/s")
+	assert.NotNil(t, lineOf(out, "nethttp", "reconnect", "3000"), out)
+	assert.NotNil(t, lineOf(out, "sluice", "keep", "2"), out)
+	assert.Contains(t, out, "client ")
+
+	// Without modes, no client column.
+	buf.Reset()
+	require.NoError(t, WriteTable(&buf, sweepReport()))
+	assert.NotContains(t, buf.String(), "conns/s")
 }

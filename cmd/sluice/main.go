@@ -59,7 +59,9 @@ commands:
          -targets sluice,nethttp, an interactive route at 0.8x of capacity
          beside a flood of 20 ms batch requests that yield between slices:
          in one lane, in a background lane of 10 shares, raised to 50 live
-         through laneadmin, and alone
+         through laneadmin, and alone; -client reconnect,keep runs each
+         sweep and shapes point with a client that reconnects after a
+         timeout and with one that keeps its connection, side by side
   soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
          clients that never read, resets, garbage and pipelined floods
          alongside and a handler that panics on 1% of requests: goodput per

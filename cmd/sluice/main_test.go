@@ -104,6 +104,11 @@ func TestBadInput(t *testing.T) {
 		{"bench", "-scenarios", "noisy", "-noisy-rates", "0"},
 		{"bench", "-scenarios", "stray", "-stray-delay", "0s"},
 		{"bench", "-scenarios", "stray", "-stray-x", "-2"},
+		{"bench", "-client", "polite"},
+		{"bench", "-client", "keep,keep"},
+		{"bench", "-shapes", "cpu,gpu"},
+		{"bench", "-shapes", "io,io"},
+		{"bench", "-conns", "-1"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)
@@ -304,4 +309,20 @@ func TestSummaryClosesTheOutput(t *testing.T) {
 	buf.Reset()
 	writeSummary(&buf, &bench.Report{})
 	assert.Empty(t, buf.String(), "nothing to say, no blank line")
+}
+
+func TestClientAndShapesFlags(t *testing.T) {
+	parse := func(args ...string) (*suiteFlags, error) {
+		return parseSuiteFlags(t, "bench", bench.ScenarioShapes, args...)
+	}
+	f, err := parse()
+	require.NoError(t, err)
+	assert.Nil(t, f.cfg.ClientModes, "no mode named: the default client, samples as before")
+	assert.Nil(t, f.cfg.Shapes, "all shapes")
+
+	f, err = parse("-client", "keep, reconnect", "-shapes", "io,cpu", "-conns", "5000")
+	require.NoError(t, err)
+	assert.Equal(t, 5000, f.cfg.Conns)
+	assert.Equal(t, []bench.ClientMode{bench.ClientKeep, bench.ClientReconnect}, f.cfg.ClientModes)
+	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, f.cfg.Shapes)
 }

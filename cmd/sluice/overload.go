@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,11 @@ type suiteFlags struct {
 	chaos string
 	// noisyRates are the noisy scenario's offered loads ("800,1200").
 	noisyRates string
+	// client is the generator's client modes, "reconnect,keep"; empty
+	// for the default (reconnect) with samples that name no mode.
+	client string
+	// shapes names the shapes scenario's handler shapes; empty for all.
+	shapes string
 	// dashboard is the address the sluice targets serve their live
 	// dashboard on while they run; empty for none.
 	dashboard string
@@ -60,6 +66,9 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
+		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
+		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
+		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
 		fs.StringVar(&f.noisyRates, "noisy-rates", "800,1200", "offered loads of the noisy scenario, in requests per second (the same for every target)")
 		fs.BoolVar(&c.Noisy.Quiet, "noisy-quiet", false, "run the noisy scenario without its neighbour: the control")
@@ -141,6 +150,8 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
 		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
 			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
+		case c.Conns < 0 || c.Conns > 65536:
+			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
 		}
 		rates, err := parseRates("-noisy-rates", f.noisyRates)
 		if err != nil {
@@ -153,6 +164,12 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		return err
 	}
 	if c.ShapeMultiples, err = parseMultiples("-shape-x", f.shapeX); err != nil {
+		return err
+	}
+	if c.ClientModes, err = parseClientModes(f.client); err != nil {
+		return err
+	}
+	if c.Shapes, err = parseShapes(f.shapes); err != nil {
 		return err
 	}
 	if err := f.splitCPUs(); err != nil {
@@ -174,6 +191,40 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		c.Launch = bench.DashboardLauncher(c.Launch, f.dashboard)
 	}
 	return nil
+}
+
+// parseClientModes reads -client: client modes, comma-separated, each once;
+// none for an empty list.
+func parseClientModes(list string) ([]bench.ClientMode, error) {
+	var modes []bench.ClientMode
+	for _, name := range splitList(list) {
+		m, err := bench.ParseClientMode(name)
+		if err != nil {
+			return nil, fmt.Errorf("-client: %q is not a mode: reconnect or keep", name)
+		}
+		if slices.Contains(modes, m) {
+			return nil, fmt.Errorf("-client: %s named twice", name)
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
+}
+
+// parseShapes reads -shapes: the shapes scenario's shapes by name, each
+// once; none (all of them) for an empty list.
+func parseShapes(list string) ([]bench.Shape, error) {
+	var shapes []bench.Shape
+	for _, name := range splitList(list) {
+		i := slices.IndexFunc([]bench.Shape{bench.ShapeCPU, bench.ShapeIO, bench.ShapeBlocking}, func(s bench.Shape) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-shapes: %q is not a shape: cpu, io or blocking", name)
+		}
+		if slices.ContainsFunc(shapes, func(s bench.Shape) bool { return s.Name == name }) {
+			return nil, fmt.Errorf("-shapes: %s named twice", name)
+		}
+		shapes = append(shapes, []bench.Shape{bench.ShapeCPU, bench.ShapeIO, bench.ShapeBlocking}[i])
+	}
+	return shapes, nil
 }
 
 // splitCPUs sets the suite's CPU split from -cpus, -target-cpus and
