@@ -11,6 +11,24 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 )
 
+// orderLog records labels in the order tasks ran, from any goroutine.
+type orderLog struct {
+	mu     sync.Mutex
+	labels []string
+}
+
+func (l *orderLog) add(label string) {
+	l.mu.Lock()
+	l.labels = append(l.labels, label)
+	l.mu.Unlock()
+}
+
+func (l *orderLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.labels...)
+}
+
 // A coroutine started in a registered lane resumes in that lane, ahead of
 // the lane's new work but behind better lanes: the built-in order of
 // Continuation before Upstream, kept within the lane.
@@ -21,13 +39,8 @@ func TestRegisteredLaneResumesBeforeItsNewWork(t *testing.T) {
 	// A still clock: the starvation guard never lets a worse lane in.
 	s := start(t, Config{Lanes: set, Clock: (&fakeClock{}).now})
 	w := s.Worker(0)
-	var mu sync.Mutex
-	var order []string
-	rec := func(label string) {
-		mu.Lock()
-		order = append(order, label)
-		mu.Unlock()
-	}
+	var log orderLog
+	rec := log.add
 	onWorker(t, w, func() {
 		// Two background requests: each runs a slice, yields, runs a
 		// second slice.
@@ -45,12 +58,10 @@ func TestRegisteredLaneResumesBeforeItsNewWork(t *testing.T) {
 		w.Push(lanes.Continuation, func() { rec("cont") })
 	})
 	onWorker(t, w, func() {})
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 7 }, waitFor, tick)
-	mu.Lock()
-	defer mu.Unlock()
+	require.Eventually(t, func() bool { return len(log.get()) == 7 }, waitFor, tick)
 	// a1 yields: its resumption (a2) goes ahead of b's start and of the
 	// lane's new work, as b2 goes ahead of "new".
-	assert.Equal(t, []string{"cont", "up", "a1", "a2", "b1", "b2", "new"}, order)
+	assert.Equal(t, []string{"cont", "up", "a1", "a2", "b1", "b2", "new"}, log.get())
 }
 
 // Await, Sleep and Pause in a coroutine of a registered lane resume it in
@@ -62,13 +73,8 @@ func TestRegisteredLaneAwaitResumesInItsLane(t *testing.T) {
 	require.NoError(t, err)
 	s := start(t, Config{Lanes: set, Clock: (&fakeClock{}).now})
 	w := s.Worker(0)
-	var mu sync.Mutex
-	var order []string
-	rec := func(label string) {
-		mu.Lock()
-		order = append(order, label)
-		mu.Unlock()
-	}
+	var log orderLog
+	rec := log.add
 	opRunning := make(chan struct{})
 	opGate := make(chan struct{})
 	done := make(chan struct{})
@@ -94,9 +100,7 @@ func TestRegisteredLaneAwaitResumesInItsLane(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Snapshot().Workers[0].Inbox >= 4 }, waitFor, tick)
 	release()
 	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []string{"up", "up", "up", "resumed"}, order)
+	assert.Equal(t, []string{"up", "up", "up", "resumed"}, log.get())
 }
 
 func TestYieldOutsideCoroutineIsANoOp(t *testing.T) {
@@ -108,13 +112,8 @@ func TestYieldOutsideCoroutineIsANoOp(t *testing.T) {
 func TestYieldLetsQueuedWorkRun(t *testing.T) {
 	s := start(t, Config{Clock: (&fakeClock{}).now})
 	w := s.Worker(0)
-	var mu sync.Mutex
-	var order []string
-	rec := func(label string) {
-		mu.Lock()
-		order = append(order, label)
-		mu.Unlock()
-	}
+	var log orderLog
+	rec := log.add
 	onWorker(t, w, func() {
 		w.Push(lanes.Continuation, func() { rec("queued") })
 		w.GoNow(context.Background(), func(ctx context.Context) {
@@ -125,7 +124,5 @@ func TestYieldLetsQueuedWorkRun(t *testing.T) {
 		w.Push(lanes.Upstream, func() { rec("upstream") })
 	})
 	onWorker(t, w, func() {})
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []string{"before", "queued", "after", "upstream"}, order)
+	assert.Equal(t, []string{"before", "queued", "after", "upstream"}, log.get())
 }
