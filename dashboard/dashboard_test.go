@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/tenant"
 )
@@ -251,24 +250,6 @@ func TestPageAndAssets(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }
 
-// logBuffer is a slog handler's output, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // post sends a change to the control endpoint, as the page does.
 func post(d http.Handler, body string, mod func(*http.Request)) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/debug/sluice/control", strings.NewReader(body))
@@ -309,7 +290,7 @@ func TestControls(t *testing.T) {
 	assert.Equal(t, 1.0, data.Knobs[1].Value, "2 workers at the default half")
 	assert.Equal(t, 100.0, data.Knobs[2].Value)
 
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	on, err := New(Options{Server: srv, Tenants: tracker, Knobs: knobs, Controls: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package laneadmin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,30 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const token = "0123456789abcdef0123456789abcdef"
-
-// syncBuffer is a log sink safe for the concurrent writes of handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // newSet returns a set with the built-in lanes and a "background" lane.
 func newSet(t *testing.T) (*lanes.Set, lanes.ID) {
@@ -51,9 +33,9 @@ func newSet(t *testing.T) (*lanes.Set, lanes.ID) {
 	return set, bg
 }
 
-func newHandler(t *testing.T, set *lanes.Set, opts Options) (*Handler, *syncBuffer) {
+func newHandler(t *testing.T, set *lanes.Set, opts Options) (*Handler, *syncbuf.Buffer) {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
 )
 
@@ -52,7 +53,7 @@ func (l label) String() string { return string(l) }
 // behind it run on a spare thread pinned like the worker, the handler gets
 // the worker back when it touches it, and the spare exits once idle.
 func TestBlockedGuestHandsWorkerToSpare(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	s := startRescue(t, Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
 	w := s.Worker(0)
 	firstTID := w.TID()
@@ -285,7 +286,7 @@ func TestCancelledStopReachesEveryThread(t *testing.T) {
 
 // The debug option logs the blocked goroutine's stack once per call site.
 func TestBlockedStacksOncePerCallSite(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	s := startRescue(t, Config{BlockedStacks: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
 	w := s.Worker(0)
 	for range 3 {
@@ -307,30 +308,10 @@ func blockHere(gate chan struct{}) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from several threads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
-func (s *syncBuffer) String() string { return string(s.Bytes()) }
-
 // A worker whose thread waits for its CPU (another process holds it) is
 // counted, and logged when it waits more than a quarter of the time.
 func TestStarvedWorkerIsCounted(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	var wait int64
 	s := startRescue(t, Config{BlockedAfter: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))},
 		func(int32) (int64, int64, error) { return 0, wait, nil })

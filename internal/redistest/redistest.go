@@ -12,7 +12,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/syncbuf"
 )
 
 // Program is the server program that Start looks for on PATH.
@@ -206,7 +207,7 @@ var errExited = errors.New("exited before answering")
 type server struct {
 	addr   string
 	cmd    *exec.Cmd
-	out    syncBuffer
+	out    syncbuf.Buffer
 	exited chan struct{} // closed once the process has been waited for
 }
 
@@ -315,23 +316,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a bytes.Buffer that the server's output can be written to
-// while it is read.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
