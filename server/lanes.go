@@ -74,7 +74,6 @@ type laneRef struct {
 type laneRouter struct {
 	set      *lanes.Set
 	fn       func(r *Request) string
-	byName   map[string]laneRef
 	mux      *http.ServeMux
 	prefixes []string // the routes' literal path prefixes (literalPrefixes)
 	header   string
@@ -83,8 +82,12 @@ type laneRouter struct {
 	byClass  map[queue.Class]laneRef
 }
 
-// laneHandler marks, in the router's ServeMux, the lane of a pattern.
-type laneHandler struct{ ref laneRef }
+// laneHandler marks, in the router's ServeMux, the lane of a pattern; rest
+// marks the catch-all the router adds, which decides nothing.
+type laneHandler struct {
+	ref  laneRef
+	rest bool
+}
 
 func (laneHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
@@ -93,7 +96,7 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 	if cfg.Func == nil && len(cfg.Routes) == 0 && cfg.Header == "" && len(cfg.HeaderValues) == 0 && len(cfg.Classes) == 0 {
 		return nil, nil
 	}
-	lr := &laneRouter{set: set, fn: cfg.Func, byName: map[string]laneRef{}}
+	lr := &laneRouter{set: set, fn: cfg.Func}
 	var errs []error
 	resolve := func(where, name string) (laneRef, bool) {
 		id, ok := set.Lookup(name)
@@ -105,9 +108,7 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 			errs = append(errs, fmt.Errorf("%s names lane %q: requests cannot start in the Continuation lane, which is for work already started; name a lane of your own, or %q for the default", where, name, set.Name(lanes.Upstream)))
 			return laneRef{}, false
 		}
-		ref := laneRef{id: id, name: name}
-		lr.byName[name] = ref
-		return ref, true
+		return laneRef{id: id, name: name}, true
 	}
 	if len(cfg.Routes) > 0 {
 		lr.mux = http.NewServeMux()
@@ -121,7 +122,7 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 			if !ok {
 				continue
 			}
-			if err := handlePattern(lr.mux, p, laneHandler{ref}); err != nil {
+			if err := handlePattern(lr.mux, p, laneHandler{ref: ref}); err != nil {
 				errs = append(errs, fmt.Errorf("Lanes.Routes[%q]: %w", p, err))
 			}
 		}
@@ -129,7 +130,7 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 			// Everything else: the built-in lanes. Without it, a request
 			// no pattern matches costs ServeMux's search for a redirect
 			// and its not-found handler, about ten allocations.
-			_ = handlePattern(lr.mux, "/", laneHandler{ref: laneRef{id: lanes.Upstream}})
+			_ = handlePattern(lr.mux, "/", laneHandler{rest: true})
 		}
 		lr.prefixes = literalPrefixes(patterns)
 	}
@@ -181,9 +182,6 @@ func handlePattern(mux *http.ServeMux, pattern string, h http.Handler) (err erro
 func (lr *laneRouter) route(r *Request, a *admit.Attempt, scratch *http.Request) (laneRef, bool) {
 	if lr.fn != nil {
 		if name := lr.fn(r); name != "" {
-			if ref, ok := lr.byName[name]; ok {
-				return ref, true
-			}
 			return lr.named(name)
 		}
 	}
@@ -191,7 +189,7 @@ func (lr *laneRouter) route(r *Request, a *admit.Attempt, scratch *http.Request)
 		*scratch = http.Request{Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header, RequestURI: r.RequestURI}
 		h, _ := lr.mux.Handler(scratch)
 		*scratch = http.Request{}
-		if lh, ok := h.(laneHandler); ok && lh.ref.id != lanes.Upstream {
+		if lh, ok := h.(laneHandler); ok && !lh.rest {
 			return lh.ref, true
 		}
 	}

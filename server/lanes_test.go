@@ -127,7 +127,8 @@ func TestLanesClassifyByPatternHeaderClassAndFunc(t *testing.T) {
 		lane         string
 	}{
 		{"GET", "/export/all", nil, "background"},
-		{"GET", "/export/small/7", nil, ""}, // named "upstream": default lanes
+		{"GET", "/export/small/7", nil, ""},                         // named "upstream": default lanes
+		{"GET", "/export/small/8", []string{"X-Work", "batch"}, ""}, // the route decides before the header
 		{"HEAD", "/export/all", nil, "background"},
 		{"GET", "/report/3", nil, "reports"},
 		{"POST", "/checkout", nil, "critical"},
