@@ -3,7 +3,6 @@ package sched
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"time"
 
@@ -165,9 +164,7 @@ func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Cont
 	if fn == nil {
 		panic("sched: Go of a nil function")
 	}
-	if int(lane) >= w.nlanes {
-		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
-	}
+	w.mustHave(lane)
 	if ctx == nil {
 		ctx = context.Background()
 	}

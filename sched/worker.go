@@ -352,18 +352,23 @@ func (w *Worker) Push(lane lanes.ID, fn func()) {
 	if fn == nil {
 		panic("sched: Push of a nil function")
 	}
-	if int(lane) >= w.nlanes {
-		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
-	}
+	w.mustHave(lane)
 	defer w.leave(w.enter())
 	w.push(lane, task{fn: fn, enq: w.now})
 }
 
+// mustHave panics for a lane the scheduler's set lacks (or one with the
+// resumed mark, which callers outside the package do not give), as
+// indexing out of range would.
+func (w *Worker) mustHave(lane lanes.ID) {
+	if int(lane) >= w.nlanes {
+		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", lane, w.nlanes))
+	}
+}
+
 func (w *Worker) push(lane lanes.ID, t task) {
 	id := lane &^ resumed
-	if int(id) >= w.nlanes {
-		panic(fmt.Sprintf("sched: no lane %d (the set has %d)", id, w.nlanes))
-	}
+	w.mustHave(id)
 	q := &w.q[id]
 	if lane&resumed != 0 {
 		q = &w.qr[id]
