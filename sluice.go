@@ -22,6 +22,7 @@ package sluice
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -112,6 +113,24 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, cfg Config
 		return err
 	}
 	return s.Run(ctx)
+}
+
+// ListenAndServeTLS is ListenAndServe over HTTPS, with the certificate
+// and key of certFile and keyFile (PEM; the certificate file may hold the
+// chain after the leaf), as net/http's ListenAndServeTLS. A cfg.TLS, if
+// set, gives the other settings; its certificates are replaced.
+func ListenAndServeTLS(ctx context.Context, addr, certFile, keyFile string, h http.Handler, cfg Config, opts ...srt.Option) error {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("sluice: loading the TLS certificate: %w", err)
+	}
+	if cfg.TLS == nil {
+		cfg.TLS = &tls.Config{}
+	} else {
+		cfg.TLS = cfg.TLS.Clone()
+	}
+	cfg.TLS.Certificates = []tls.Certificate{cert}
+	return ListenAndServe(ctx, addr, h, cfg, opts...)
 }
 
 // Serve serves h on l until ctx ends, then shuts down gracefully (see Run).

@@ -2,11 +2,15 @@ package sluice
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/selfsigned"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -160,4 +165,50 @@ func TestListenErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, busy.Limit(), "half of 2 workers")
 	require.NoError(t, s.Stop(context.Background()))
+}
+
+// ListenAndServeTLS serves HTTPS with the certificate and key of two PEM
+// files, and names a missing file.
+func TestListenAndServeTLS(t *testing.T) {
+	cert, pool, err := selfsigned.New()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- ListenAndServeTLS(ctx, addr, certFile, keyFile, http.HandlerFunc(hello), Config{}, small...)
+	}()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	require.Eventually(t, func() bool {
+		resp, err := client.Get("https://" + addr + "/up")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b) == "hello /up"
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("ListenAndServeTLS did not return after its context ended")
+	}
+
+	err = ListenAndServeTLS(context.Background(), addr, filepath.Join(dir, "nope.pem"), keyFile, http.HandlerFunc(hello), Config{}, small...)
+	assert.ErrorContains(t, err, "loading the TLS certificate")
+	assert.ErrorContains(t, err, "nope.pem")
 }

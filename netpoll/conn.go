@@ -39,6 +39,9 @@ type Conn struct {
 	pending   []byte // bytes of a write that would have blocked
 	onWritten func(error)
 	closed    bool
+
+	tls    *tlsState // nil on a plain connection (StartTLS)
+	hsWake func()    // wakes a Handshake waiting for the client
 }
 
 func newConn(w *sched.Worker, fd int, sa unix.Sockaddr) (*Conn, error) {
@@ -71,6 +74,12 @@ func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
 		return ErrClosed
 	}
 	c.onReadable, c.readLane = fn, lane
+	if c.tls != nil && c.tls.more && fn != nil && !c.readQueued {
+		// Plaintext may wait inside the TLS session, where epoll does
+		// not see it.
+		c.readQueued = true
+		c.w.Push(lane, c.readyFn)
+	}
 	return c.setEvents(c.wantEvents())
 }
 
@@ -79,6 +88,9 @@ func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
 func (c *Conn) Read(p []byte) (int, error) {
 	if c.closed {
 		return 0, ErrClosed
+	}
+	if c.tls != nil {
+		return c.tlsRead(p)
 	}
 	return readFD(c.fd, p)
 }
@@ -93,6 +105,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) ReadStamped(p []byte) (n int, stamp int64, err error) {
 	if c.closed {
 		return 0, 0, ErrClosed
+	}
+	if t := c.tls; t != nil {
+		t.raw.stamps, t.raw.stamp = true, 0
+		n, err := c.tlsRead(p)
+		stamp := t.raw.stamp
+		t.raw.stamps = false
+		return n, stamp, err
 	}
 	// SOL_SOCKET/SCM_TIMESTAMPNS: a cmsghdr (16 bytes on 64-bit Linux,
 	// 12 on 32-bit, padded to the word) then a timespec.
@@ -283,12 +302,28 @@ var ErrEOF = errors.New("netpoll: end of stream")
 // rest waits for EPOLLOUT without blocking the worker. done, if not nil, runs
 // in the Continuation lane once everything is written or the write failed;
 // a second Write before then is an error. p must not be modified until done.
+// On a TLS connection p is encrypted at once, and done waits for the
+// records queued before it as well.
 func (c *Conn) Write(p []byte, done func(error)) error {
 	if c.closed {
 		return ErrClosed
 	}
-	if c.pending != nil {
+	if c.onWritten != nil || c.pending != nil && c.tls == nil {
 		return errors.New("netpoll: write already in progress")
+	}
+	if c.tls != nil {
+		var err error
+		if len(p) > 0 {
+			_, err = c.tls.conn.Write(p)
+		}
+		if err != nil || c.pending == nil {
+			if done != nil {
+				c.w.Push(lanes.Continuation, func() { done(err) })
+			}
+			return nil
+		}
+		c.onWritten = done
+		return nil
 	}
 	rest, err := c.writeSome(p)
 	if err != nil || len(rest) == 0 {
@@ -304,13 +339,21 @@ func (c *Conn) Write(p []byte, done func(error)) error {
 // WriteNow writes what the socket takes of p without waiting and returns how
 // much that was: less than len(p), with a nil error, when the socket's
 // buffer is full. It fails while a Write is in progress. Follow it with
-// Write for the rest to wait for room.
+// Write for the rest to wait for room. A TLS connection takes all of p,
+// encrypted, and queues the records the socket has no room for: Queued
+// reports them, and a Write (of nothing) waits for them.
 func (c *Conn) WriteNow(p []byte) (int, error) {
 	if c.closed {
 		return 0, ErrClosed
 	}
-	if c.pending != nil {
+	if c.onWritten != nil || c.pending != nil && c.tls == nil {
 		return 0, errors.New("netpoll: write already in progress")
+	}
+	if c.tls != nil {
+		if _, err := c.tls.conn.Write(p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	rest, err := c.writeSome(p)
 	return len(p) - len(rest), err
@@ -454,7 +497,14 @@ func (c *Conn) Close() error {
 	if c.closed {
 		return nil
 	}
+	if t := c.tls; t != nil && t.raw.gc == nil && c.hsWake == nil {
+		// A close_notify alert, if the socket takes it now.
+		_ = t.conn.Close()
+	}
 	c.closed = true
+	if wake := c.hsWake; wake != nil {
+		wake() // the handshake fails with ErrClosed
+	}
 	err := c.watch.Close()
 	if cerr := unix.Close(c.fd); err == nil {
 		err = cerr

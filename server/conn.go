@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -29,7 +30,8 @@ const (
 	connQueued              // a request waits in the admission queue
 	connLinger              // closing: our side shut, discarding input
 	connClosed
-	connHijacked // the handler took the connection (Hijack): the server forgot it
+	connHijacked  // the handler took the connection (Hijack): the server forgot it
+	connHandshake // a TLS connection before the end of its handshake
 )
 
 // How long a closing connection keeps discarding the client's input, so
@@ -63,6 +65,10 @@ type conn struct {
 	closeAfter  bool // close once the current response is written
 	respStarted bool // the current response's header has been sent
 	peerGone    bool // the client closed or reset the connection
+	handshaking bool // the TLS handshake's coroutine runs
+
+	// tlsState describes the TLS session, nil on a plain connection.
+	tlsState *tls.ConnectionState
 
 	timer    *sched.Timer
 	deadline int64 // when timer's firing counts; 0: disarmed
@@ -127,10 +133,26 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)
 	c.ws.conns.add(c)
+	if srv.tls != nil {
+		c.awaitHello()
+		return
+	}
 	c.idle()
 	if srv.stopping.Load() && c.state == connIdle {
 		c.shutdown(false)
 	}
+}
+
+// awaitHello waits for a TLS client's hello, under the header timeout: it
+// is read in the Upstream lane, as a new request would be.
+func (c *conn) awaitHello() {
+	c.state = connHandshake
+	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
+		c.close()
+		return
+	}
+	c.arm(c.srv.headTimeout)
+	c.w.Push(lanes.Upstream, c.onData) // the hello usually follows the connect
 }
 
 // idle waits for the next request: Upstream work, under the idle timeout
@@ -205,7 +227,7 @@ func (c *conn) timeout() {
 		// Part of a request came, not all of it in time: say so, as a
 		// client that waits for an answer deserves one, then close.
 		c.fail(errHeadTimeout)
-	case connIdle, connLinger:
+	case connIdle, connLinger, connHandshake:
 		c.close()
 	case connActive, connQueued:
 		c.deadlinePassed()
@@ -218,6 +240,10 @@ func (c *conn) readable() {
 	switch c.state {
 	case connIdle, connHead:
 		c.readHead()
+	case connHandshake:
+		if !c.handshaking {
+			c.readHello()
+		}
 	case connActive:
 		if w := c.readWaiter; w != nil {
 			c.readWaiter = nil
@@ -416,7 +442,7 @@ func (c *conn) start(h *head) {
 			Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
 			Header: h.header, Host: host,
 			ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
-			Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), c: c,
+			Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tlsState, c: c,
 		},
 	}
 	r := &x.req
@@ -515,7 +541,7 @@ func (c *conn) rejectNow() bool {
 	case err != nil:
 		c.ws.putOut(b)
 		c.close()
-	case n == len(b):
+	case n == len(b) && !c.nc.Queued():
 		c.ws.putOut(b)
 		c.idle()
 	default:
@@ -715,7 +741,7 @@ func (c *conn) waitReadable(ctx context.Context) error {
 // owes.
 func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 	if !sched.InCoroutine(ctx) {
-		n, err := netpoll.ReadBlockingDeadline(c.fd, p, c.readLeft)
+		n, err := c.readBlocking(p)
 		switch err {
 		case netpoll.ErrEOF:
 			err = io.ErrUnexpectedEOF
@@ -750,7 +776,7 @@ func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 // send returns.
 func (c *conn) send(ctx context.Context, p []byte) error {
 	if !sched.InCoroutine(ctx) {
-		err := netpoll.WriteBlockingDeadline(c.fd, p, c.writeLeft)
+		err := c.writeBlocking(p)
 		if err == os.ErrDeadlineExceeded {
 			err = c.timeoutError("write")
 		}
@@ -760,7 +786,7 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 		return c.timeoutError("write")
 	}
 	n, err := c.nc.WriteNow(p)
-	if err != nil || n == len(p) {
+	if err != nil || n == len(p) && !c.nc.Queued() {
 		return err
 	}
 	var werr error
@@ -777,6 +803,23 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 		werr = c.timeoutError("write")
 	}
 	return werr
+}
+
+// readBlocking and writeBlocking are readSome's and send's ways off the
+// worker, under the request's deadlines: poll(2) on the socket, through
+// the TLS session if there is one.
+func (c *conn) readBlocking(p []byte) (int, error) {
+	if c.tlsState != nil {
+		return c.nc.ReadBlocking(p, c.readLeft)
+	}
+	return netpoll.ReadBlockingDeadline(c.fd, p, c.readLeft)
+}
+
+func (c *conn) writeBlocking(p []byte) error {
+	if c.tlsState != nil {
+		return c.nc.WriteBlocking(p, c.writeLeft)
+	}
+	return netpoll.WriteBlockingDeadline(c.fd, p, c.writeLeft)
 }
 
 // fail answers a request the server refuses before any handler, then closes
@@ -885,6 +928,9 @@ func (c *conn) shutdown(force bool) {
 		if force {
 			c.close()
 		}
+	case connHandshake:
+		// No request yet: nothing to finish.
+		c.close()
 	}
 }
 

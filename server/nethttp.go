@@ -139,6 +139,16 @@ func (w *ResponseWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: hijack: %w", err)
 	}
+	if c.tlsState != nil {
+		// The TLS session goes with it, as net/http hands over its
+		// *tls.Conn.
+		tc, err := c.nc.Detach(gc)
+		if err != nil {
+			_ = gc.Close()
+			return nil, nil, fmt.Errorf("server: hijack: %w", err)
+		}
+		gc = tc
+	}
 	var pending []byte
 	if c.r < c.n {
 		pending = bytes.Clone(c.buf[c.r:c.n])
@@ -480,6 +490,7 @@ func (srv *Server) describe(h Handler) *http.Server {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(srv.log.Handler(), slog.LevelError),
+		TLSConfig:         srv.tls,
 	}
 	if a, ok := h.(httpHandler); ok {
 		hs.Handler = a.h
@@ -496,7 +507,8 @@ func (srv *Server) describe(h Handler) *http.Server {
 // describes the sluice server in
 // net/http's terms: its Addr, its effective timeouts (defaults applied,
 // ReadHeaderTimeout bounded by ReadTimeout, a negative IdleTimeout for
-// none) and MaxHeaderBytes, the http.Handler given to HTTPHandler as its
+// none), MaxHeaderBytes and TLSConfig (the one the server uses, with its
+// ALPN protocols), the http.Handler given to HTTPHandler as its
 // Handler (nil for a native Handler), and an ErrorLog that writes to
 // Config.Logger at the error level. It is built once per server and is
 // descriptive, not running: changing it changes nothing, and its

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -50,6 +51,9 @@ type Request struct {
 	Close bool
 	// RemoteAddr is the client's address.
 	RemoteAddr netip.AddrPort
+	// TLS describes the connection's TLS session (Config.TLS); nil on
+	// plain HTTP. Shared by the connection's requests: do not modify it.
+	TLS *tls.ConnectionState
 	// Body is the request body; it is never nil, and reads at its end
 	// return io.EOF. The server closes it.
 	Body io.ReadCloser
@@ -101,6 +105,7 @@ func (r *Request) HTTPRequest() *http.Request {
 		// An IPv4 client of a dual-stack listener (":8080") comes as an
 		// IPv4-mapped IPv6 address; net/http shows it as IPv4.
 		RemoteAddr: netip.AddrPortFrom(r.RemoteAddr.Addr().Unmap(), r.RemoteAddr.Port()).String(),
+		TLS:        r.TLS,
 	}
 	switch {
 	case r.Chunked:

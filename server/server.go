@@ -26,6 +26,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,6 +141,23 @@ type Config struct {
 	// admission class or a function of yours; the zero value runs every
 	// request in the built-in lanes. See Lanes.
 	Lanes Lanes
+	// TLS, when set, makes the server speak HTTPS on every connection,
+	// with the certificates and settings of this configuration (see
+	// crypto/tls; tls.LoadX509KeyPair loads a certificate). The server
+	// offers HTTP/1.1 through ALPN and removes "h2" from NextProtos: it
+	// does not speak HTTP/2. The handshake runs on the connection's
+	// worker, as new work (the Upstream lane), and must end within
+	// ReadHeaderTimeout; a plain HTTP request is answered 400, as
+	// net/http answers it. Request.TLS (and http.Request.TLS) describe
+	// the session.
+	TLS *tls.Config
+	// MaxHandshakes bounds the TLS handshakes in progress at once, from
+	// the first bytes of a client's hello to the end of its handshake:
+	// the connection of a hello beyond it is closed at once, unanswered
+	// (TLSStats.Refused), so that a flood of new connections cannot take
+	// the workers from the requests already accepted. Zero means
+	// DefaultMaxHandshakesPerWorker per worker.
+	MaxHandshakes int
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
 	// on it (package client). Rejections do not carry it.
@@ -165,6 +183,10 @@ type Server struct {
 	// hs describes the server to handlers (http.ServerContextKey); see
 	// describe.
 	hs *http.Server
+
+	tls           *tls.Config // nil: plain HTTP
+	maxHandshakes int
+	tlsc          tlsCounters
 
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
@@ -275,6 +297,13 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	srv.headTimeout = max(cfg.ReadHeaderTimeout, 0)
 	if rt := cfg.ReadTimeout; rt > 0 && (srv.headTimeout == 0 || rt < srv.headTimeout) {
 		srv.headTimeout = rt
+	}
+	var err error
+	if srv.tls, err = serverTLS(cfg.TLS); err != nil {
+		return nil, netpoll.Options{}, err
+	}
+	if srv.maxHandshakes, err = maxHandshakes(cfg, s.NumWorkers()); err != nil {
+		return nil, netpoll.Options{}, err
 	}
 	srv.hs = srv.describe(h)
 	for range s.NumWorkers() {

@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/internal/selfsigned"
+)
+
+// testTLS returns a server configuration with a fresh certificate for
+// 127.0.0.1 and a client configuration that trusts it.
+func testTLS(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	cert, pool, err := selfsigned.New()
+	require.NoError(t, err)
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, &tls.Config{RootCAs: pool}
+}
+
+// tlsClient is an HTTP client for a TLS server, closed with the test.
+func tlsClient(t testing.TB, cfg *tls.Config) *http.Client {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func getBody(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// TestTLSServesHTTPS: requests on a kept-alive TLS connection reach the
+// handler with the session described, through the adapter and natively.
+func TestTLSServesHTTPS(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	var seen sync.Map
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			seen.Store("proto", r.TLS.NegotiatedProtocol)
+			seen.Store("version", r.TLS.Version)
+		}
+		fmt.Fprintf(w, "hello %s", r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, Config{TLS: scfg})
+	ccfg.NextProtos = []string{"http/1.1"}
+	c := tlsClient(t, ccfg)
+	for i := range 20 {
+		resp, body := getBody(t, c, fmt.Sprintf("https://%s/n%d", addr, i))
+		assert.Equal(t, fmt.Sprintf("hello /n%d", i), body)
+		require.NotNil(t, resp.TLS)
+	}
+	proto, _ := seen.Load("proto")
+	version, _ := seen.Load("version")
+	assert.Equal(t, "http/1.1", proto)
+	assert.Equal(t, uint16(tls.VersionTLS13), version)
+	st := srv.TLSStats()
+	assert.Equal(t, uint64(1), st.Completed, "one kept-alive connection")
+	assert.Zero(t, st.Failed)
+	assert.Zero(t, st.InProgress)
+
+	native := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		if r.TLS == nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, r.TLS.ServerName)
+	})
+	_, addr = serveNative(t, native, Config{TLS: scfg})
+	ccfg = ccfg.Clone()
+	ccfg.ServerName = "127.0.0.1"
+	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/")
+	assert.Equal(t, "", body, "an IP address is not sent as SNI")
+}
+
+// TestTLSSNIAndALPN: the certificate follows the name the client asks
+// for, HTTP/1.1 is chosen by ALPN even when the client prefers h2, and a
+// client that speaks only h2 is refused in the handshake.
+func TestTLSSNIAndALPN(t *testing.T) {
+	certs := map[string]tls.Certificate{}
+	pool := x509.NewCertPool()
+	for _, name := range []string{"a.example", "b.example"} {
+		cert, p, err := selfsigned.New(name)
+		require.NoError(t, err)
+		certs[name] = cert
+		pool.AddCert(cert.Leaf)
+		_ = p
+	}
+	scfg := &tls.Config{
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, ok := certs[hello.ServerName]
+			if !ok {
+				return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
+			}
+			return &c, nil
+		},
+		NextProtos: []string{"h2", "http/1.1"}, // as a net/http configuration has it
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.TLS.ServerName) })
+	srv, addr := serveHTTP(t, h, Config{TLS: scfg, Logger: slog.New(slog.DiscardHandler)})
+
+	dial := func(name string, protos ...string) (*tls.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+			&tls.Config{ServerName: name, RootCAs: pool, NextProtos: protos})
+	}
+	for _, name := range []string{"a.example", "b.example"} {
+		tc, err := dial(name, "h2", "http/1.1")
+		require.NoError(t, err, name)
+		st := tc.ConnectionState()
+		assert.Equal(t, name, st.PeerCertificates[0].Subject.CommonName, "the certificate for the name asked")
+		assert.Equal(t, "http/1.1", st.NegotiatedProtocol, "HTTP/2 is not offered")
+		_, err = io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+name+"\r\nConnection: close\r\n\r\n")
+		require.NoError(t, err)
+		b, err := io.ReadAll(tc)
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(string(b), "\r\n\r\n"+name), "%q", b)
+		tc.Close()
+	}
+	_, err := dial("a.example", "h2")
+	assert.ErrorContains(t, err, "no application protocol", "an h2-only client")
+	_, err = dial("c.example")
+	assert.Error(t, err, "a name without a certificate")
+	assert.Eventually(t, func() bool { return srv.TLSStats().Failed == 2 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, uint64(2), srv.TLSStats().Completed)
+}
+
+// TestTLSPlainHTTPOnTLSPort: a plain HTTP request on the TLS port gets
+// net/http's answer, byte for byte, and a closed connection.
+func TestTLSPlainHTTPOnTLSPort(t *testing.T) {
+	scfg, _ := testTLS(t)
+	ref := httptest.NewUnstartedServer(http.HandlerFunc(echoPath))
+	ref.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ref.TLS = scfg
+	ref.StartTLS()
+	t.Cleanup(ref.Close)
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg})
+
+	answer := func(addr string) string {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		b, err := io.ReadAll(nc) // to the close
+		require.NoError(t, err)
+		return string(b)
+	}
+	want := answer(ref.Listener.Addr().String())
+	assert.Equal(t, want, answer(addr))
+	assert.Contains(t, want, "400 Bad Request")
+}
+
+// TestTLSLargeBodies: bodies larger than the socket buffers and the TLS
+// records go both ways: plaintext waiting inside the session and records
+// waiting for the socket are both served.
+func TestTLSLargeBodies(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(b)
+		_, _ = w.Write(b)
+	})
+	_, addr := serveHTTP(t, h, Config{TLS: scfg})
+	c := tlsClient(t, ccfg)
+	for _, size := range []int{1, 4 << 10, 100 << 10, 3 << 20} {
+		in := make([]byte, size)
+		_, _ = rand.Read(in)
+		resp, err := c.Post("https://"+addr+"/", "application/octet-stream", bytes.NewReader(in))
+		require.NoError(t, err)
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 2*size, len(out), "size %d", size)
+		assert.True(t, bytes.Equal(in, out[:size]) && bytes.Equal(in, out[size:]), "size %d: echoed twice", size)
+	}
+}
+
+// TestTLSWriteFromAGoroutine: a handler that answers from another
+// goroutine while it waits (off the worker: the blocking path) works over
+// TLS too.
+func TestTLSWriteFromAGoroutine(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b, _ := io.ReadAll(r.Body)
+			_, _ = w.Write(bytes.Repeat(b, 1000))
+			w.(http.Flusher).Flush()
+		}()
+		<-done
+	})
+	_, addr := serveHTTP(t, h, Config{TLS: scfg})
+	resp, err := tlsClient(t, ccfg).Post("https://"+addr+"/", "text/plain", strings.NewReader("0123456789"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("0123456789", 1000), string(out))
+}
+
+// TestTLSHandshakeBoundedInTime: a client that starts a handshake and
+// stalls is closed at the header timeout, and counted as failed.
+func TestTLSHandshakeBoundedInTime(t *testing.T) {
+	scfg, _ := testTLS(t)
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, ReadHeaderTimeout: 300 * time.Millisecond})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	hello := clientHello(t)
+	_, err = nc.Write(hello[:len(hello)/2])
+	require.NoError(t, err)
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadAll(nc)
+	require.NoError(t, err, "closed by the server, not by the client's deadline")
+	assert.Eventually(t, func() bool { return srv.TLSStats().Failed == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Zero(t, srv.TLSStats().InProgress)
+	assert.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestTLSMaxHandshakes: beyond MaxHandshakes handshakes in progress, a
+// new client's connection is closed at once; once one ends, the next is
+// served.
+func TestTLSMaxHandshakes(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
+	stall, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer stall.Close()
+	hello := clientHello(t)
+	_, err = stall.Write(hello[:len(hello)/2])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
+
+	_, err = tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, ccfg)
+	require.Error(t, err, "refused while the stalled handshake holds the only place")
+	assert.Equal(t, uint64(1), srv.TLSStats().Refused)
+
+	stall.Close()
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 0 }, 10*time.Second, 5*time.Millisecond)
+	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/after")
+	assert.Equal(t, "GET /after", body)
+}
+
+// TestTLSWebSocket: a WebSocket over TLS (wss) hijacks the TLS session
+// with the connection.
+func TestTLSWebSocket(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	ended := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			ended <- err
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				ended <- err
+				return
+			}
+			if err := c.Write(r.Context(), typ, msg); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	_, addr := serveHTTP(t, h, Config{TLS: scfg})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "wss://"+addr+"/echo", &websocket.DialOptions{HTTPClient: tlsClient(t, ccfg)})
+	require.NoError(t, err)
+	defer c.CloseNow()
+	for i := range 1000 {
+		msg := fmt.Sprintf("message %d", i)
+		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(msg)))
+		_, got, err := c.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, msg, string(got))
+	}
+	require.NoError(t, c.Close(websocket.StatusNormalClosure, "done"))
+	select {
+	case err := <-ended:
+		assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "%v", err)
+	case <-ctx.Done():
+		t.Fatal("the handler did not see the close")
+	}
+}
+
+// TestTLSShutdownClosesHandshakes: Shutdown does not wait for a
+// connection still in its handshake.
+func TestTLSShutdownClosesHandshakes(t *testing.T) {
+	scfg, _ := testTLS(t)
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	hello := clientHello(t)
+	_, err = nc.Write(hello[:len(hello)/2])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx))
+	assert.Zero(t, srv.TLSStats().InProgress)
+	assert.Zero(t, srv.OpenConns())
+}
+
+func TestTLSConfigErrors(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	scfg, _ := testTLS(t)
+	for cfg, want := range map[*Config]string{
+		{TLS: &tls.Config{}}:           "Config.TLS has no certificate",
+		{TLS: scfg, MaxHandshakes: -1}: "Config.MaxHandshakes is -1",
+	} {
+		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(http.NotFoundHandler()), *cfg)
+		assert.ErrorContains(t, err, want)
+		assert.Nil(t, srv)
+	}
+}
