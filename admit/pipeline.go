@@ -508,6 +508,24 @@ func (p *Pipeline) Close() {
 // should.
 func (p *Pipeline) AgeLimited() bool { return p.ageLimits }
 
+// TooOld reports whether something that arrived at stamp (Unix
+// nanoseconds, as Ticket.Stamp) has waited past the age limit that holds
+// now: MaxAge, or the standing-line target while every request has waited
+// that long. It decides nothing and counts nothing: a server asks it
+// before work that comes ahead of a request, such as a TLS handshake, so
+// as not to spend that work on a request the age limit would refuse. It
+// is false without an age limit or a stamp.
+func (p *Pipeline) TooOld(stamp int64) bool {
+	limit := p.maxAge.Load()
+	if limit <= 0 || stamp == 0 {
+		return false
+	}
+	if p.det != nil && p.det.Standing() {
+		limit = min(limit, int64(p.det.Target()))
+	}
+	return time.Now().UnixNano()-stamp >= limit
+}
+
 // SetMaxAge changes the age limit live (and the queue's timeout, for the
 // requests that start waiting afterwards). It fails for a limit that is not
 // positive, and for a pipeline built without one (its adapter reads no

@@ -365,6 +365,35 @@ func TestAgeLimitAndStandingState(t *testing.T) {
 	assert.Error(t, off.SetMaxAge(time.Second))
 }
 
+// TooOld answers with the limit that holds now, the standing target
+// included, and decides and counts nothing.
+func TestTooOld(t *testing.T) {
+	clk := newClock(ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	ago := func(d time.Duration) int64 { return time.Now().UnixNano() - int64(d) }
+	assert.False(t, p.TooOld(ago(time.Millisecond)))
+	assert.False(t, p.TooOld(ago(20*time.Millisecond)))
+	assert.True(t, p.TooOld(ago(150*time.Millisecond)), "older than 100 ms")
+	assert.False(t, p.TooOld(0), "no stamp")
+	assert.Zero(t, p.Stats().Rejected, "nothing counted")
+
+	// Every request old for an interval: the standing limit, 5 ms.
+	for range 2 {
+		r := newReq("/")
+		r.Stamp = ago(20 * time.Millisecond)
+		if p.Decide(&r.Ticket) == Admitted {
+			p.Done(&r.Ticket, Outcome{})
+		}
+		clk.add(100 * ms)
+	}
+	require.True(t, p.Stats().Standing)
+	assert.True(t, p.TooOld(ago(20*time.Millisecond)), "the standing limit")
+	assert.False(t, p.TooOld(ago(time.Millisecond)))
+
+	off := newPipeline(t, Config{MaxAge: -1}, Host{})
+	assert.False(t, off.TooOld(ago(time.Hour)), "no age limit")
+}
+
 // The standing state is shared with the queue: once the sockets' line is
 // standing, newcomers to a CoDel queue get the short timeout.
 func TestOneStandingStateForSocketsAndQueue(t *testing.T) {

@@ -20,12 +20,14 @@
 // drop one because too many are in flight, the Result is marked Behind, and
 // such a run does not count (the target was not offered the asked load).
 //
-// Requests to a plain http:// URL go through the package's own HTTP/1.1
-// client: a prebuilt GET on pooled kept-alive connections, parsing only the
-// status line, the framing fields and the not-started marker. On a machine
-// whose CPUs the generator shares with the target, net/http's Transport
-// took CPU the target needed (and fell behind its schedule at 5x); a
-// Config.Client (or an https URL) uses net/http instead. A request that
+// Requests to an http:// or https:// URL go through the package's own
+// HTTP/1.1 client: a prebuilt GET on pooled kept-alive connections, parsing
+// only the status line, the framing fields and the not-started marker
+// (over https, with crypto/tls, without checking the loopback target's
+// certificate and without session resumption). On a machine whose CPUs
+// the generator shares with the target, net/http's Transport took CPU the
+// target needed (and fell behind its schedule at 5x); a Config.Client uses
+// net/http instead. A request that
 // passes its deadline closes its connection and the next one dials anew, as
 // net/http's Transport does (Config.ClientMode's default); ClientKeep keeps
 // the connection for the late answer instead, a client that never leaves.
@@ -455,8 +457,8 @@ func newPlan(cfg Config) (plan, error) {
 	case ClientReconnect:
 	case ClientKeep:
 		for _, raw := range targets {
-			if u, _ := url.Parse(raw); cfg.Client != nil || u.Scheme != "http" {
-				return plan{}, errors.New("bench: ClientKeep needs the built-in client: a plain http URL and no Client")
+			if u, _ := url.Parse(raw); cfg.Client != nil || u.Scheme != "http" && u.Scheme != "https" {
+				return plan{}, errors.New("bench: ClientKeep needs the built-in client: an http or https URL and no Client")
 			}
 		}
 	default:

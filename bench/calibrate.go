@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -48,6 +49,10 @@ type CalibrateConfig struct {
 	// Client sends the requests; nil builds one with a pool of Conns
 	// connections, closed at the end.
 	Client *http.Client
+	// NewConns sends every request on a connection of its own, dialled
+	// for it (over https, with a full handshake); it needs the built-in
+	// client (no Client).
+	NewConns bool
 }
 
 // Calibration is the outcome of Calibrate: the requests completed in the
@@ -97,6 +102,9 @@ func (cfg CalibrateConfig) withDefaults() (CalibrateConfig, error) {
 	if cfg.Method == "" {
 		cfg.Method = http.MethodGet
 	}
+	if cfg.NewConns && cfg.Client != nil {
+		return cfg, errors.New("bench: calibrate: NewConns needs the built-in client: no Client")
+	}
 	if _, err := http.NewRequest(cfg.Method, cfg.URL, nil); err != nil {
 		return cfg, fmt.Errorf("bench: calibrate: %w", err)
 	}
@@ -143,7 +151,7 @@ func (c *calibrator) worker(ctx context.Context) {
 // once sends one request and returns its outcome, latency and end.
 func (c *calibrator) once(ctx context.Context) (outcome, time.Duration, time.Time) {
 	start := time.Now()
-	o := c.snd.send(ctx, start.Add(c.cfg.Deadline), false, nil)
+	o := c.snd.send(ctx, start.Add(c.cfg.Deadline), c.cfg.NewConns, nil)
 	end := time.Now()
 	lat := end.Sub(start)
 	if lat > c.cfg.Deadline {

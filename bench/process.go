@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/examples/weather"
+	"github.com/sluice-go/sluice/internal/selfsigned"
 )
 
 // ChildEnv is the environment variable that makes a program a target's
@@ -50,6 +52,8 @@ type childSpec struct {
 	// makes a sluice target send the load hint (server.Config.LoadHint).
 	Addr     string `json:"addr,omitempty"`
 	LoadHint bool   `json:"load_hint,omitempty"`
+	// TLS makes the target serve HTTPS with a throwaway certificate.
+	TLS bool `json:"tls,omitempty"`
 	// Tenants, when set, gives a sluice target a tenant tracker and an
 	// agent over Redis (the tenants scenario, see TenantChild).
 	Tenants *TenantChild `json:"tenants,omitempty"`
@@ -109,7 +113,15 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
 		return fmt.Errorf("bad %s: %w", ChildEnv, err)
 	}
-	t, ok := targetByName(cs.Target, serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants, lanes: cs.Lanes})
+	o := serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants, lanes: cs.Lanes}
+	if cs.TLS {
+		cert, _, err := selfsigned.New()
+		if err != nil {
+			return err
+		}
+		o.tls = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	t, ok := targetByName(cs.Target, o)
 	if !ok {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}

@@ -625,24 +625,19 @@ func TestNewSenderPicksClient(t *testing.T) {
 	hs, ok := snd.(*httpSender)
 	require.True(t, ok, "%T", snd)
 	assert.Same(t, client, hs.client)
-	assert.Nil(t, hs.fresh)
-	assert.Empty(t, hs.transports)
 	snd.close()
 
-	// Other schemes go through net/http with a client built for them.
-	snd, err = newSender(ctx, parse("https://127.0.0.1:1/"), http.MethodGet, nil, 3, time.Second)
+	// https goes through the raw client too, over TLS.
+	snd, err = newSender(ctx, parse("https://127.0.0.1/"), http.MethodGet, nil, 3, time.Second)
 	require.NoError(t, err)
-	hs, ok = snd.(*httpSender)
-	require.True(t, ok, "%T", snd)
-	require.Len(t, hs.transports, 2)
-	assert.Same(t, hs.transports[0], hs.client.Transport)
-	assert.Same(t, hs.transports[1], hs.fresh.Transport)
-	assert.Equal(t, 3, hs.transports[0].MaxConnsPerHost)
-	assert.True(t, hs.transports[1].DisableKeepAlives)
+	rs = snd.(*rawSender)
+	assert.Equal(t, "127.0.0.1:443", rs.addr)
+	require.NotNil(t, rs.tls)
+	assert.Equal(t, []string{"http/1.1"}, rs.tls.NextProtos)
 	snd.close()
 
 	// The raw client refuses what it cannot speak.
-	_, err = newRawClient(parse("https://127.0.0.1:1/"), http.MethodGet, 1, time.Second)
+	_, err = newRawClient(parse("ftp://127.0.0.1:1/"), http.MethodGet, 1, time.Second)
 	assert.Error(t, err)
 }
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"sync/atomic"
@@ -81,53 +80,30 @@ func (r *roundRobin) dials() int64 {
 	return n
 }
 
-// newSender returns the built-in raw client for a plain-http URL, with a
-// pool of conns kept-alive connections, or net/http's client for anything
-// else: the caller's client when given, else one built with such a pool
-// (and, for fresh requests, a second one without keep-alives).
+// newSender returns the built-in raw client for an http or https URL, with
+// a pool of conns kept-alive connections, or, when client is set, net/http
+// with that client.
 func newSender(ctx context.Context, u *url.URL, method string, client *http.Client, conns int, dialTimeout time.Duration) (sender, error) {
-	if client == nil && u.Scheme == "http" {
-		rc, err := newRawClient(u, method, conns, dialTimeout)
-		if err != nil {
-			return nil, err
-		}
-		// The end of ctx closes every connection: the requests in
-		// flight end at once.
-		return &rawSender{rawClient: rc, stop: context.AfterFunc(ctx, rc.close)}, nil
+	if client != nil {
+		return &httpSender{url: u.String(), method: method, client: client}, nil
 	}
-	hs := &httpSender{url: u.String(), method: method, client: client}
-	if client == nil {
-		d := &net.Dialer{Timeout: dialTimeout}
-		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-			hs.ndials.Add(1)
-			return d.DialContext(ctx, network, addr)
-		}
-		kept := &http.Transport{
-			Proxy:               nil, // loopback: never through a proxy
-			DialContext:         dial,
-			MaxIdleConns:        conns,
-			MaxIdleConnsPerHost: conns,
-			MaxConnsPerHost:     conns,
-			IdleConnTimeout:     30 * time.Second,
-			DisableCompression:  true,
-		}
-		fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true, DisableCompression: true}
-		hs.client = &http.Client{Transport: kept}
-		hs.fresh = &http.Client{Transport: fresh}
-		hs.transports = []*http.Transport{kept, fresh}
+	rc, err := newRawClient(u, method, conns, dialTimeout)
+	if err != nil {
+		return nil, err
 	}
-	return hs, nil
+	// The end of ctx closes every connection: the requests in flight end
+	// at once.
+	return &rawSender{rawClient: rc, stop: context.AfterFunc(ctx, rc.close)}, nil
 }
 
-// httpSender sends through net/http clients.
+// httpSender sends through a caller's net/http client, whose connections
+// it does not count.
 type httpSender struct {
-	url, method   string
-	client, fresh *http.Client
-	transports    []*http.Transport // built here: closed by close
-	ndials        atomic.Int64      // dials of the transports built here
+	url, method string
+	client      *http.Client
 }
 
-func (s *httpSender) dials() int64 { return s.ndials.Load() }
+func (s *httpSender) dials() int64 { return 0 }
 
 func (s *httpSender) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -139,11 +115,7 @@ func (s *httpSender) send(ctx context.Context, deadline time.Time, fresh bool, h
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	c := s.client
-	if fresh && s.fresh != nil {
-		c = s.fresh
-	}
-	resp, err := c.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return outFailed
 	}
@@ -167,11 +139,7 @@ func classify(status int, notStarted bool) outcome {
 	return outFailed
 }
 
-func (s *httpSender) close() {
-	for _, t := range s.transports {
-		t.CloseIdleConnections()
-	}
-}
+func (s *httpSender) close() {}
 
 // rawSender is the raw client as a sender, closed when the run's context
 // ends.

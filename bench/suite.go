@@ -80,6 +80,13 @@ type SuiteConfig struct {
 	// requests reach the target at once instead of waiting in the client
 	// for a connection, as a client without a per-host limit does.
 	Conns int
+	// TLS serves every target over HTTPS (a throwaway certificate the
+	// generator does not check) and sends over TLS.
+	TLS bool
+	// NewConns sends every request of the calibration and of the sweep
+	// and shapes scenarios on a connection of its own (with TLS, a full
+	// handshake each), as clients that do not keep connections do.
+	NewConns bool
 	// Constant sends at constant gaps instead of Poisson arrivals.
 	Constant bool
 	// Seed seeds the Poisson arrivals (each run adds its index).
@@ -163,6 +170,12 @@ func (c *SuiteConfig) defaults() error {
 	for _, s := range c.Scenarios {
 		if !slices.Contains(known, s) {
 			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
+		}
+		if (c.TLS || c.NewConns) && !slices.Contains(all, s) {
+			return fmt.Errorf("bench: TLS and NewConns apply to the scenarios %v, not %s, which starts its servers its own way", all, s)
+		}
+		if c.NewConns && s == ScenarioMix {
+			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
 		}
 	}
 	if slices.Contains(c.Scenarios, ScenarioSoak) {
@@ -511,12 +524,13 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 // calibrate measures a target's capacity on a fresh child process, and the
 // CPU time the target used per second meanwhile.
 func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
-	p, err := startProcess(ctx, cfg.Launch, target, spec, cfg.TargetCPUs)
+	p, err := startChild(ctx, cfg.Launch, cfg.child(target, spec), cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}
 	cc := cfg.Calibrate
 	cc.URL = p.URL + weatherPath
+	cc.NewConns = cfg.NewConns
 	var best Calibration
 	for _, n := range cfg.CalibrateConns {
 		cc.Conns = n
@@ -542,6 +556,12 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 	return best.Goodput, cpu, nil
 }
 
+// child describes the child process of a target serving spec, over TLS
+// when the suite says so.
+func (cfg *SuiteConfig) child(target string, spec HandlerSpec) childSpec {
+	return childSpec{Target: target, Handler: spec, Nice: TargetNice, TLS: cfg.TLS}
+}
+
 // weatherPath is the request every run sends.
 const weatherPath = "/forecast?city=Lisbon"
 
@@ -563,7 +583,7 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 	case ScenarioLanes:
 		return cfg.lanes(ctx, target, p, capacity, repeat, run)
 	}
-	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
+	proc, err := startChild(ctx, cfg.Launch, cfg.child(target, p.spec), cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -572,6 +592,9 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(run),
 		Conns:    cfg.Conns,
+	}
+	if cfg.NewConns {
+		rc.NewConn = func(int) bool { return true }
 	}
 	if !cfg.Constant {
 		rc.Arrival = Poisson

@@ -248,6 +248,8 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
 		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
 		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
+		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []string{ScenarioLanes} },
+		"new conns in the mix":    func(c *SuiteConfig) { c.NewConns, c.Scenarios = true, []string{ScenarioMix} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -126,6 +127,8 @@ type serveOptions struct {
 	// lanes, when set, gives a sluice target the lanes scenario's lane
 	// and lane admin endpoint (LanesChild.attach).
 	lanes *LanesChild
+	// tls, when set, makes the target serve HTTPS with it.
+	tls *tls.Config
 }
 
 // listenAddr returns the address to listen on.
@@ -139,7 +142,7 @@ func (o serveOptions) listenAddr() string {
 // targets returns Targets, serving as o says.
 func targets(o serveOptions) []Target {
 	pinned := srt.WithPinning(true)
-	netHTTP := func(h http.Handler) (*Running, error) { return running(listenNetHTTP(o.listenAddr(), h)) }
+	netHTTP := func(h http.Handler) (*Running, error) { return running(listenNetHTTP(o, h)) }
 	return []Target{
 		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceConfig()) }},
 		{Name: "nethttp", Serve: netHTTP},
@@ -174,7 +177,7 @@ func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	url, stop, err := listenNetHTTP(o.listenAddr(), adm.Wrap(h))
+	url, stop, err := listenNetHTTP(o, adm.Wrap(h))
 	if err != nil {
 		adm.Close()
 		return nil, err
@@ -209,6 +212,7 @@ func running(url string, stop func() error, err error) (*Running, error) {
 
 func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Running, error) {
 	cfg.LoadHint = cfg.LoadHint || o.loadHint
+	cfg.TLS = o.tls
 	var tenants *tenantAgent
 	if o.tenants != nil {
 		var err error
@@ -248,7 +252,7 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 		stop = func() error { return errors.Join(stopDashboard(), stopServer()) }
 	}
 	return &Running{
-		URL:       "http://" + srv.Addr().String(),
+		URL:       o.scheme() + srv.Addr().String(),
 		Stop:      stop,
 		Stats:     func() any { return tenants.stats(srv.Stats()) },
 		Placement: func() Placement { return place },
@@ -256,14 +260,26 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 }
 
 func startNetHTTP(h http.Handler) (string, func() error, error) {
-	return listenNetHTTP("127.0.0.1:0", h)
+	return listenNetHTTP(serveOptions{}, h)
 }
 
-// listenNetHTTP serves h with net/http on addr.
-func listenNetHTTP(addr string, h http.Handler) (string, func() error, error) {
-	l, err := net.Listen("tcp", addr)
+// scheme is the scheme of the target's URL.
+func (o serveOptions) scheme() string {
+	if o.tls != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
+// listenNetHTTP serves h with net/http where o says, over TLS if o says.
+func listenNetHTTP(o serveOptions, h http.Handler) (string, func() error, error) {
+	l, err := net.Listen("tcp", o.listenAddr())
 	if err != nil {
 		return "", nil, err
+	}
+	addr := l.Addr().String()
+	if o.tls != nil {
+		l = tls.NewListener(l, o.tls)
 	}
 	hs := &http.Server{Handler: h}
 	done := make(chan error, 1)
@@ -275,7 +291,7 @@ func listenNetHTTP(addr string, h http.Handler) (string, func() error, error) {
 		}
 		return err
 	}
-	return "http://" + l.Addr().String(), stop, nil
+	return o.scheme() + addr, stop, nil
 }
 
 // semaphore is the naive gate: n requests at once; the others wait up to

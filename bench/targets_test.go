@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/examples/weather"
+	"github.com/sluice-go/sluice/internal/selfsigned"
 )
 
 func TestTargetsServeTheWeather(t *testing.T) {
@@ -68,4 +71,40 @@ func TestSemaphoreRejectsAfterItsWait(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a second request waits 20 ms, then gets 503")
 	once.Do(func() { close(release) })
 	<-first
+}
+
+// Over TLS, every target serves HTTPS, and the generator drives it on
+// kept-alive connections and on a new connection (a full handshake) per
+// request; the calibration too.
+func TestTargetsServeOverTLS(t *testing.T) {
+	cert, _, err := selfsigned.New()
+	require.NoError(t, err)
+	o := serveOptions{tls: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	for _, name := range []string{"sluice", "nethttp", "gosched"} {
+		t.Run(name, func(t *testing.T) {
+			tg, ok := targetByName(name, o)
+			require.True(t, ok)
+			rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 100 * time.Microsecond}))
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, rn.Stop()) }()
+			require.True(t, strings.HasPrefix(rn.URL, "https://"), rn.URL)
+			url := rn.URL + "/forecast?city=Oslo"
+			for _, fresh := range []bool{false, true} {
+				cfg := Config{URL: url, Rate: 100, Duration: 200 * time.Millisecond}
+				if fresh {
+					cfg.NewConn = func(int) bool { return true }
+				}
+				res, err := Run(context.Background(), cfg)
+				require.NoError(t, err)
+				assert.Equal(t, res.Offered, res.OK, "fresh %v: far below capacity, everything is served", fresh)
+				if fresh {
+					assert.EqualValues(t, res.Offered, res.Dials, "a connection per request")
+				}
+			}
+			cal, err := Calibrate(context.Background(), CalibrateConfig{URL: url, Conns: 2, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond, NewConns: true})
+			require.NoError(t, err)
+			assert.Positive(t, cal.OK)
+			assert.Zero(t, cal.Failed)
+		})
+	}
 }

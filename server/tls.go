@@ -31,14 +31,20 @@ type TLSStats struct {
 	// Config.MaxHandshakes handshakes were in progress, and they were
 	// closed at once, unanswered.
 	Refused uint64
+	// Late connections: their ClientHello had waited past the admission's
+	// age limit (Config.Admission.MaxAge, or its standing target) when the
+	// worker came to it, and they were closed unanswered, as the request
+	// that would follow would be refused: the handshake's work is not
+	// spent on it.
+	Late uint64
 	// InProgress is the number of handshakes running now.
 	InProgress int64
 }
 
 // tlsCounters are the server's TLSStats.
 type tlsCounters struct {
-	completed, failed, refused atomic.Uint64
-	inProgress                 atomic.Int64
+	completed, failed, refused, late atomic.Uint64
+	inProgress                       atomic.Int64
 }
 
 // TLSStats returns the server's handshake counts; all zero on a plain
@@ -48,6 +54,7 @@ func (srv *Server) TLSStats() TLSStats {
 		Completed:  srv.tlsc.completed.Load(),
 		Failed:     srv.tlsc.failed.Load(),
 		Refused:    srv.tlsc.refused.Load(),
+		Late:       srv.tlsc.late.Load(),
 		InProgress: srv.tlsc.inProgress.Load(),
 	}
 }
@@ -76,12 +83,21 @@ const helloBytes = 2048
 
 // readHello reads the first bytes of a TLS connection and starts its
 // handshake, in the current task (Upstream: a new connection's work), or
-// closes the connection when Config.MaxHandshakes are in progress.
+// closes the connection when the hello is too old for the age limit or
+// Config.MaxHandshakes are in progress. The hello's arrival counts as the
+// arrival of the connection's first request: the wait for the handshake
+// is part of that request's age.
 func (c *conn) readHello() {
 	if c.buf == nil {
 		c.buf = c.ws.getBuf()
 	}
-	n, err := c.nc.Read(c.buf[:min(len(c.buf), helloBytes)])
+	var n int
+	var err error
+	if c.srv.stamps {
+		n, c.helloStamp, err = c.nc.ReadStamped(c.buf[:min(len(c.buf), helloBytes)])
+	} else {
+		n, err = c.nc.Read(c.buf[:min(len(c.buf), helloBytes)])
+	}
 	switch {
 	case err != nil && err != unix.EAGAIN:
 		c.close()
@@ -93,6 +109,11 @@ func (c *conn) readHello() {
 	hello := bytes.Clone(c.buf[:n])
 	c.releaseBuf()
 	t := &c.srv.tlsc
+	if c.srv.adm.TooOld(c.helloStamp) {
+		t.late.Add(1)
+		c.close()
+		return
+	}
 	if t.inProgress.Add(1) > int64(c.srv.maxHandshakes) {
 		t.inProgress.Add(-1)
 		t.refused.Add(1)

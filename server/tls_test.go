@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 )
@@ -346,4 +347,42 @@ func TestTLSConfigErrors(t *testing.T) {
 		assert.ErrorContains(t, err, want)
 		assert.Nil(t, srv)
 	}
+}
+
+// TestTLSLateHelloIsNotHandshaken: a hello that waited past the age limit
+// while the only worker was busy is closed without the handshake's work.
+func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	spinning := make(chan struct{})
+	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		if r.URL.Path == "/spin" {
+			close(spinning)
+			for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+			}
+		}
+	})
+	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
+	c := tlsClient(t, ccfg)
+	spun := make(chan error, 1)
+	go func() {
+		resp, err := c.Get("https://" + addr + "/spin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		spun <- err
+	}()
+	<-spinning
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Write(clientHello(t))
+	require.NoError(t, err)
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(nc)
+	require.NoError(t, err, "closed by the server")
+	assert.Empty(t, b, "no handshake")
+	require.NoError(t, <-spun)
+	st := srv.TLSStats()
+	assert.Equal(t, uint64(1), st.Late)
+	assert.Equal(t, uint64(1), st.Completed, "the spinning request's")
 }

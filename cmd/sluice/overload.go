@@ -67,6 +67,8 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
+		fs.BoolVar(&c.TLS, "tls", false, "serve every target over HTTPS (a throwaway certificate) and send over TLS, in the sweep, shapes, slowdown, mix and step scenarios")
+		fs.BoolVar(&c.NewConns, "newconns", false, "send every request, in the capacity measurement too, on a new connection of its own (with -tls, a full handshake each), in the sweep, shapes, slowdown and step scenarios")
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
