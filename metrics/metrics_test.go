@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/client"
+	"github.com/sluice-go/sluice/internal/selfsigned"
 	"github.com/sluice-go/sluice/ratelimit"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/tenant"
@@ -247,6 +249,7 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	assert.Equal(t, 6.0, value(t, mfs, "sluice_http_requests_total", srvL, "class=5xx"))
 	assert.Equal(t, 60.0, value(t, mfs, "sluice_admission_admitted_total", srvL))
 	assert.GreaterOrEqual(t, value(t, mfs, "sluice_http_connections", srvL), 1.0)
+	assert.Nil(t, mfs["sluice_tls_handshakes_total"], "a plain HTTP server has no handshakes")
 	assert.Equal(t, uint64(60), metric(t, mfs, "sluice_http_request_duration_seconds", dto.MetricType_HISTOGRAM, srvL).GetHistogram().GetSampleCount())
 	ex := "executor=api"
 	assert.Equal(t, 2.0, value(t, mfs, "sluice_executor_workers", ex))
@@ -291,4 +294,37 @@ func serveOnce(h http.Handler) (string, error) {
 		return "", fmt.Errorf("scrape: %d %s", rec.Code, rec.Body)
 	}
 	return rec.Body.String(), nil
+}
+
+// An HTTPS server's handshakes are counted by result.
+func TestTLSHandshakeMetrics(t *testing.T) {
+	cert, pool, err := selfsigned.New()
+	require.NoError(t, err)
+	srv, err := sluice.Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
+		sluice.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, srt.WithWorkers(1))
+	require.NoError(t, err)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Stop(ctx))
+	}()
+	for range 3 { // a connection each
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + srv.Addr().String() + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+	}
+	_, err = tls.Dial("tcp", srv.Addr().String(), &tls.Config{ServerName: "wrong.example", RootCAs: pool})
+	require.Error(t, err, "a name the certificate does not have")
+	c, err := New(Options{}, Server("api", srv))
+	require.NoError(t, err)
+	defer c.Close()
+	require.Eventually(t, func() bool {
+		return value(t, gather(t, c), "sluice_tls_handshakes_total", "server=api", "result=failed") == 1
+	}, 10*time.Second, 10*time.Millisecond, "the client's failure is the server's once it reads the alert")
+	mfs := gather(t, c)
+	assert.Equal(t, 3.0, value(t, mfs, "sluice_tls_handshakes_total", "server=api", "result=completed"))
+	assert.Zero(t, value(t, mfs, "sluice_tls_handshakes_total", "server=api", "result=refused"))
+	assert.Zero(t, value(t, mfs, "sluice_tls_handshakes_in_progress", "server=api"))
 }

@@ -11,15 +11,22 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/obs"
 	"github.com/sluice-go/sluice/sched"
+	"github.com/sluice-go/sluice/server"
 )
 
 // Server is the source of a sluice server (sluice.Listen): its admission
-// (see Admission), its open connections, and its runtime's executor (see
-// Executor), all labelled with name (server="name", executor="name").
+// (see Admission), its open connections, its TLS handshakes when it serves
+// HTTPS (sluice_tls_handshakes_total{result}: completed, failed, refused,
+// late; sluice_tls_handshakes_in_progress), and its runtime's executor
+// (see Executor), all labelled with name (server="name",
+// executor="name").
 func Server(name string, s *sluice.Server) Source {
 	return Source{kind: "server", name: name, also: []string{"executor"}, open: func(c *Collector) live {
 		p := openPipeline(c, name, s.Server().Pipeline())
 		p.conns = s.Server().OpenConns
+		if s.Server().HTTPServer().TLSConfig != nil {
+			p.tls = s.Server().TLSStats
+		}
 		return multi{p, &executorLive{name: name, ex: s.Runtime()}}
 	}}
 }
@@ -67,7 +74,8 @@ func (m multi) close() {
 type pipelineLive struct {
 	name   string
 	p      *admit.Pipeline
-	conns  func() int // nil: not a server's
+	conns  func() int             // nil: not a server's
+	tls    func() server.TLSStats // nil: not an HTTPS server's
 	rec    *obs.Recorder
 	remove func()
 	clock  func() int64
@@ -102,6 +110,14 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 	gauge(ch, d.inFlight, float64(st.InFlight), name)
 	if l.conns != nil {
 		gauge(ch, d.conns, float64(l.conns()), name)
+	}
+	if l.tls != nil {
+		t := l.tls()
+		counter(ch, d.handshakes, float64(t.Completed), name, "completed")
+		counter(ch, d.handshakes, float64(t.Failed), name, "failed")
+		counter(ch, d.handshakes, float64(t.Refused), name, "refused")
+		counter(ch, d.handshakes, float64(t.Late), name, "late")
+		gauge(ch, d.handshaking, float64(t.InProgress), name)
 	}
 	counter(ch, d.handlerErrors, float64(snap.Errors), name)
 
