@@ -66,9 +66,6 @@ type conn struct {
 	respStarted bool // the current response's header has been sent
 	peerGone    bool // the client closed or reset the connection
 	handshaking bool // the TLS handshake's coroutine runs
-	// helloStamp is the kernel's receive stamp of a TLS client's hello,
-	// the arrival of the connection's first request; 0 once that started.
-	helloStamp int64
 
 	// tlsState describes the TLS session, nil on a plain connection.
 	tlsState *tls.ConnectionState
@@ -465,12 +462,6 @@ func (c *conn) start(h *head) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
-	if c.helloStamp != 0 {
-		if t.Stamp == 0 || c.helloStamp < t.Stamp {
-			t.Stamp = c.helloStamp
-		}
-		c.helloStamp = 0
-	}
 	t.Lane, c.lane = "", lanes.Upstream
 	if lr := c.srv.lanes; lr != nil {
 		if c.scratch == nil {

@@ -84,17 +84,16 @@ const helloBytes = 2048
 // readHello reads the first bytes of a TLS connection and starts its
 // handshake, in the current task (Upstream: a new connection's work), or
 // closes the connection when the hello is too old for the age limit or
-// Config.MaxHandshakes are in progress. The hello's arrival counts as the
-// arrival of the connection's first request: the wait for the handshake
-// is part of that request's age.
+// Config.MaxHandshakes are in progress.
 func (c *conn) readHello() {
 	if c.buf == nil {
 		c.buf = c.ws.getBuf()
 	}
 	var n int
+	var stamp int64
 	var err error
 	if c.srv.stamps {
-		n, c.helloStamp, err = c.nc.ReadStamped(c.buf[:min(len(c.buf), helloBytes)])
+		n, stamp, err = c.nc.ReadStamped(c.buf[:min(len(c.buf), helloBytes)])
 	} else {
 		n, err = c.nc.Read(c.buf[:min(len(c.buf), helloBytes)])
 	}
@@ -109,7 +108,7 @@ func (c *conn) readHello() {
 	hello := bytes.Clone(c.buf[:n])
 	c.releaseBuf()
 	t := &c.srv.tlsc
-	if c.srv.adm.TooOld(c.helloStamp) {
+	if c.srv.adm.TooOld(stamp) {
 		t.late.Add(1)
 		c.close()
 		return
@@ -163,8 +162,20 @@ func (c *conn) handshakeDone(err error) {
 	st := c.nc.TLS().ConnectionState()
 	c.tlsState = &st
 	c.began = c.w.Now()
-	c.idle()
-	if c.srv.stopping.Load() && c.state == connIdle {
+	// The first request is read as Continuation work, not as new work:
+	// the handshake has been paid for, and its request (often already in
+	// the session, sent with the client's last handshake message) must
+	// not wait behind the hellos of connections not yet started. Then the
+	// connection is as a plain one after its accept. (The session may
+	// hold the request already: OnReadable queues a read for it.)
+	c.state = connIdle
+	c.scan, c.lineOK = 0, false
+	if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
+		c.close()
+		return
+	}
+	c.arm(c.srv.headTimeout)
+	if c.srv.stopping.Load() {
 		c.shutdown(false)
 	}
 }
