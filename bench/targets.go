@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice/httpgate"
 	"github.com/sluice-go/sluice/queue"
 	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/server"
 )
 
 // Target is a server under test, started on 127.0.0.1 with a handler: the
@@ -251,12 +252,23 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 		stopServer := stop
 		stop = func() error { return errors.Join(stopDashboard(), stopServer()) }
 	}
+	stats := func() any { return tenants.stats(srv.Stats()) }
+	if o.tls != nil {
+		stats = func() any { return TLSServer{Stats: srv.Stats(), TLS: srv.Server().TLSStats()} }
+	}
 	return &Running{
 		URL:       o.scheme() + srv.Addr().String(),
 		Stop:      stop,
-		Stats:     func() any { return tenants.stats(srv.Stats()) },
+		Stats:     stats,
 		Placement: func() Placement { return place },
 	}, nil
+}
+
+// TLSServer is what an HTTPS sluice target reports: its admission's
+// counters and its handshakes'.
+type TLSServer struct {
+	admit.Stats
+	TLS server.TLSStats
 }
 
 func startNetHTTP(h http.Handler) (string, func() error, error) {

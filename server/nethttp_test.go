@@ -357,8 +357,15 @@ func notReading(t *testing.T, addr, path string, pause time.Duration) (int64, er
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
+	return notReadingOn(t, nc, path, pause)
+}
+
+// notReadingOn is notReading on a connection of the caller's, which it
+// closes.
+func notReadingOn(t *testing.T, nc net.Conn, path string, pause time.Duration) (int64, error) {
+	t.Helper()
 	defer nc.Close()
-	_, err = fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	_, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
 	require.NoError(t, err)
 	time.Sleep(pause)
 	_ = nc.SetReadDeadline(time.Now().Add(actsWithin + 10*time.Second))

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -385,4 +386,35 @@ func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 	st := srv.TLSStats()
 	assert.Equal(t, uint64(1), st.Late)
 	assert.Equal(t, uint64(1), st.Completed, "the spinning request's")
+}
+
+// TestTLSWriteTimeoutOnAClientThatDoesNotRead: over TLS as over plain
+// HTTP, a client that stops reading has its connection closed at the
+// write deadline, on the handler's coroutine (records queued for the
+// socket) and on a helper goroutine (a blocking write).
+func TestTLSWriteTimeoutOnAClientThatDoesNotRead(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	reports := make(chan writeReport, 1)
+	_, addr := serveHTTP(t, bigWriter(reports), Config{TLS: scfg, WriteTimeout: shortTimeout})
+	for _, path := range []string{"/coroutine", "/helper"} {
+		nc, err := tls.Dial("tcp", addr, ccfg)
+		require.NoError(t, err)
+		got, cut := notReadingOn(t, nc, path, 3*shortTimeout)
+		r := <-reports
+		assert.ErrorIs(t, r.err, os.ErrDeadlineExceeded, path)
+		assert.Less(t, r.written, bigResponse, path)
+		assert.Less(t, r.took, actsWithin, path)
+		assert.Error(t, cut, "%s: the connection was closed mid-body", path)
+		assert.Less(t, got, int64(bigResponse), path)
+	}
+	// Extended: the client that reads late still gets all of it.
+	for _, path := range []string{"/coroutine", "/helper"} {
+		nc, err := tls.Dial("tcp", addr, ccfg)
+		require.NoError(t, err)
+		got, cut := notReadingOn(t, nc, path+"?deadline=30s", 3*shortTimeout)
+		r := <-reports
+		assert.NoError(t, r.err, path)
+		assert.NoError(t, cut, path)
+		assert.Equal(t, int64(bigResponse), got, path)
+	}
 }
