@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/selfsigned"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 	"github.com/sluice-go/sluice/server"
@@ -59,6 +61,49 @@ var helloTargets = []target{
 	{"nethttp", startNetHTTP},
 	{"fasthttp", startFastHTTP},
 	{"sluice-reject", startSluiceReject},
+	// The hello over TLS (HTTP/1.1 by ALPN, a throwaway certificate):
+	// the client's connections are handshaken before the timed run.
+	{"sluice-native-tls", overTLS(startSluiceNative)},
+	{"sluice-adapter-tls", overTLS(startSluiceAdapter)},
+	{"nethttp-tls", overTLS(startNetHTTP)},
+	{"fasthttp-tls", overTLS(startFastHTTP)},
+}
+
+// benchTLS is the TLS configuration of the target being started, set by
+// overTLS for the duration of its start (benchmarks run one at a time).
+var benchTLS *tls.Config
+
+// overTLS makes start's server speak TLS: its address gets the tlsPrefix
+// that dialClient reads.
+func overTLS(start func() (*running, error)) func() (*running, error) {
+	return func() (*running, error) {
+		cert, _, err := selfsigned.New()
+		if err != nil {
+			return nil, err
+		}
+		benchTLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		defer func() { benchTLS = nil }()
+		r, err := start()
+		if err != nil {
+			return nil, err
+		}
+		r.addr = tlsPrefix + r.addr
+		return r, nil
+	}
+}
+
+// listen opens the listener of a net/http or fasthttp target, over TLS
+// while benchTLS is set, and returns it with its address.
+func listen() (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	addr := ln.Addr().String()
+	if benchTLS != nil {
+		ln = tls.NewListener(ln, benchTLS)
+	}
+	return ln, addr, nil
 }
 
 // refuseAll is a gate that admits nothing: every request is rejected early,
@@ -114,7 +159,7 @@ func startSluiceAdapter() (*running, error) {
 // while the runtime runs (runtime.WithGOMAXPROCS), SLUICE_BENCH_SPIN=20us
 // makes idle workers poll that long before they sleep (runtime.WithSpin).
 func startSluice(h server.Handler) (*running, error) {
-	return startSluiceConfig(h, server.Config{})
+	return startSluiceConfig(h, server.Config{TLS: benchTLS})
 }
 
 // startSluiceConfig is startSluice with a server configuration.
@@ -167,7 +212,7 @@ func startSluiceConfig(h server.Handler, cfg server.Config) (*running, error) {
 
 // startNetHTTP serves helloHTTP with a default net/http Server.
 func startNetHTTP() (*running, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, addr, err := listen()
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +220,7 @@ func startNetHTTP() (*running, error) {
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	return &running{
-		addr: ln.Addr().String(),
+		addr: addr,
 		stop: func() error {
 			err := hs.Close()
 			if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
@@ -188,7 +233,7 @@ func startNetHTTP() (*running, error) {
 
 // startFastHTTP serves helloFast with a default fasthttp Server.
 func startFastHTTP() (*running, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, addr, err := listen()
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +241,7 @@ func startFastHTTP() (*running, error) {
 	done := make(chan error, 1)
 	go func() { done <- fs.Serve(ln) }()
 	return &running{
-		addr: ln.Addr().String(),
+		addr: addr,
 		open: func() int { return int(fs.GetOpenConnectionsCount()) },
 		stop: func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
