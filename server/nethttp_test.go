@@ -171,8 +171,14 @@ func trickle(t *testing.T, addr, path string, n int) string {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
+	return trickleOn(t, nc, path, n)
+}
+
+// trickleOn is trickle on a connection of the caller's, which it closes.
+func trickleOn(t *testing.T, nc net.Conn, path string, n int) string {
+	t.Helper()
 	defer nc.Close()
-	_, err = fmt.Fprintf(nc, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", path, n)
+	_, err := fmt.Fprintf(nc, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", path, n)
 	require.NoError(t, err)
 	for range n {
 		if _, err := nc.Write([]byte("x")); err != nil {

@@ -418,3 +418,22 @@ func TestTLSWriteTimeoutOnAClientThatDoesNotRead(t *testing.T) {
 		assert.Equal(t, int64(bigResponse), got, path)
 	}
 }
+
+// TestTLSReadTimeoutFailsATricklingBody: over TLS, a body that trickles
+// past ReadTimeout fails the handler's read, on its coroutine and on a
+// helper goroutine, and the client gets its 408.
+func TestTLSReadTimeoutFailsATricklingBody(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	reports := make(chan bodyReport, 1)
+	_, addr := serveHTTP(t, bodyReader(reports), Config{TLS: scfg, ReadTimeout: shortTimeout})
+	for _, path := range []string{"/coroutine", "/helper"} {
+		nc, err := tls.Dial("tcp", addr, ccfg)
+		require.NoError(t, err)
+		answer := trickleOn(t, nc, path, 100)
+		r := <-reports
+		assert.ErrorIs(t, r.err, os.ErrDeadlineExceeded, path)
+		assert.Less(t, r.took, actsWithin, path)
+		assert.Less(t, r.n, 100, path)
+		assert.Contains(t, answer, "408", path)
+	}
+}
