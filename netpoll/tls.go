@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -68,11 +69,14 @@ type rawConn struct {
 	// (or the handshake to time out) instead of answering errWouldBlock.
 	wait func() error
 
-	// block is set while a goroutine off the worker reads or writes the
-	// connection through ReadBlocking or WriteBlocking: the socket is
-	// then waited for in poll(2), under dl.
-	block bool
-	dl    Deadline
+	// readBlock and writeBlock are set while a goroutine off the worker
+	// reads or writes the connection through ReadBlocking or
+	// WriteBlocking: the socket is then waited for in poll(2), under
+	// readDL or writeDL. The worker may meanwhile use the other direction
+	// (it reads behind a response a helper goroutine writes), so each
+	// direction has its own, and the flags are atomic.
+	readBlock, writeBlock atomic.Bool
+	readDL, writeDL       Deadline
 
 	// gc is the connection moved to Go's poller (Detach): every call goes
 	// to it.
@@ -207,8 +211,9 @@ func (r *rawConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c := r.c
+	block := r.readBlock.Load()
 	for {
-		if c.closed {
+		if !block && c.closed {
 			return 0, ErrClosed
 		}
 		var n int
@@ -234,8 +239,8 @@ func (r *rawConn) Read(p []byte) (int, error) {
 			if err := r.wait(); err != nil {
 				return 0, err
 			}
-		case r.block:
-			wait, err := waitFor(r.dl)
+		case block:
+			wait, err := waitFor(r.readDL)
 			if err != nil {
 				return 0, err
 			}
@@ -256,14 +261,14 @@ func (r *rawConn) Write(p []byte) (int, error) {
 		return r.gc.Write(p)
 	}
 	c := r.c
-	if c.closed {
-		return 0, ErrClosed
-	}
-	if r.block {
-		if err := WriteBlockingDeadline(c.fd, p, r.dl); err != nil {
+	if r.writeBlock.Load() {
+		if err := WriteBlockingDeadline(c.fd, p, r.writeDL); err != nil {
 			return 0, err
 		}
 		return len(p), nil
+	}
+	if c.closed {
+		return 0, ErrClosed
 	}
 	if c.pending != nil {
 		c.pending = append(c.pending, p...)
@@ -346,8 +351,9 @@ func (c *Conn) ReadBlocking(p []byte, dl Deadline) (int, error) {
 		return 0, err
 	}
 	r := c.tls.raw
-	r.block, r.dl = true, dl
-	defer func() { r.block, r.dl = false, nil }()
+	r.readDL = dl
+	r.readBlock.Store(true)
+	defer r.readBlock.Store(false)
 	n, err := c.tls.conn.Read(p)
 	switch {
 	case n > 0:
@@ -363,17 +369,15 @@ func (c *Conn) ReadBlocking(p []byte, dl Deadline) (int, error) {
 // WriteBlocking writes all of p, blocking the calling goroutine in poll(2)
 // while the socket's buffer is full, under dl, like ReadBlocking: on a
 // plain connection it is WriteBlockingDeadline on FD, on a TLS connection
-// it encrypts. Nothing may be queued (Queued) when it is called.
+// it encrypts. Nothing the worker wrote may still be queued (Queued).
 func (c *Conn) WriteBlocking(p []byte, dl Deadline) error {
 	if c.tls == nil {
 		return WriteBlockingDeadline(c.fd, p, dl)
 	}
-	if c.pending != nil {
-		return errors.New("netpoll: write already in progress")
-	}
 	r := c.tls.raw
-	r.block, r.dl = true, dl
-	defer func() { r.block, r.dl = false, nil }()
+	r.writeDL = dl
+	r.writeBlock.Store(true)
+	defer r.writeBlock.Store(false)
 	if _, err := c.tls.conn.Write(p); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return os.ErrDeadlineExceeded

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -436,4 +437,51 @@ func TestTLSReadTimeoutFailsATricklingBody(t *testing.T) {
 		assert.Less(t, r.n, 100, path)
 		assert.Contains(t, answer, "408", path)
 	}
+}
+
+// TestTLSHelperWritesWhileTheWorkerReads: a helper goroutine writes a
+// large response (blocking writes through the session) while the worker
+// reads the request pipelined behind it from the same session.
+func TestTLSHelperWritesWhileTheWorkerReads(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	const size = 4 << 20
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			_, _ = io.WriteString(w, "small")
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			chunk := bytes.Repeat([]byte("y"), 64<<10)
+			for range size / len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		<-done
+	})
+	_, addr := serveHTTP(t, h, Config{TLS: scfg})
+	nc, err := tls.Dial("tcp", addr, ccfg)
+	require.NoError(t, err)
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	// The next request comes while the body streams: the worker reads it
+	// behind the response the helper writes.
+	_, err = io.WriteString(nc, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), n)
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "small", string(b))
 }
