@@ -59,8 +59,10 @@ type Options struct {
 // the store, reads the drop table and applies it. Without an agent, call
 // Collect and Apply yourself.
 //
-// The hot path takes no lock and allocates nothing: a map lookup for the
-// tenant, and a few atomic additions on the tenant's counters.
+// The hot path takes no lock and allocates nothing: the tenant's key,
+// compared with the tenant of the Attempt's last request (a keep-alive
+// connection's requests are usually one tenant's) or else looked up, and a
+// few atomic additions on the tenant's counters.
 type Tracker struct {
 	key     admit.Key
 	size    int
@@ -89,8 +91,16 @@ type roster struct {
 // slot holds one tenant's counters since the last Collect, and its drop
 // state. Each slot is allocated on its own and padded, so that tenants
 // served on different workers do not share a cache line.
+//
+// A slot stays in an Attempt (admit.Attempt.Tenant) after its request
+// ends, and the next request of that Attempt with the same key takes it
+// again without a lookup (see Tracker.slotOf) until Collect retires it: a
+// slot is followed by name, or a candidate's, from its creation until a
+// Collect leaves it out of the roster, and never again after.
 type slot struct {
 	name     string
+	owner    *Tracker
+	retired  atomic.Bool // set once, when a Collect leaves it out of the roster
 	requests atomic.Int64
 	admitted atomic.Int64
 	rejected atomic.Int64
@@ -222,10 +232,16 @@ func (t *Tracker) Unasked(a *admit.Attempt, _ *admit.Refusal) {
 }
 
 // slotOf returns the counters of a's tenant: followed by name, a
-// candidate's own, or Other's.
+// candidate's own, or Other's. The slot that a's last request had
+// (a.Tenant) is taken again when it is this tracker's, has a's key for
+// name and is not retired: what the roster or the candidate cells would
+// give, without looking.
 func (t *Tracker) slotOf(a *admit.Attempt) *slot {
 	var buf [admit.KeyBufLen]byte
 	if name, ok := t.key.Of(&buf, a); ok {
+		if last, _ := a.Tenant.(*slot); last != nil && last.owner == t && last.name == name && !last.retired.Load() {
+			return last
+		}
 		if named := t.roster.Load().slots[name]; named != nil {
 			return named
 		}
@@ -290,7 +306,7 @@ func (t *Tracker) observe(name string) *slot {
 		}
 		if c.hits.Add(1) >= nameAfter {
 			n := strings.Clone(name)
-			s := &slot{name: n}
+			s := &slot{name: n, owner: t}
 			if c.slot.CompareAndSwap(nil, s) {
 				c.name.Store(&n)
 			}
@@ -384,10 +400,14 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	// the reset below loses the few requests counted in them.
 	mask := uint64(len(t.cands) - 1)
 	fresh := map[string]*slot{}
+	var cleared []*slot // every candidate's counters, to retire those not kept
 	for i := range t.cands {
 		c := &t.cands[i]
 		h := c.hash.Load()
 		p, sl := c.name.Load(), c.slot.Load()
+		if sl != nil {
+			cleared = append(cleared, sl)
+		}
 		if p != nil && sl != nil && h != 0 && t.hash(*p) == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
 			if _, ok := cur.slots[*p]; !ok && fresh[*p] == nil {
 				u := take(sl)
@@ -422,7 +442,7 @@ func (t *Tracker) Collect(period time.Duration) Report {
 			s = fresh[k.name]
 		}
 		if s == nil {
-			s = &slot{name: k.name}
+			s = &slot{name: k.name, owner: t}
 		}
 		s.drop.Store(fraction(t.table.Drops[k.name]))
 		next.slots[k.name] = s
@@ -436,6 +456,14 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	for name, s := range fresh {
 		if next.slots[name] == nil {
 			t.retired = append(t.retired, s)
+		}
+	}
+	for _, s := range t.retired {
+		s.retired.Store(true)
+	}
+	for _, s := range cleared {
+		if next.slots[s.name] != s {
+			s.retired.Store(true)
 		}
 	}
 	t.roster.Store(next)

@@ -202,6 +202,40 @@ func TestBoundedTenants(t *testing.T) {
 	assert.True(t, followed, "the heavy tenant is followed by name")
 }
 
+// TestAttemptKeepsItsSlot reuses one Attempt, as a keep-alive connection
+// does: its next request takes its last request's counters only while they
+// are what a lookup would give (the same tenant, not retired by Collect).
+func TestAttemptKeepsItsSlot(t *testing.T) {
+	tr := newTracker(t, Options{Tenants: 1})
+	once := func(a *admit.Attempt) {
+		if tr.Admit(a) == nil {
+			tr.Done(a, admit.Outcome{})
+		}
+	}
+	a, c := attempt("a"), attempt("c")
+	for range 10 {
+		once(a)
+	}
+	tr.Collect(time.Second) // "a" is followed by name
+	for range 5 {
+		once(c) // "c" gets counters of its own from its fourth request
+	}
+	once(a)
+	r := tr.Collect(time.Second) // "a" (1 request) stays, "c" (5) is retired
+	assert.Equal(t, int64(1), usageOf(r, "a").Requests)
+	assert.Equal(t, int64(2), usageOf(r, "c").Requests, "its fourth and fifth")
+	require.Contains(t, tr.roster.Load().slots, "c", "the heavier one is followed")
+
+	once(a) // "a" is retired: its next request is pooled under Other
+	once(c)
+	c.Header.Set("X-Tenant", "a") // the same Attempt, another tenant
+	once(c)
+	r = tr.Collect(time.Second)
+	assert.Equal(t, int64(1), usageOf(r, "c").Requests)
+	assert.Equal(t, int64(2), usageOf(r, Other).Requests, "both of retired a's")
+	assert.Zero(t, usageOf(r, "a").Requests)
+}
+
 func TestTrackerAttachOnce(t *testing.T) {
 	tr := newTracker(t, Options{})
 	p1, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
