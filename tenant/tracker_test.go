@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
 )
 
 func attempt(tenant string) *admit.Attempt {
@@ -234,6 +235,35 @@ func TestAttemptKeepsItsSlot(t *testing.T) {
 	assert.Equal(t, int64(1), usageOf(r, "c").Requests)
 	assert.Equal(t, int64(2), usageOf(r, Other).Requests, "both of retired a's")
 	assert.Zero(t, usageOf(r, "a").Requests)
+}
+
+// TestShardedCounts attaches a tracker that already follows a tenant to a
+// pipeline with four counter shards: the tenant's counters are made anew
+// with four shards, its drop fraction kept, and a Collect sums the shards
+// and the counts made before.
+func TestShardedCounts(t *testing.T) {
+	tr := newTracker(t, Options{})
+	run(tr, "a", 10, 0)
+	tr.Collect(time.Second)
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.5}}))
+	run(tr, "a", 1, 0) // before Attach, in the one shard
+
+	p, err := admit.New(admit.Config{Gates: []admit.Policy{gate.NewConcurrency(10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
+	require.NoError(t, err)
+	defer p.Close()
+	require.Len(t, tr.roster.Load().slots["a"].shards, 4)
+	for shard := range 6 { // 4 and 5 are out of range: the first shard's
+		var tk admit.Ticket
+		tk.Header = attempt("a").Header
+		tk.Shard = shard
+		if p.Decide(&tk) == admit.Admitted {
+			p.Done(&tk, admit.Outcome{Status: 200})
+		}
+	}
+	u := usageOf(tr.Collect(time.Second), "a")
+	assert.Equal(t, int64(7), u.Requests)
+	assert.Equal(t, int64(4), u.Admitted)
+	assert.Equal(t, int64(3), u.Dropped, "every second request after Attach")
 }
 
 func TestTrackerAttachOnce(t *testing.T) {
