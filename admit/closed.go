@@ -25,7 +25,11 @@ import (
 // a word that packs the last event's time, the closed flag and the number
 // running, so that the interval since the last event is charged exactly
 // once, with the slope that held during it, and the event's own change
-// takes effect in the same step. No lock is taken.
+// takes effect in the same step. No lock is taken. While the gates are
+// open, I does not move and the last event's time is not needed (no
+// interval is charged from it; the event that closes the gates sets it), so
+// a start or an end then only counts itself in or out: no clock
+// arithmetic, no division.
 //
 // The integral itself is a second word, added to by the event that charged
 // an interval just after its compare-and-swap: a reading taken by another
@@ -35,8 +39,8 @@ import (
 // whenever events do not overlap (as in the tests, on a fake clock).
 //
 // Limits of the packing: the times of events are kept modulo 2^47 ns
-// (39 hours), so an interval of more than half of that with no event at
-// all counts as zero; at most maxRunning requests are counted as running,
+// (39 hours), so a closed interval of more than half of that with no event
+// at all counts as zero; at most maxRunning requests are counted as running,
 // and one admitted beyond that takes no blame and changes no share.
 type closedTime struct {
 	// word packs, from the top: the last event's time (timeBits, ns modulo
@@ -70,15 +74,36 @@ const (
 func (c *closedTime) event(now int64, dn int, close, open bool) uint64 {
 	for {
 		old := c.word.Load()
+		running := old & maxRunning
+		if old&closedBit == 0 && !close {
+			// Open before and after: no interval is charged and I does not
+			// move, so only the number running changes; the last event's
+			// time is not read again until the gates close, which sets it.
+			w := old
+			switch {
+			case dn > 0 && running < maxRunning:
+				w++
+			case dn < 0 && running > 0:
+				w--
+			}
+			if w == old || c.word.CompareAndSwap(old, w) {
+				return c.integral.Load()
+			}
+			continue
+		}
 		last := old >> timeShift
 		t := uint64(now) & timeMask
 		d := (t - last) & timeMask
-		if d >= 1<<(timeBits-1) {
+		switch {
+		case old&closedBit == 0:
+			// Closing: nothing is charged for the open interval, whose
+			// start may be older than the packing keeps.
+			d = 0
+		case d >= 1<<(timeBits-1):
 			// Another goroutine recorded a later event first (its clock
 			// reading came after ours): this one happens at that time.
 			d, t = 0, last
 		}
-		running := old & maxRunning
 		w := t << timeShift
 		switch {
 		case close:

@@ -168,6 +168,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		Wake:        p.wake,
 		Now:         p.clock,
 		GatesClosed: func() time.Duration { return p.closed.at(p.clock()) },
+		Shards:      len(p.shards),
 	}
 	attach := func(kind string, i int, pol Policy) error {
 		a, ok := pol.(Attacher)

@@ -57,6 +57,11 @@ type Env struct {
 	// GatesClosed returns how long the gates have been closed since the
 	// pipeline was built (Stats.GatesClosed), up to now.
 	GatesClosed func() time.Duration
+	// Shards is the number of counter shards (Host.Shards, at least 1):
+	// a policy may keep its per-request counters in as many shards,
+	// picked by Attempt.Shard, so that requests on different workers
+	// touch no shared cache line. Zero means 1.
+	Shards int
 }
 
 // Executor is the part of the sluice executor that admission reads: the
@@ -98,6 +103,12 @@ type Attempt struct {
 	// request it does not track. Other policies may read it; only the
 	// tenant policy sets it.
 	Tenant any
+
+	// Shard picks the counters the request is counted in: the sluice
+	// server gives each worker its own (Host.Shards), so that requests on
+	// different workers touch no shared cache line. Policies that keep
+	// counters per shard (Env.Shards) read it too. Out of range means 0.
+	Shard int
 
 	// Lane is the name of the executor lane the request will run in, set
 	// by the adapter before the policies are asked (the sluice server's

@@ -13,18 +13,14 @@ import (
 // decision allocates nothing, and reuses it for the next request once the
 // last one has ended (Done, Cancel, a rejection, or a successful Withdraw).
 //
-// Before Decide, the adapter fills the Attempt's request fields, Stamp and
-// Shard; it sets OnStart and OnReject once.
+// Before Decide, the adapter fills the Attempt's request fields (Shard
+// among them) and Stamp; it sets OnStart and OnReject once.
 type Ticket struct {
 	Attempt
 	// Stamp is when the kernel received the request's first bytes, in
 	// Unix nanoseconds (the sluice server reads it from the socket); zero
 	// when unknown, and the age limit then does not apply.
 	Stamp int64
-	// Shard picks the counters the request is counted in: the sluice
-	// server gives each worker its own (Host.Shards), so that requests on
-	// different workers touch no shared cache line. Out of range means 0.
-	Shard int
 	// OnStart is called when a request that waited is admitted, on the
 	// goroutine that started it (a worker that went idle, a request that
 	// ended, the queue's timer), after the pipeline has counted it. The

@@ -59,17 +59,20 @@ type Options struct {
 // the store, reads the drop table and applies it. Without an agent, call
 // Collect and Apply yourself.
 //
-// The hot path takes no lock and allocates nothing: a map lookup for the
-// tenant, and a few atomic additions on the tenant's counters.
+// The hot path takes no lock and allocates nothing: the tenant's key,
+// compared with the tenant of the Attempt's last request (a keep-alive
+// connection's requests are usually one tenant's) or else looked up, and a
+// few atomic additions on the tenant's counters.
 type Tracker struct {
 	key     admit.Key
 	size    int
 	refusal *admit.Refusal
 	enforce atomic.Bool
 	roster  atomic.Pointer[roster]
-	other   *slot
+	other   atomic.Pointer[slot]
 	cands   []candidate
-	seed    uint64 // of the names' hash
+	seed    uint64       // of the names' hash
+	shards  atomic.Int64 // the counter shards of the slots made from now on (Env.Shards)
 
 	attached atomic.Bool
 	mu       sync.Mutex           // Collect, Apply, Stats, Attach
@@ -86,20 +89,70 @@ type roster struct {
 	slots map[string]*slot
 }
 
-// slot holds one tenant's counters since the last Collect, and its drop
-// state. Each slot is allocated on its own and padded, so that tenants
-// served on different workers do not share a cache line.
+// slot holds one tenant's counters since the last Collect, one set per
+// counter shard of the pipeline (admit.Env.Shards, picked by
+// admit.Attempt.Shard: one per worker on the sluice server), and its drop
+// state. The counters are padded and the slots allocated each on their
+// own, so that requests on different workers, of the same tenant or not,
+// add to no shared cache line; only the drop credit is shared, and only
+// added to while the tenant has a drop fraction.
+//
+// A slot stays in an Attempt (admit.Attempt.Tenant) after its request
+// ends, and the next request of that Attempt with the same key takes it
+// again without a lookup (see Tracker.slotOf) until Collect retires it: a
+// slot is followed by name, or a candidate's, from its creation until a
+// Collect leaves it out of the roster, and never again after.
 type slot struct {
-	name     string
+	name    string
+	owner   *Tracker
+	shards  []counts
+	retired atomic.Bool   // set once, when a Collect leaves it out of the roster
+	drop    atomic.Uint64 // fraction of requests to drop, in 2^-32 units
+	_       [64]byte
+	credit  atomic.Uint64 // drop credit, in 2^-32 requests (wraps)
+	_       [56]byte
+}
+
+// counts are one shard's counters of a slot, a cache line's worth.
+type counts struct {
 	requests atomic.Int64
 	admitted atomic.Int64
 	rejected atomic.Int64
 	dropped  atomic.Int64
 	blame    atomic.Int64
 	busy     atomic.Int64
-	drop     atomic.Uint64 // fraction of requests to drop, in 2^-32 units
-	credit   atomic.Uint64 // drop credit, in 2^-32 requests (wraps)
-	_        [64]byte
+	_        [16]byte
+}
+
+// newSlot returns empty counters for the tenant name, with as many shards
+// as the tracker's pipeline has.
+func (t *Tracker) newSlot(name string) *slot {
+	return &slot{name: name, owner: t, shards: make([]counts, t.shards.Load())}
+}
+
+// at returns the counters of the shard a request names (admit.Attempt's
+// Shard); out of range means the first.
+func (s *slot) at(shard int) *counts {
+	if uint(shard) < uint(len(s.shards)) {
+		return &s.shards[shard]
+	}
+	return &s.shards[0]
+}
+
+// take returns the slot's counts since the last take, summed over its
+// shards, and resets them.
+func (s *slot) take() Usage {
+	u := Usage{Tenant: s.name}
+	for i := range s.shards {
+		c := &s.shards[i]
+		u.Requests += c.requests.Swap(0)
+		u.Admitted += c.admitted.Swap(0)
+		u.Rejected += c.rejected.Swap(0)
+		u.Dropped += c.dropped.Swap(0)
+		u.Blame += time.Duration(c.blame.Swap(0))
+		u.Busy += time.Duration(c.busy.Swap(0))
+	}
+	return u
 }
 
 // candidate is a name not followed yet, counted to find the heavy ones
@@ -150,7 +203,6 @@ func New(opts Options) (*Tracker, error) {
 		key:     key,
 		size:    size,
 		refusal: &admit.Refusal{Reason: Reason, Status: 429, RetryAfter: retry},
-		other:   &slot{name: Other},
 		cands:   make([]candidate, ncand),
 		seed:    opts.HashSeed,
 		totals:  make(map[string]Usage),
@@ -161,6 +213,8 @@ func New(opts Options) (*Tracker, error) {
 		t.seed = binary.LittleEndian.Uint64(b[:])
 	}
 	t.enforce.Store(!opts.Off)
+	t.shards.Store(1)
+	t.other.Store(&slot{name: Other, shards: make([]counts, 1)})
 	t.roster.Store(&roster{slots: map[string]*slot{}})
 	return t, nil
 }
@@ -173,8 +227,9 @@ var _ interface {
 } = (*Tracker)(nil)
 
 // Attach implements admit.Attacher: the tracker reads its pipeline's
-// gates-closed time for its reports. A Tracker serves one pipeline: give
-// each server its own.
+// gates-closed time for its reports, and keeps its counters in as many
+// shards as the pipeline has. A Tracker serves one pipeline: give each
+// server its own.
 func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 	if !t.attached.CompareAndSwap(false, true) {
 		return nil, errors.New("tenant: this Tracker is already in another pipeline's policies: build one Tracker per server")
@@ -184,6 +239,7 @@ func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 	if t.closed != nil {
 		t.closedAt = t.closed()
 	}
+	t.reshard(max(env.Shards, 1))
 	t.mu.Unlock()
 	return func() {
 		t.mu.Lock()
@@ -191,6 +247,32 @@ func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 		t.mu.Unlock()
 		t.attached.Store(false)
 	}, nil
+}
+
+// reshard makes the slots of the tenants followed, and Other's, anew with
+// n shards each; the old ones are retired (their counts are reported at the
+// next Collect). The candidates' slots get n shards from the next Collect
+// on. Called with mu held.
+func (t *Tracker) reshard(n int) {
+	if int64(n) == t.shards.Load() {
+		return
+	}
+	t.shards.Store(int64(n))
+	cur := t.roster.Load()
+	next := &roster{slots: make(map[string]*slot, len(cur.slots))}
+	for name, s := range cur.slots {
+		ns := t.newSlot(name)
+		ns.drop.Store(s.drop.Load())
+		next.slots[name] = ns
+		s.retired.Store(true)
+		t.retired = append(t.retired, s)
+	}
+	old := t.other.Load()
+	other := &slot{name: Other, shards: make([]counts, n)}
+	other.drop.Store(old.drop.Load())
+	t.retired = append(t.retired, old)
+	t.other.Store(other)
+	t.roster.Store(next)
 }
 
 // UsesBlame implements admit.BlameUser: the pipeline measures blame.
@@ -201,10 +283,11 @@ func (t *Tracker) UsesBlame() bool { return true }
 func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 	s := t.slotOf(a)
 	a.Tenant = s
-	s.requests.Add(1)
+	c := s.at(a.Shard)
+	c.requests.Add(1)
 	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
-		if c := s.credit.Add(f); c>>32 != (c-f)>>32 {
-			s.dropped.Add(1)
+		if cr := s.credit.Add(f); cr>>32 != (cr-f)>>32 {
+			c.dropped.Add(1)
 			a.Tenant = nil
 			return t.refusal
 		}
@@ -216,16 +299,22 @@ func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 // was asked (too old, out of time, over a quota) counts as its tenant's
 // request, and as rejected.
 func (t *Tracker) Unasked(a *admit.Attempt, _ *admit.Refusal) {
-	s := t.slotOf(a)
-	s.requests.Add(1)
-	s.rejected.Add(1)
+	c := t.slotOf(a).at(a.Shard)
+	c.requests.Add(1)
+	c.rejected.Add(1)
 }
 
 // slotOf returns the counters of a's tenant: followed by name, a
-// candidate's own, or Other's.
+// candidate's own, or Other's. The slot that a's last request had
+// (a.Tenant) is taken again when it is this tracker's, has a's key for
+// name and is not retired: what the roster or the candidate cells would
+// give, without looking.
 func (t *Tracker) slotOf(a *admit.Attempt) *slot {
 	var buf [admit.KeyBufLen]byte
 	if name, ok := t.key.Of(&buf, a); ok {
+		if last, _ := a.Tenant.(*slot); last != nil && last.owner == t && last.name == name && !last.retired.Load() {
+			return last
+		}
 		if named := t.roster.Load().slots[name]; named != nil {
 			return named
 		}
@@ -233,7 +322,7 @@ func (t *Tracker) slotOf(a *admit.Attempt) *slot {
 			return c
 		}
 	}
-	return t.other
+	return t.other.Load()
 }
 
 // Done implements admit.Policy: it adds the request's outcome and blame
@@ -243,15 +332,16 @@ func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
 	if s == nil {
 		return
 	}
+	c := s.at(a.Shard)
 	if o.Canceled {
-		s.rejected.Add(1)
+		c.rejected.Add(1)
 		return
 	}
-	s.admitted.Add(1)
+	c.admitted.Add(1)
 	if o.Blame > 0 {
-		s.blame.Add(int64(o.Blame))
+		c.blame.Add(int64(o.Blame))
 	}
-	s.busy.Add(int64(o.Latency))
+	c.busy.Add(int64(o.Latency))
 }
 
 // hash hashes a name with the tracker's HashSeed (FNV-1a over its bytes
@@ -290,7 +380,7 @@ func (t *Tracker) observe(name string) *slot {
 		}
 		if c.hits.Add(1) >= nameAfter {
 			n := strings.Clone(name)
-			s := &slot{name: n}
+			s := t.newSlot(n)
 			if c.slot.CompareAndSwap(nil, s) {
 				c.name.Store(&n)
 			}
@@ -343,18 +433,6 @@ func (t *Tracker) Collect(period time.Duration) Report {
 		pinned   bool
 	}
 	var rank []ranked
-	take := func(s *slot) Usage {
-		u := Usage{
-			Tenant:   s.name,
-			Requests: s.requests.Swap(0),
-			Admitted: s.admitted.Swap(0),
-			Rejected: s.rejected.Swap(0),
-			Dropped:  s.dropped.Swap(0),
-			Blame:    time.Duration(s.blame.Swap(0)),
-			Busy:     time.Duration(s.busy.Swap(0)),
-		}
-		return u
-	}
 	add := func(u Usage) {
 		if u.Requests == 0 && u.Blame == 0 && u.Busy == 0 {
 			return
@@ -368,15 +446,15 @@ func (t *Tracker) Collect(period time.Duration) Report {
 		r.Tenants = append(r.Tenants, u)
 	}
 	for name, s := range cur.slots {
-		u := take(s)
+		u := s.take()
 		add(u)
 		_, pinned := t.table.Drops[name]
 		rank = append(rank, ranked{name, u.Requests, pinned})
 	}
 	for _, s := range t.retired {
-		add(take(s)) // requests that ended after their tenant was retired
+		add(s.take()) // requests that ended after their tenant was retired
 	}
-	add(take(t.other))
+	add(t.other.Load().take())
 	// The candidates' first requests are in Other's counts, the rest in
 	// their own, reported under their names; the heavy ones are followed
 	// by name from now on, keeping their counters (requests still running
@@ -384,13 +462,17 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	// the reset below loses the few requests counted in them.
 	mask := uint64(len(t.cands) - 1)
 	fresh := map[string]*slot{}
+	var cleared []*slot // every candidate's counters, to retire those not kept
 	for i := range t.cands {
 		c := &t.cands[i]
 		h := c.hash.Load()
 		p, sl := c.name.Load(), c.slot.Load()
+		if sl != nil {
+			cleared = append(cleared, sl)
+		}
 		if p != nil && sl != nil && h != 0 && t.hash(*p) == h && (h&mask == uint64(i) || (h>>32)&mask == uint64(i)) {
 			if _, ok := cur.slots[*p]; !ok && fresh[*p] == nil {
-				u := take(sl)
+				u := sl.take()
 				add(u)
 				fresh[*p] = sl
 				rank = append(rank, ranked{*p, max(c.hits.Load(), u.Requests), false})
@@ -422,7 +504,7 @@ func (t *Tracker) Collect(period time.Duration) Report {
 			s = fresh[k.name]
 		}
 		if s == nil {
-			s = &slot{name: k.name}
+			s = t.newSlot(k.name)
 		}
 		s.drop.Store(fraction(t.table.Drops[k.name]))
 		next.slots[k.name] = s
@@ -436,6 +518,14 @@ func (t *Tracker) Collect(period time.Duration) Report {
 	for name, s := range fresh {
 		if next.slots[name] == nil {
 			t.retired = append(t.retired, s)
+		}
+	}
+	for _, s := range t.retired {
+		s.retired.Store(true)
+	}
+	for _, s := range cleared {
+		if next.slots[s.name] != s {
+			s.retired.Store(true)
 		}
 	}
 	t.roster.Store(next)
@@ -505,7 +595,7 @@ func (t *Tracker) Apply(table Table) error {
 	for name, s := range t.roster.Load().slots {
 		s.drop.Store(fraction(table.Drops[name]))
 	}
-	t.other.drop.Store(fraction(table.Drops[Other]))
+	t.other.Load().drop.Store(fraction(table.Drops[Other]))
 	return nil
 }
 

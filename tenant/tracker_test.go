@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
 )
 
 func attempt(tenant string) *admit.Attempt {
@@ -200,6 +201,69 @@ func TestBoundedTenants(t *testing.T) {
 	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "400,000 names later, the heap has not grown")
 	_, followed := tr.roster.Load().slots["heavy"]
 	assert.True(t, followed, "the heavy tenant is followed by name")
+}
+
+// TestAttemptKeepsItsSlot reuses one Attempt, as a keep-alive connection
+// does: its next request takes its last request's counters only while they
+// are what a lookup would give (the same tenant, not retired by Collect).
+func TestAttemptKeepsItsSlot(t *testing.T) {
+	tr := newTracker(t, Options{Tenants: 1})
+	once := func(a *admit.Attempt) {
+		if tr.Admit(a) == nil {
+			tr.Done(a, admit.Outcome{})
+		}
+	}
+	a, c := attempt("a"), attempt("c")
+	for range 10 {
+		once(a)
+	}
+	tr.Collect(time.Second) // "a" is followed by name
+	for range 5 {
+		once(c) // "c" gets counters of its own from its fourth request
+	}
+	once(a)
+	r := tr.Collect(time.Second) // "a" (1 request) stays, "c" (5) is retired
+	assert.Equal(t, int64(1), usageOf(r, "a").Requests)
+	assert.Equal(t, int64(2), usageOf(r, "c").Requests, "its fourth and fifth")
+	require.Contains(t, tr.roster.Load().slots, "c", "the heavier one is followed")
+
+	once(a) // "a" is retired: its next request is pooled under Other
+	once(c)
+	c.Header.Set("X-Tenant", "a") // the same Attempt, another tenant
+	once(c)
+	r = tr.Collect(time.Second)
+	assert.Equal(t, int64(1), usageOf(r, "c").Requests)
+	assert.Equal(t, int64(2), usageOf(r, Other).Requests, "both of retired a's")
+	assert.Zero(t, usageOf(r, "a").Requests)
+}
+
+// TestShardedCounts attaches a tracker that already follows a tenant to a
+// pipeline with four counter shards: the tenant's counters are made anew
+// with four shards, its drop fraction kept, and a Collect sums the shards
+// and the counts made before.
+func TestShardedCounts(t *testing.T) {
+	tr := newTracker(t, Options{})
+	run(tr, "a", 10, 0)
+	tr.Collect(time.Second)
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.5}}))
+	run(tr, "a", 1, 0) // before Attach, in the one shard
+
+	p, err := admit.New(admit.Config{Gates: []admit.Policy{gate.NewConcurrency(10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
+	require.NoError(t, err)
+	defer p.Close()
+	require.Len(t, tr.roster.Load().slots["a"].shards, 4)
+	for shard := range 6 { // 4 and 5 are out of range: the first shard's
+		var tk admit.Ticket
+		tk.Header = attempt("a").Header
+		tk.Shard = shard
+		if p.Decide(&tk) == admit.Admitted {
+			p.Done(&tk, admit.Outcome{Status: 200})
+		}
+	}
+	u := usageOf(tr.Collect(time.Second), "a")
+	assert.Equal(t, int64(7), u.Requests)
+	assert.Equal(t, int64(4), u.Admitted)
+	assert.Equal(t, int64(3), u.Dropped, "every second request after Attach")
 }
 
 func TestTrackerAttachOnce(t *testing.T) {
