@@ -98,8 +98,9 @@ func TestTLSServesHTTPS(t *testing.T) {
 }
 
 // TestTLSSNIAndALPN: the certificate follows the name the client asks
-// for, HTTP/1.1 is chosen by ALPN even when the client prefers h2, and a
-// client that speaks only h2 is refused in the handshake.
+// for, HTTP/1.1 is chosen by ALPN on a server with HTTP/2 off even when
+// the client prefers h2, and a client that speaks only h2 is refused in
+// the handshake. (h2_test.go has the server that speaks h2.)
 func TestTLSSNIAndALPN(t *testing.T) {
 	certs := map[string]tls.Certificate{}
 	pool := x509.NewCertPool()
@@ -121,7 +122,7 @@ func TestTLSSNIAndALPN(t *testing.T) {
 		NextProtos: []string{"h2", "http/1.1"}, // as a net/http configuration has it
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.TLS.ServerName) })
-	srv, addr := serveHTTP(t, h, Config{TLS: scfg, Logger: slog.New(slog.DiscardHandler)})
+	srv, addr := serveHTTP(t, h, Config{TLS: scfg, Logger: slog.New(slog.DiscardHandler), DisableHTTP2: true})
 
 	dial := func(name string, protos ...string) (*tls.Conn, error) {
 		return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
@@ -132,7 +133,7 @@ func TestTLSSNIAndALPN(t *testing.T) {
 		require.NoError(t, err, name)
 		st := tc.ConnectionState()
 		assert.Equal(t, name, st.PeerCertificates[0].Subject.CommonName, "the certificate for the name asked")
-		assert.Equal(t, "http/1.1", st.NegotiatedProtocol, "HTTP/2 is not offered")
+		assert.Equal(t, "http/1.1", st.NegotiatedProtocol, "HTTP/2 is off")
 		_, err = io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+name+"\r\nConnection: close\r\n\r\n")
 		require.NoError(t, err)
 		b, err := io.ReadAll(tc)
