@@ -22,6 +22,8 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -432,4 +434,48 @@ func TestH2PrefaceInPieces(t *testing.T) {
 	_, err = io.ReadFull(nc, hdr)
 	require.NoError(t, err)
 	assert.Equal(t, byte(0x4), hdr[3], "a SETTINGS frame, not an HTTP/1.1 answer")
+}
+
+// TestH2BodyReadReleasesTheWorker: a handler waiting for its request
+// body's next DATA frame holds no worker (the read goes through
+// sched.Await): on a runtime of one worker, without the blocked-worker
+// rescue, an HTTP/1.1 request is served meanwhile.
+func TestH2BodyReadReleasesTheWorker(t *testing.T) {
+	entered := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			_, _ = io.WriteString(w, "h1")
+			return
+		}
+		first := make([]byte, 1)
+		_, _ = io.ReadFull(r.Body, first)
+		close(entered)
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d", len(b)+1)
+	})
+	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1))
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	pr, pw := io.Pipe()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := h2cClient(t).Post("http://"+addr+"/", "text/plain", pr)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	_, err := pw.Write([]byte("x"))
+	require.NoError(t, err)
+	<-entered
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	defer c.Transport.(*http.Transport).CloseIdleConnections()
+	_, body := getBody(t, c, "http://"+addr+"/h1")
+	assert.Equal(t, "h1", body, "served while the HTTP/2 handler waits for its body")
+	_, err = pw.Write(make([]byte, 9999))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	assert.Equal(t, "10000", <-got)
 }
