@@ -216,6 +216,7 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer hc.streams.Done()
+	arrived := time.Now().UnixNano()
 	s := hc.s
 	srv := s.srv
 	if max := srv.cfg.MaxBodyBytes; max > 0 && r.ContentLength > max {
@@ -262,7 +263,15 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	status, err, panicked := hc.run(wk, lane, w, r, t)
+	status, err, panicked, late := hc.run(wk, lane, w, r, t, arrived)
+	if late {
+		// It waited in the worker's queue past the age limit: as an
+		// HTTP/1.1 request that waited as long in its socket, it is
+		// answered unstarted (reason queue-canceled).
+		srv.adm.Cancel(t)
+		h2Reject(w, t)
+		return
+	}
 	srv.adm.Done(t, admit.Outcome{Status: status, Err: err})
 	if panicked {
 		// Logged with its stack already; x/net resets the stream.
@@ -294,8 +303,11 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 
 // run runs the handler of an admitted stream as a coroutine on wk, in
 // lane, and waits for it: the status it answered, the write error or
-// panic, and whether it panicked.
-func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked bool) {
+// panic, and whether it panicked. A stream of the built-in lanes whose
+// coroutine starts when the time since arrived (Unix nanoseconds, when
+// the stream reached the server's goroutine) is past the admission's age
+// limit does not run: late.
+func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, late bool) {
 	srv := hc.s.srv
 	ctx := r.Context()
 	cancel := func() {}
@@ -306,6 +318,10 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	ended := make(chan struct{})
 	fn := func(ctx context.Context) {
 		defer close(ended)
+		if lane == lanes.Upstream && srv.adm.TooOld(arrived) {
+			late = true
+			return
+		}
 		hw := &h2Writer{rw: w, ctx: ctx}
 		hr := r.WithContext(ctx)
 		if r.Body != nil && r.Body != http.NoBody {
@@ -350,10 +366,10 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	if serr != nil {
 		// The runtime stopped.
 		http.Error(w, "503 Service Unavailable: the server is stopping", http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable, serr, false
+		return http.StatusServiceUnavailable, serr, false, false
 	}
 	<-ended
-	return status, err, panicked
+	return status, err, panicked, late
 }
 
 // h2Name names a stream's handler for the scheduler's log of handlers

@@ -479,3 +479,42 @@ func TestH2BodyReadReleasesTheWorker(t *testing.T) {
 	require.NoError(t, pw.Close())
 	assert.Equal(t, "10000", <-got)
 }
+
+// TestH2LateStreamNotStarted: a stream whose coroutine would start after
+// waiting in its worker's queue past the age limit is answered unstarted,
+// as an HTTP/1.1 request that waited as long in its socket.
+func TestH2LateStreamNotStarted(t *testing.T) {
+	spinning := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/spin" {
+			close(spinning)
+			for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+			}
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)) // the spin holds the worker
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond}})
+	c := h2cClient(t)
+	_, body := getBody(t, c, "http://"+addr+"/warm")
+	require.Equal(t, "/warm", body)
+	spun := make(chan struct{})
+	go func() {
+		defer close(spun)
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/spin")
+		if assert.NoError(t, err) {
+			resp.Body.Close()
+		}
+	}()
+	<-spinning
+	t0 := time.Now()
+	resp, body := getBody(t, c, "http://"+addr+"/late")
+	t.Logf("late answered after %v", time.Since(t0))
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	assert.Equal(t, "1", resp.Header.Get(NotStartedHeader))
+	<-spun
+	_, body = getBody(t, c, "http://"+addr+"/after")
+	assert.Equal(t, "/after", body, "the connection is kept")
+}
