@@ -1,4 +1,5 @@
-// Package server is an HTTP/1.1 server that runs on the sluice executor:
+// Package server is an HTTP/1.1 server (and HTTP/2, for net/http
+// handlers: see Config.DisableHTTP2) that runs on the sluice executor:
 // connections are accepted, read, parsed and answered by the worker that owns
 // them, in the lanes of the design (a new request is Upstream work; the rest
 // of a request already started, its handler's resumptions and its response
