@@ -400,8 +400,8 @@ var (
 func (w *h2Writer) Header() http.Header { return w.rw.Header() }
 
 func (w *h2Writer) WriteHeader(code int) {
-	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-		// Sent at once by x/net, through its serve loop.
+	if code >= 100 && code <= 199 {
+		// Informational: x/net sends it at once, through its serve loop.
 		_, _ = sched.Await(w.ctx, func(context.Context) (struct{}, error) {
 			w.rw.WriteHeader(code)
 			return struct{}{}, nil

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"os/exec"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/lanes"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -517,4 +520,50 @@ func TestH2LateStreamNotStarted(t *testing.T) {
 	<-spun
 	_, body = getBody(t, c, "http://"+addr+"/after")
 	assert.Equal(t, "/after", body, "the connection is kept")
+}
+
+// TestH2Informational: a 103 Early Hints goes out before the response, and
+// the handler's status is the final one.
+func TestH2Informational(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	var got []int
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { got = append(got, code); return nil },
+	})
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/", nil)
+	require.NoError(t, err)
+	resp, err := h2cClient(t).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Equal(t, "ok", string(b))
+	assert.Equal(t, []int{http.StatusEarlyHints}, got)
+}
+
+// TestH2Lanes: a stream goes to the lane its route names, and its handler
+// runs there, on a worker.
+func TestH2Lanes(t *testing.T) {
+	rt := laneRuntime(t, 2, lanes.Spec{Name: "background", Priority: 2, Shares: 10})
+	rec := &laneRecorder{}
+	cfg := Config{
+		Lanes:     Lanes{Routes: map[string]string{"GET /export/": "background"}},
+		Admission: admit.Config{Policies: []admit.Policy{rec}},
+	}
+	_, addr := serveNativeOn(t, rt, HTTPHandler(http.HandlerFunc(h2Handler)), cfg)
+	c := h2cClient(t)
+	before := ranIn(rt)["background"]
+	_, body := getBody(t, c, "http://"+addr+"/export/a?sleep=1ms")
+	assert.Equal(t, "HTTP/2.0 coroutine=true /export/a", body)
+	_, body = getBody(t, c, "http://"+addr+"/other")
+	assert.Equal(t, "HTTP/2.0 coroutine=true /other", body)
+	assert.Equal(t, "background", rec.lane("/export/a"))
+	assert.Equal(t, "", rec.lane("/other"))
+	assert.GreaterOrEqual(t, ranIn(rt)["background"]-before, int64(2), "started and resumed in its lane")
 }
