@@ -263,11 +263,11 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	status, err, panicked, late := hc.run(wk, lane, w, r, t, arrived)
-	if late {
-		// It waited in the worker's queue past the age limit: as an
-		// HTTP/1.1 request that waited as long in its socket, it is
-		// answered unstarted (reason queue-canceled).
+	status, err, panicked, unstarted := hc.run(wk, lane, w, r, t, arrived)
+	if unstarted {
+		// It waited in the worker's queue past the age limit (as an
+		// HTTP/1.1 request that waited as long in its socket), or its
+		// context ended there: answered unstarted (queue-canceled).
 		srv.adm.Cancel(t)
 		h2Reject(w, t)
 		return
@@ -303,11 +303,12 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 
 // run runs the handler of an admitted stream as a coroutine on wk, in
 // lane, and waits for it: the status it answered, the write error or
-// panic, and whether it panicked. A stream of the built-in lanes whose
-// coroutine starts when the time since arrived (Unix nanoseconds, when
-// the stream reached the server's goroutine) is past the admission's age
-// limit does not run: late.
-func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, late bool) {
+// panic, and whether it panicked. The handler does not run (unstarted)
+// when the stream's context ends before its coroutine starts, or, in the
+// built-in lanes, when the coroutine starts past the admission's age
+// limit counted from arrived (Unix nanoseconds, when the stream reached
+// the server's goroutine).
+func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, unstarted bool) {
 	srv := hc.s.srv
 	ctx := r.Context()
 	cancel := func() {}
@@ -316,10 +317,16 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	}
 	defer cancel()
 	ended := make(chan struct{})
+	// start is 0 until the coroutine starts (1) or the stream gives up
+	// waiting for it (2): whichever comes first decides.
+	var start atomic.Int32
 	fn := func(ctx context.Context) {
 		defer close(ended)
+		if !start.CompareAndSwap(0, 1) {
+			return // abandoned: no one waits for it
+		}
 		if lane == lanes.Upstream && srv.adm.TooOld(arrived) {
-			late = true
+			unstarted = true
 			return
 		}
 		hw := &h2Writer{rw: w, ctx: ctx}
@@ -368,8 +375,19 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 		http.Error(w, "503 Service Unavailable: the server is stopping", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable, serr, false, false
 	}
-	<-ended
-	return status, err, panicked, late
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		// The client reset the stream, the connection ended (Close), or
+		// the caller's time ran out: a handler that started sees it in its
+		// context and is waited for; one that did not will not start (a
+		// runtime stopped with its queue dropped never runs it).
+		if start.CompareAndSwap(0, 2) {
+			return 0, ctx.Err(), false, true
+		}
+		<-ended
+	}
+	return status, err, panicked, unstarted
 }
 
 // h2Name names a stream's handler for the scheduler's log of handlers
