@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // testTLS returns a server configuration with a fresh certificate for
@@ -355,6 +356,9 @@ func TestTLSConfigErrors(t *testing.T) {
 func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 	scfg, ccfg := testTLS(t)
 	spinning := make(chan struct{})
+	// The blocked-worker rescue is off: on shared CPUs the watchdog may
+	// take the spinning handler for a blocked one and hand the worker to a
+	// spare thread, which then reads the hello in time.
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
 		if r.URL.Path == "/spin" {
 			close(spinning)
@@ -362,7 +366,7 @@ func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 			}
 		}
 	})
-	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
+	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
 	c := tlsClient(t, ccfg)
 	spun := make(chan error, 1)
 	go func() {
