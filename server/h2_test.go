@@ -567,3 +567,44 @@ func TestH2Lanes(t *testing.T) {
 	assert.Equal(t, "", rec.lane("/other"))
 	assert.GreaterOrEqual(t, ranIn(rt)["background"]-before, int64(2), "started and resumed in its lane")
 }
+
+// TestH2QueuedStreamReset: a queued stream whose client gives up leaves the
+// queue (queue-canceled) and its connection serves on.
+func TestH2QueuedStreamReset(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, queued(10*time.Second, conc))
+	c := h2cClient(t)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		_, body := getBody(t, c, "http://"+addr+"/hold")
+		assert.Equal(t, "/hold", body)
+	}()
+	require.Eventually(t, func() bool { return srv.Stats().InFlight == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/queued", nil)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return srv.Stats().Queued > 0 }, 5*time.Second, time.Millisecond)
+	cancel()
+	assert.Error(t, <-errc)
+	require.Eventually(t, func() bool { return srv.Stats().RejectedBy["queue-canceled"] == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	<-held
+	_, body := getBody(t, c, "http://"+addr+"/after")
+	assert.Equal(t, "/after", body)
+}
