@@ -369,8 +369,9 @@ func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 // received finish: requests in progress, requests whose head has begun to
 // arrive, requests that arrived and were not read yet, and the first
 // request of a connection accepted in the last moments (it gets
-// NewConnGrace to send it). Their answers carry Connection: close.
-// Shutdown returns when every connection is closed, or with ctx's error
+// NewConnGrace to send it). Their answers carry Connection: close. An
+// HTTP/2 connection gets a GOAWAY and closes once its streams in progress
+// have ended. Shutdown returns when every connection is closed, or with ctx's error
 // when ctx ends first; the connections left are then still served until
 // they finish or Close is called.
 func (srv *Server) Shutdown(ctx context.Context) error {
