@@ -371,9 +371,9 @@ func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 // request of a connection accepted in the last moments (it gets
 // NewConnGrace to send it). Their answers carry Connection: close. An
 // HTTP/2 connection gets a GOAWAY and closes once its streams in progress
-// have ended. Shutdown returns when every connection is closed, or with ctx's error
-// when ctx ends first; the connections left are then still served until
-// they finish or Close is called.
+// have ended. Shutdown returns when every connection is closed, or with
+// ctx's error when ctx ends first; the connections left are then still
+// served until they finish or Close is called.
 func (srv *Server) Shutdown(ctx context.Context) error {
 	return srv.stop(ctx, false)
 }
