@@ -334,6 +334,23 @@ func (c *conn) parseBuffered() {
 		}
 	}
 	data := c.buf[c.r:c.n]
+	if c.fresh && c.srv.h2 != nil && c.tlsState == nil {
+		// h2c with prior knowledge: the connection's first bytes are the
+		// HTTP/2 preface.
+		switch complete, maybe := isH2Preface(data); {
+		case complete:
+			c.startH2(bytes.Clone(data))
+			return
+		case maybe && len(data) > 0:
+			if c.state == connIdle {
+				c.state = connHead
+				if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
+					c.close()
+				}
+			}
+			return
+		}
+	}
 	end := findHeadEnd(data, c.scan)
 	if end < 0 {
 		if err := c.checkStart(data, c.scan); err != nil {

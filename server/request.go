@@ -83,8 +83,15 @@ func (r *Request) LocalAddr() net.Addr {
 	return r.c.localAddr()
 }
 
-// Worker returns the worker serving the request.
-func (r *Request) Worker() *sched.Worker { return r.c.w }
+// Worker returns the worker serving the request; nil for the Request of
+// an HTTP/2 stream that the lane rules (Lanes.Func) and the admission
+// policies (admit.Attempt.Request) see, whose worker is picked after them.
+func (r *Request) Worker() *sched.Worker {
+	if r.c == nil {
+		return nil
+	}
+	return r.c.w
+}
 
 // HTTPRequest returns the request as a *http.Request, as net/http would
 // have built it, sharing Header, URL and Body. Its context is the

@@ -1,4 +1,5 @@
-// Package server is an HTTP/1.1 server that runs on the sluice executor:
+// Package server is an HTTP/1.1 server (and HTTP/2, for net/http
+// handlers: see Config.DisableHTTP2) that runs on the sluice executor:
 // connections are accepted, read, parsed and answered by the worker that owns
 // them, in the lanes of the design (a new request is Upstream work; the rest
 // of a request already started, its handler's resumptions and its response
@@ -144,13 +145,32 @@ type Config struct {
 	// TLS, when set, makes the server speak HTTPS on every connection,
 	// with the certificates and settings of this configuration (see
 	// crypto/tls; tls.LoadX509KeyPair loads a certificate). The server
-	// offers HTTP/1.1 through ALPN and removes "h2" from NextProtos: it
-	// does not speak HTTP/2. The handshake runs on the connection's
-	// worker, as new work (the Upstream lane), and must end within
-	// ReadHeaderTimeout; a plain HTTP request is answered 400, as
+	// offers "h2" and "http/1.1" through ALPN, in that order, when it
+	// speaks HTTP/2 (see DisableHTTP2), and only "http/1.1" otherwise
+	// ("h2" is removed from NextProtos). The handshake runs on the
+	// connection's worker, as new work (the Upstream lane), and must end
+	// within ReadHeaderTimeout; a plain HTTP request is answered 400, as
 	// net/http answers it. Request.TLS (and http.Request.TLS) describe
 	// the session.
 	TLS *tls.Config
+	// DisableHTTP2 turns HTTP/2 off. By default a server whose handler
+	// came from HTTPHandler speaks HTTP/2 as well as HTTP/1.1: over TLS
+	// when the client's ALPN chooses "h2", and over plain TCP when the
+	// client starts with the HTTP/2 preface (h2c with prior knowledge;
+	// there is no h2c Upgrade from HTTP/1.1). A native Handler server
+	// speaks HTTP/1.1 only: HTTP/2 needs an http.Handler, and the
+	// preface is answered 505. (net/http speaks HTTP/2 over TLS by
+	// default too, and h2c only when Protocols asks for it.)
+	//
+	// Each HTTP/2 stream goes through Admission as an HTTP/1.1 request
+	// does, and a rejected one is answered on its stream (503 or 429,
+	// Retry-After, Sluice-Not-Started: 1) while the connection's other
+	// streams go on. Its handler runs as a coroutine on a worker, in its
+	// lane (Lanes); the connection itself is served by
+	// golang.org/x/net/http2 on goroutines, off the workers. The README's
+	// "net/http differences" and docs/design.md ("HTTP/2") say what
+	// differs from HTTP/1.1.
+	DisableHTTP2 bool
 	// MaxHandshakes bounds the TLS handshakes in progress at once, from
 	// the first bytes of a client's hello to the end of its handshake:
 	// the connection of a hello beyond it is closed at once, unanswered
@@ -186,6 +206,7 @@ type Server struct {
 
 	tls           *tls.Config // nil: plain HTTP
 	maxHandshakes int
+	h2            *h2Server // nil: no HTTP/2 (DisableHTTP2, or a native Handler)
 	tlsc          tlsCounters
 
 	panics   *lograte.Limiter // rate-limits the log of handler panics
@@ -298,14 +319,17 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	if rt := cfg.ReadTimeout; rt > 0 && (srv.headTimeout == 0 || rt < srv.headTimeout) {
 		srv.headTimeout = rt
 	}
+	_, isHTTP := h.(httpHandler)
+	h2 := isHTTP && !cfg.DisableHTTP2
 	var err error
-	if srv.tls, err = serverTLS(cfg.TLS); err != nil {
+	if srv.tls, err = serverTLS(cfg.TLS, h2); err != nil {
 		return nil, netpoll.Options{}, err
 	}
 	if srv.maxHandshakes, err = maxHandshakes(cfg, s.NumWorkers()); err != nil {
 		return nil, netpoll.Options{}, err
 	}
 	srv.hs = srv.describe(h)
+	srv.h2 = newH2Server(srv, h)
 	for range s.NumWorkers() {
 		srv.ws = append(srv.ws, &workerState{})
 	}
@@ -334,7 +358,8 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 // Addr returns the address the server listens on.
 func (srv *Server) Addr() net.Addr { return srv.l.Addr() }
 
-// OpenConns returns the number of connections not yet closed.
+// OpenConns returns the number of connections not yet closed, HTTP/2
+// connections included (hijacked ones are not counted).
 func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 
 // Shutdown stops the server gracefully. It stops accepting at once, on
@@ -344,10 +369,11 @@ func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 // received finish: requests in progress, requests whose head has begun to
 // arrive, requests that arrived and were not read yet, and the first
 // request of a connection accepted in the last moments (it gets
-// NewConnGrace to send it). Their answers carry Connection: close.
-// Shutdown returns when every connection is closed, or with ctx's error
-// when ctx ends first; the connections left are then still served until
-// they finish or Close is called.
+// NewConnGrace to send it). Their answers carry Connection: close. An
+// HTTP/2 connection gets a GOAWAY and closes once its streams in progress
+// have ended. Shutdown returns when every connection is closed, or with
+// ctx's error when ctx ends first; the connections left are then still
+// served until they finish or Close is called.
 func (srv *Server) Shutdown(ctx context.Context) error {
 	return srv.stop(ctx, false)
 }
@@ -389,11 +415,14 @@ func (srv *Server) stop(ctx context.Context, force bool) error {
 			err = errors.Join(err, serr)
 		}
 	}
+	if srv.h2 != nil {
+		srv.h2.shutdown(force)
+	}
 	if srv.open.Load() == 0 {
 		srv.finished()
 	}
 	closed := srv.closed // nil once it has fired: a connection handed over late may still count
-	for srv.open.Load() > 0 {
+	for i := 1; srv.open.Load() > 0; i++ {
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -401,6 +430,14 @@ func (srv *Server) stop(ctx context.Context, force bool) error {
 			closed = nil
 		case <-time.After(5 * time.Millisecond):
 		}
+		if srv.h2 != nil && i%10 == 0 {
+			// HTTP/2 connections that began meanwhile (a connection
+			// being served when Shutdown came, a TLS handshake ending).
+			srv.h2.shutdown(force)
+		}
+	}
+	if srv.h2 != nil {
+		srv.h2.wg.Wait()
 	}
 	return errors.Join(err, srv.l.Close())
 }

@@ -60,9 +60,10 @@ func (srv *Server) TLSStats() TLSStats {
 }
 
 // serverTLS checks a Config.TLS and returns the copy the server uses: it
-// offers HTTP/1.1 by ALPN (net/http adds it too) and never "h2", which
-// the server does not speak, so a client offering both gets HTTP/1.1.
-func serverTLS(cfg *tls.Config) (*tls.Config, error) {
+// offers HTTP/1.1 by ALPN (net/http adds it too), and "h2" first when the
+// server speaks HTTP/2 (h2), never otherwise, so that a client offering
+// both gets HTTP/1.1 from a server without HTTP/2.
+func serverTLS(cfg *tls.Config, h2 bool) (*tls.Config, error) {
 	if cfg == nil {
 		return nil, nil
 	}
@@ -73,6 +74,9 @@ func serverTLS(cfg *tls.Config) (*tls.Config, error) {
 	c.NextProtos = slices.DeleteFunc(slices.Clone(c.NextProtos), func(p string) bool { return p == "h2" })
 	if !slices.Contains(c.NextProtos, "http/1.1") {
 		c.NextProtos = append(c.NextProtos, "http/1.1")
+	}
+	if h2 {
+		c.NextProtos = append([]string{"h2"}, c.NextProtos...)
 	}
 	return c, nil
 }
@@ -161,6 +165,10 @@ func (c *conn) handshakeDone(err error) {
 	}
 	st := c.nc.TLS().ConnectionState()
 	c.tlsState = &st
+	if st.NegotiatedProtocol == "h2" && c.srv.h2 != nil {
+		c.startH2(nil)
+		return
+	}
 	c.began = c.w.Now()
 	// The first request is read as Continuation work, not as new work:
 	// the handshake has been paid for, and its request (often already in

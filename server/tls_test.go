@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // testTLS returns a server configuration with a fresh certificate for
@@ -100,8 +101,9 @@ func TestTLSServesHTTPS(t *testing.T) {
 }
 
 // TestTLSSNIAndALPN: the certificate follows the name the client asks
-// for, HTTP/1.1 is chosen by ALPN even when the client prefers h2, and a
-// client that speaks only h2 is refused in the handshake.
+// for, HTTP/1.1 is chosen by ALPN on a server with HTTP/2 off even when
+// the client prefers h2, and a client that speaks only h2 is refused in
+// the handshake. (h2_test.go has the server that speaks h2.)
 func TestTLSSNIAndALPN(t *testing.T) {
 	certs := map[string]tls.Certificate{}
 	pool := x509.NewCertPool()
@@ -123,7 +125,7 @@ func TestTLSSNIAndALPN(t *testing.T) {
 		NextProtos: []string{"h2", "http/1.1"}, // as a net/http configuration has it
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.TLS.ServerName) })
-	srv, addr := serveHTTP(t, h, Config{TLS: scfg, Logger: slog.New(slog.DiscardHandler)})
+	srv, addr := serveHTTP(t, h, Config{TLS: scfg, Logger: slog.New(slog.DiscardHandler), DisableHTTP2: true})
 
 	dial := func(name string, protos ...string) (*tls.Conn, error) {
 		return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
@@ -134,7 +136,7 @@ func TestTLSSNIAndALPN(t *testing.T) {
 		require.NoError(t, err, name)
 		st := tc.ConnectionState()
 		assert.Equal(t, name, st.PeerCertificates[0].Subject.CommonName, "the certificate for the name asked")
-		assert.Equal(t, "http/1.1", st.NegotiatedProtocol, "HTTP/2 is not offered")
+		assert.Equal(t, "http/1.1", st.NegotiatedProtocol, "HTTP/2 is off")
 		_, err = io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+name+"\r\nConnection: close\r\n\r\n")
 		require.NoError(t, err)
 		b, err := io.ReadAll(tc)
@@ -356,6 +358,9 @@ func TestTLSConfigErrors(t *testing.T) {
 func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 	scfg, ccfg := testTLS(t)
 	spinning := make(chan struct{})
+	// The blocked-worker rescue is off: on shared CPUs the watchdog may
+	// take the spinning handler for a blocked one and hand the worker to a
+	// spare thread, which then reads the hello in time.
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
 		if r.URL.Path == "/spin" {
 			close(spinning)
@@ -363,7 +368,7 @@ func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 			}
 		}
 	})
-	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
+	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
 	c := tlsClient(t, ccfg)
 	spun := make(chan error, 1)
 	go func() {

@@ -1,0 +1,542 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// This file serves HTTP/2: h2 over TLS (ALPN) and h2c with prior
+// knowledge. The connection leaves its worker as a hijacked one does, and
+// golang.org/x/net/http2 serves its frames on goroutines; each stream
+// passes through the server's admission as an HTTP/1.1 request does, and
+// its handler runs as a coroutine on a worker. docs/design.md ("HTTP/2")
+// tells why and what it costs.
+
+// h2Preface is the client connection preface of HTTP/2 (RFC 9113 section
+// 3.4): an h2c client with prior knowledge sends it as its first bytes.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// h2WriteBuf is how much a handler may write to an HTTP/2 stream before
+// its writes go through sched.Await: what x/net's response buffer takes
+// without waiting for its serve loop (its handlerChunkWriteSize).
+const h2WriteBuf = 4 << 10
+
+// h2Server is the server's HTTP/2 side: the x/net server, the connections
+// it serves (for Shutdown and Close) and the user's handler.
+type h2Server struct {
+	srv     *Server
+	h2      *http2.Server
+	h1      *http.Server // never started: its Shutdown is how x/net's connections get their GOAWAY
+	handler http.Handler
+	rr      atomic.Uint32 // round-robin over the workers for the streams' coroutines
+
+	mu       sync.Mutex
+	conns    map[*h2Conn]struct{}
+	stopping bool // Shutdown or Close began: new connections end at once
+	force    bool // Close
+	wg       sync.WaitGroup
+}
+
+// newH2Server returns the HTTP/2 side of srv, or nil when the server does
+// not speak HTTP/2: Config.DisableHTTP2, or a native Handler.
+func newH2Server(srv *Server, h Handler) *h2Server {
+	a, ok := h.(httpHandler)
+	if !ok || srv.cfg.DisableHTTP2 {
+		return nil
+	}
+	s := &h2Server{srv: srv, handler: a.h, conns: map[*h2Conn]struct{}{}}
+	s.h2 = &http2.Server{}
+	if it := srv.cfg.IdleTimeout; it > 0 {
+		s.h2.IdleTimeout = it
+	}
+	s.h1 = &http.Server{ErrorLog: srv.hs.ErrorLog}
+	// ConfigureServer gives s.h2 the list of its connections and hooks
+	// their graceful shutdown on s.h1.Shutdown. It cannot fail on a
+	// server without TLS settings of its own.
+	if err := http2.ConfigureServer(s.h1, s.h2); err != nil {
+		panic(fmt.Sprintf("server: configuring HTTP/2: %v", err))
+	}
+	return s
+}
+
+// h2Conn is one HTTP/2 connection, served by x/net on goroutines.
+type h2Conn struct {
+	s    *h2Server
+	nc   net.Conn // what x/net serves: the *tls.Conn, or the socket with the bytes read replayed
+	raw  net.Conn // the socket, closed by Close
+	peer netip.AddrPort
+	tls  *tls.ConnectionState
+
+	mu      sync.Mutex
+	done    bool // ServeConn returned: no stream starts any more
+	streams sync.WaitGroup
+}
+
+// startH2 takes the connection off the worker and serves it as HTTP/2:
+// on a TLS connection whose ALPN chose "h2" (pending empty), or on a plain
+// one whose first bytes are the preface (pending: the bytes read, replayed
+// to x/net first). Like Hijack, it moves the socket to Go's poller; unlike
+// a hijacked connection it stays counted in OpenConns until it closes, and
+// Shutdown and Close end it.
+func (c *conn) startH2(pending []byte) {
+	gc, err := c.goConn()
+	if err != nil {
+		c.srv.log.Warn("sluice server: HTTP/2: moving the connection", "remote", c.nc.RemoteAddr(), "err", err)
+		c.close()
+		return
+	}
+	hc := &h2Conn{s: c.srv.h2, raw: gc, peer: c.nc.RemoteAddr(), tls: c.tlsState}
+	hc.nc = gc
+	if c.tlsState != nil {
+		tc, err := c.nc.Detach(gc)
+		if err != nil {
+			_ = gc.Close()
+			c.close()
+			return
+		}
+		hc.nc = tc
+	} else if len(pending) > 0 {
+		hc.nc = &replayConn{Conn: gc, pending: pending}
+	}
+	// Forget it on the worker as detach does, but keep it counted: the
+	// connection's goroutine calls connClosed when it ends.
+	c.disarm()
+	c.timer = nil
+	c.readWaiter = nil
+	c.state = connHijacked
+	_ = c.nc.Close()
+	if c.buf != nil {
+		c.ws.putBuf(c.buf)
+		c.buf = nil
+	}
+	c.r, c.n, c.scan = 0, 0, 0
+	c.ws.conns.remove(c)
+	c.srv.h2.serve(hc)
+}
+
+// serve serves hc on a goroutine of its own until it closes.
+func (s *h2Server) serve(hc *h2Conn) {
+	s.mu.Lock()
+	s.conns[hc] = struct{}{}
+	stopping, force := s.stopping, s.force
+	s.wg.Add(1)
+	s.mu.Unlock()
+	if force {
+		_ = hc.raw.Close() // Close came first: x/net sees a closed socket
+	}
+	go func() {
+		defer s.wg.Done()
+		s.h2.ServeConn(hc.nc, &http2.ServeConnOpts{
+			Context:    context.Background(),
+			BaseConfig: s.srv.hs,
+			Handler:    hc,
+		})
+		_ = hc.raw.Close()
+		hc.mu.Lock()
+		hc.done = true
+		hc.mu.Unlock()
+		hc.streams.Wait()
+		s.mu.Lock()
+		delete(s.conns, hc)
+		s.mu.Unlock()
+		s.srv.connClosed()
+	}()
+	if stopping && !force {
+		s.goAway()
+	}
+}
+
+// shutdown ends the HTTP/2 connections: at once (force), or with a
+// GOAWAY that lets their streams finish. It is called again while
+// Shutdown waits, for connections that began meanwhile (x/net lists a
+// connection only once its goroutine runs; a second GOAWAY is not sent).
+func (s *h2Server) shutdown(force bool) {
+	s.mu.Lock()
+	s.stopping = true
+	s.force = s.force || force
+	n := len(s.conns)
+	var raws []net.Conn
+	if force {
+		for hc := range s.conns {
+			raws = append(raws, hc.raw)
+		}
+	}
+	s.mu.Unlock()
+	for _, nc := range raws {
+		_ = nc.Close()
+	}
+	if !force && n > 0 {
+		s.goAway()
+	}
+}
+
+// goAway has x/net send GOAWAY on each of its connections: the hook that
+// http2.ConfigureServer registered on s.h1, which has nothing else to
+// shut down, so that its Shutdown returns at once.
+func (s *h2Server) goAway() { _ = s.h1.Shutdown(context.Background()) }
+
+// enter counts a stream that starts; false once the connection ended.
+func (hc *h2Conn) enter() bool {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if hc.done {
+		return false
+	}
+	hc.streams.Add(1)
+	return true
+}
+
+// h2Stream is one stream's passage through admission.
+type h2Stream struct {
+	t       admit.Ticket
+	decided chan bool // a queued stream's fate: true started, false rejected
+}
+
+// ServeHTTP serves one stream, on the goroutine x/net gave it: the
+// admission decides, then the handler runs as a coroutine on a worker
+// while this goroutine waits for it.
+func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !hc.enter() {
+		return
+	}
+	defer hc.streams.Done()
+	arrived := time.Now().UnixNano()
+	s := hc.s
+	srv := s.srv
+	if max := srv.cfg.MaxBodyBytes; max > 0 && r.ContentLength > max {
+		// As HTTP/1.1: refused before admission, the handler never runs.
+		e := bodyTooLarge(r.ContentLength, max)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(e.status)
+		_, _ = io.WriteString(w, fmt.Sprintf("%d %s\n\n%s\n", e.status, e.Error(), e.detail))
+		return
+	}
+	wk := srv.s.Worker(int(s.rr.Add(1)-1) % srv.s.NumWorkers())
+	req := hc.request(r)
+	st := &h2Stream{decided: make(chan bool, 1)}
+	t := &st.t
+	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, r.URL.Path, r.Header, hc.peer, req
+	t.Shard = wk.ID()
+	t.OnStart = func() { st.decided <- true }
+	t.OnReject = func() { st.decided <- false }
+	lane := lanes.Upstream
+	if lr := srv.lanes; lr != nil {
+		if ref, ok := lr.route(req, &t.Attempt, new(http.Request)); ok && ref.id != lanes.Upstream {
+			t.Lane, lane = ref.name, ref.id
+		}
+	}
+	switch srv.adm.Decide(t) {
+	case admit.Rejected:
+		h2Reject(w, t)
+		return
+	case admit.Queued:
+		select {
+		case ok := <-st.decided:
+			if !ok {
+				h2Reject(w, t)
+				return
+			}
+		case <-r.Context().Done():
+			// The client reset the stream, or the connection ended.
+			if srv.adm.Withdraw(t) {
+				return
+			}
+			if <-st.decided {
+				srv.adm.Cancel(t)
+			}
+			return
+		}
+	}
+	status, err, panicked, unstarted := hc.run(wk, lane, w, r, t, arrived)
+	if unstarted {
+		// It waited in the worker's queue past the age limit (as an
+		// HTTP/1.1 request that waited as long in its socket), or its
+		// context ended there: answered unstarted (queue-canceled).
+		srv.adm.Cancel(t)
+		h2Reject(w, t)
+		return
+	}
+	srv.adm.Done(t, admit.Outcome{Status: status, Err: err})
+	if panicked {
+		// Logged with its stack already; x/net resets the stream.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// h2Reject answers a stream with its rejection: the status, Retry-After,
+// Sluice-Not-Started and reason of an HTTP/1.1 rejection, on the stream;
+// the connection stays.
+func h2Reject(w http.ResponseWriter, t *admit.Ticket) {
+	a, extra := t.Answer()
+	a.SetHeader(w.Header(), true, extra)
+	w.WriteHeader(a.Status)
+	_, _ = io.WriteString(w, a.Body)
+}
+
+// request is the stream's request as the server's own Request, for the
+// lane rules (Lanes.Func) and the policies (Attempt.Request). It has no
+// connection of the server's: Worker and LocalAddr return nil.
+func (hc *h2Conn) request(r *http.Request) *Request {
+	return &Request{
+		Method: r.Method, RequestURI: r.RequestURI, URL: r.URL,
+		Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
+		Header: r.Header, Host: r.Host, ContentLength: r.ContentLength,
+		RemoteAddr: hc.peer, TLS: hc.tls, Body: r.Body, ctx: r.Context(),
+	}
+}
+
+// run runs the handler of an admitted stream as a coroutine on wk, in
+// lane, and waits for it: the status it answered, the write error or
+// panic, and whether it panicked. The handler does not run (unstarted)
+// when the stream's context ends before its coroutine starts, or, in the
+// built-in lanes, when the coroutine starts past the admission's age
+// limit counted from arrived (Unix nanoseconds, when the stream reached
+// the server's goroutine).
+func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, unstarted bool) {
+	srv := hc.s.srv
+	ctx := r.Context()
+	cancel := func() {}
+	if dl, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, dl)
+	}
+	defer cancel()
+	ended := make(chan struct{})
+	// start is 0 until the coroutine starts (1) or the stream gives up
+	// waiting for it (2): whichever comes first decides.
+	var start atomic.Int32
+	fn := func(ctx context.Context) {
+		defer close(ended)
+		if !start.CompareAndSwap(0, 1) {
+			return // abandoned: no one waits for it
+		}
+		if lane == lanes.Upstream && srv.adm.TooOld(arrived) {
+			unstarted = true
+			return
+		}
+		hw := &h2Writer{rw: w, ctx: ctx}
+		hr := r.WithContext(ctx)
+		if r.Body != nil && r.Body != http.NoBody {
+			var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
+			if max := srv.cfg.MaxBodyBytes; max > 0 {
+				b = http.MaxBytesReader(hw, b, max)
+			}
+			hr.Body = b
+		}
+		if srv.cfg.LoadHint {
+			k, v := srv.loadHint()
+			w.Header().Set(k, v)
+		}
+		defer func() {
+			status = hw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			err = hw.err
+			if v := recover(); v != nil {
+				panicked = true
+				err = fmt.Errorf("server: handler panic: %v", v)
+				if v != http.ErrAbortHandler {
+					if ok, dropped := srv.panics.Allow(time.Now()); ok {
+						srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
+							"remote", hc.peer.String(), "proto", r.Proto, "panic", fmt.Sprint(v),
+							"stack", string(debug.Stack()), "unlogged_before", dropped)
+					}
+				}
+			}
+		}()
+		wk.Guest(h2Name{r}, func() { hc.s.handler.ServeHTTP(hw, hr) })
+	}
+	var serr error
+	if lane == lanes.Upstream {
+		// A new request: Upstream work, resumed in Continuation.
+		serr = wk.Submit(lanes.Upstream, func() { wk.GoNow(ctx, fn) })
+	} else {
+		// Queued in its lane, where its resumptions go too.
+		serr = wk.Submit(lanes.Continuation, func() { wk.Go(ctx, lane, fn) })
+	}
+	if serr != nil {
+		// The runtime stopped.
+		http.Error(w, "503 Service Unavailable: the server is stopping", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable, serr, false, false
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		// The client reset the stream, the connection ended (Close), or
+		// the caller's time ran out: a handler that started sees it in its
+		// context and is waited for; one that did not will not start (a
+		// runtime stopped with its queue dropped never runs it).
+		if start.CompareAndSwap(0, 2) {
+			return 0, ctx.Err(), false, true
+		}
+		<-ended
+	}
+	return status, err, panicked, unstarted
+}
+
+// h2Name names a stream's handler for the scheduler's log of handlers
+// that block their worker.
+type h2Name struct{ r *http.Request }
+
+func (n h2Name) String() string { return n.r.Method + " " + n.r.URL.Path + " (HTTP/2)" }
+
+// h2Writer is an HTTP/2 stream's ResponseWriter as the handler sees it:
+// x/net's, with every call that may wait for x/net's serve loop (a write
+// beyond its buffer, a flush, an informational header, a deadline)
+// made through sched.Await, so that the handler's worker serves other
+// work meanwhile instead of blocking.
+type h2Writer struct {
+	rw       http.ResponseWriter
+	ctx      context.Context
+	buffered int // bytes in x/net's buffer since its last flush
+	status   int
+	err      error
+}
+
+var (
+	_ http.ResponseWriter = (*h2Writer)(nil)
+	_ http.Flusher        = (*h2Writer)(nil)
+	_ io.StringWriter     = (*h2Writer)(nil)
+)
+
+func (w *h2Writer) Header() http.Header { return w.rw.Header() }
+
+func (w *h2Writer) WriteHeader(code int) {
+	if code >= 100 && code <= 199 {
+		// Informational: x/net sends it at once, through its serve loop.
+		_, _ = sched.Await(w.ctx, func(context.Context) (struct{}, error) {
+			w.rw.WriteHeader(code)
+			return struct{}{}, nil
+		})
+		return
+	}
+	if w.status == 0 {
+		w.status = code
+	}
+	w.rw.WriteHeader(code)
+}
+
+func (w *h2Writer) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.buffered+len(p) <= h2WriteBuf {
+		// It fits in x/net's buffer: a copy, nothing waits.
+		n, err := w.rw.Write(p)
+		w.buffered += n
+		return n, w.noteErr(err)
+	}
+	n, err := sched.Await(w.ctx, func(context.Context) (int, error) {
+		n, err := w.rw.Write(p)
+		if err == nil {
+			err = http.NewResponseController(w.rw).Flush()
+		}
+		return n, err
+	})
+	w.buffered = 0
+	return n, w.noteErr(err)
+}
+
+func (w *h2Writer) WriteString(s string) (int, error) {
+	if w.buffered+len(s) <= h2WriteBuf {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		n, err := io.WriteString(w.rw, s)
+		w.buffered += n
+		return n, w.noteErr(err)
+	}
+	return w.Write([]byte(s))
+}
+
+func (w *h2Writer) noteErr(err error) error {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
+// Flush sends what the handler wrote (http.Flusher).
+func (w *h2Writer) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush with its error, for http.ResponseController.
+func (w *h2Writer) FlushError() error {
+	_, err := sched.Await(w.ctx, func(context.Context) (struct{}, error) {
+		return struct{}{}, http.NewResponseController(w.rw).Flush()
+	})
+	w.buffered = 0
+	return w.noteErr(err)
+}
+
+// SetReadDeadline, SetWriteDeadline and EnableFullDuplex are x/net's, for
+// http.ResponseController.
+func (w *h2Writer) SetReadDeadline(t time.Time) error {
+	_, err := sched.Await(w.ctx, func(context.Context) (struct{}, error) {
+		return struct{}{}, http.NewResponseController(w.rw).SetReadDeadline(t)
+	})
+	return err
+}
+
+func (w *h2Writer) SetWriteDeadline(t time.Time) error {
+	_, err := sched.Await(w.ctx, func(context.Context) (struct{}, error) {
+		return struct{}{}, http.NewResponseController(w.rw).SetWriteDeadline(t)
+	})
+	return err
+}
+
+func (w *h2Writer) EnableFullDuplex() error { return nil }
+
+// h2Body is an HTTP/2 request body whose reads go through sched.Await:
+// the handler's worker serves other work while a read waits for the
+// client's DATA frames.
+type h2Body struct {
+	rc  io.ReadCloser
+	ctx context.Context
+}
+
+func (b *h2Body) Read(p []byte) (int, error) {
+	return sched.Await(b.ctx, func(context.Context) (int, error) { return b.rc.Read(p) })
+}
+
+func (b *h2Body) Close() error { return b.rc.Close() }
+
+// replayConn is an h2c connection whose first bytes, already read by the
+// worker (the preface, and whatever came with it), are read again first.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// isH2Preface reports whether data, the first bytes of a plain
+// connection, are (all of) the HTTP/2 preface, or may still become it.
+func isH2Preface(data []byte) (complete, maybe bool) {
+	if len(data) >= len(h2Preface) {
+		return bytes.HasPrefix(data, []byte(h2Preface)), false
+	}
+	return false, bytes.HasPrefix([]byte(h2Preface), data)
+}

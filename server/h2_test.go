@@ -1,0 +1,610 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/lanes"
+	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// refusePath is a policy that refuses the requests for one path with 429,
+// and counts what it admitted and saw end.
+type refusePath struct {
+	path       string
+	mu         sync.Mutex
+	admitted   int
+	done       int
+	lastStatus int
+}
+
+func (p *refusePath) Admit(a *admit.Attempt) *admit.Refusal {
+	if a.Path == p.path {
+		return &admit.Refusal{Reason: "test-refused", Status: http.StatusTooManyRequests, RetryAfter: 2 * time.Second}
+	}
+	p.mu.Lock()
+	p.admitted++
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *refusePath) Done(a *admit.Attempt, o admit.Outcome) {
+	p.mu.Lock()
+	p.done++
+	p.lastStatus = o.Status
+	p.mu.Unlock()
+}
+
+// h2Handler answers with where it ran: the protocol, whether it ran as a
+// coroutine on a worker, and the client's address (one per connection).
+func h2Handler(w http.ResponseWriter, r *http.Request) {
+	if d := r.URL.Query().Get("sleep"); d != "" {
+		dur, _ := time.ParseDuration(d)
+		_ = sched.Sleep(r.Context(), dur) // releases the worker
+	}
+	w.Header().Set("X-Remote", r.RemoteAddr)
+	fmt.Fprintf(w, "%s coroutine=%v %s", r.Proto, sched.InCoroutine(r.Context()), r.URL.Path)
+}
+
+// h2cClient speaks HTTP/2 without TLS (prior knowledge) and nothing else.
+func h2cClient(t testing.TB) *http.Client {
+	t.Helper()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// h2TLSClient speaks HTTP/2 over TLS (ALPN).
+func h2TLSClient(t testing.TB, cfg *tls.Config) *http.Client {
+	t.Helper()
+	// A clone: the Transport adds "h2" to the NextProtos of the
+	// configuration it is given.
+	tr := &http.Transport{TLSClientConfig: cfg.Clone(), ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// checkStreams sends many concurrent requests on one HTTP/2 connection,
+// one of them refused by the policy while the others (some of them slow,
+// so that the refusal comes while they run) complete.
+func checkStreams(t *testing.T, c *http.Client, base string, pol *refusePath) {
+	t.Helper()
+	// One request first, so that the others share its connection.
+	resp, body := getBody(t, c, base+"/warm")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, 2, resp.ProtoMajor, "HTTP/2")
+	assert.Equal(t, "HTTP/2.0 coroutine=true /warm", body, "the handler runs as a coroutine")
+	remote := resp.Header.Get("X-Remote")
+
+	const n = 40
+	var wg sync.WaitGroup
+	type result struct {
+		status int
+		proto  int
+		body   string
+		hdr    http.Header
+		err    error
+	}
+	results := make([]result, n)
+	for i := range n {
+		wg.Go(func() {
+			path := fmt.Sprintf("/s%d?sleep=50ms", i)
+			if i == n/2 {
+				path = "/refuse"
+			}
+			resp, err := c.Get(base + path)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			results[i] = result{status: resp.StatusCode, proto: resp.ProtoMajor, body: string(b), hdr: resp.Header, err: err}
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		require.NoError(t, r.err, "request %d", i)
+		assert.Equal(t, 2, r.proto, "request %d", i)
+		if i == n/2 {
+			assert.Equal(t, http.StatusTooManyRequests, r.status)
+			assert.Equal(t, "1", r.hdr.Get(NotStartedHeader))
+			assert.Equal(t, "test-refused", r.hdr.Get(ReasonHeader))
+			assert.Equal(t, "2", r.hdr.Get("Retry-After"))
+			assert.Equal(t, "request not started: test-refused\n", r.body)
+			continue
+		}
+		assert.Equal(t, 200, r.status, "request %d", i)
+		assert.Equal(t, fmt.Sprintf("HTTP/2.0 coroutine=true /s%d", i), r.body)
+		assert.Equal(t, remote, r.hdr.Get("X-Remote"), "request %d: on the same connection", i)
+	}
+	// The connection was kept: one more request on it.
+	resp, _ = getBody(t, c, base+"/after")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, remote, resp.Header.Get("X-Remote"), "the rejection kept the connection")
+	require.Eventually(t, func() bool {
+		pol.mu.Lock()
+		defer pol.mu.Unlock()
+		return pol.done == pol.admitted
+	}, 5*time.Second, 5*time.Millisecond, "every admitted stream ended (Done)")
+	pol.mu.Lock()
+	defer pol.mu.Unlock()
+	assert.Equal(t, n+1, pol.admitted)
+	assert.Equal(t, 200, pol.lastStatus)
+}
+
+func TestH2CPriorKnowledgeStreams(t *testing.T) {
+	pol := &refusePath{path: "/refuse"}
+	srv, addr := serveHTTP(t, http.HandlerFunc(h2Handler), Config{Admission: admit.Config{Policies: []admit.Policy{pol}}})
+	checkStreams(t, h2cClient(t), "http://"+addr, pol)
+	assert.Equal(t, 1, srv.OpenConns(), "the HTTP/2 connection counts")
+	// HTTP/1.1 goes on beside it.
+	resp, body := getBody(t, http.DefaultClient, "http://"+addr+"/h1")
+	assert.Equal(t, 1, resp.ProtoMajor)
+	assert.Equal(t, "HTTP/1.1 coroutine=true /h1", body)
+}
+
+func TestH2TLSStreams(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	pol := &refusePath{path: "/refuse"}
+	_, addr := serveHTTP(t, http.HandlerFunc(h2Handler), Config{TLS: scfg, Admission: admit.Config{Policies: []admit.Policy{pol}}})
+	checkStreams(t, h2TLSClient(t, ccfg), "https://"+addr, pol)
+
+	// A client that offers both gets h2; one that offers only HTTP/1.1
+	// gets it.
+	tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ccfg.RootCAs, NextProtos: []string{"h2", "http/1.1"}})
+	require.NoError(t, err)
+	assert.Equal(t, "h2", tc.ConnectionState().NegotiatedProtocol)
+	tc.Close()
+	resp, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/h1")
+	assert.Equal(t, 1, resp.ProtoMajor)
+	assert.Equal(t, "HTTP/1.1 coroutine=true /h1", body)
+}
+
+// TestH2BodyEcho: a request body larger than the windows and the response
+// buffer goes both ways through the handler's awaited reads and writes.
+func TestH2BodyEcho(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.Copy(w, r.Body)
+	})
+	scfg, ccfg := testTLS(t)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		c    *http.Client
+		url  string
+	}{
+		{"h2c", Config{}, h2cClient(t), "http://"},
+		{"h2", Config{TLS: scfg}, h2TLSClient(t, ccfg), "https://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := serveHTTP(t, echo, tc.cfg)
+			data := make([]byte, 3<<20+17)
+			_, _ = rand.Read(data)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					resp, err := tc.c.Post(tc.url+addr+"/echo", "application/octet-stream", bytes.NewReader(data))
+					if !assert.NoError(t, err) {
+						return
+					}
+					defer resp.Body.Close()
+					b, err := io.ReadAll(resp.Body)
+					assert.NoError(t, err)
+					assert.Equal(t, 2, resp.ProtoMajor)
+					assert.True(t, bytes.Equal(data, b), "echoed %d bytes of %d", len(b), len(data))
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestH2MaxBodyBytes: a declared body beyond MaxBodyBytes is answered 413
+// on its stream, as on HTTP/1.1; a longer body than declared-less fails
+// the read with *http.MaxBytesError.
+func TestH2MaxBodyBytes(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%T", err)
+	})
+	_, addr := serveHTTP(t, h, Config{MaxBodyBytes: 1000})
+	c := h2cClient(t)
+	resp, err := c.Post("http://"+addr+"/", "text/plain", bytes.NewReader(make([]byte, 2000)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	// Unknown length: the read fails.
+	resp, err = c.Post("http://"+addr+"/", "text/plain", io.MultiReader(bytes.NewReader(make([]byte, 2000))))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "*http.MaxBytesError", string(b))
+}
+
+// TestH2QueuedStream: a stream refused by a gate waits in the queue and
+// starts when the gate opens.
+func TestH2QueuedStream(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	entered := make(chan string, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- r.URL.Path
+		if r.URL.Path == "/first" {
+			<-release
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, queued(5*time.Second, conc))
+	c := h2cClient(t)
+	var wg sync.WaitGroup
+	for _, p := range []string{"/first", "/second"} {
+		if p == "/second" {
+			require.Equal(t, "/first", <-entered)
+			require.Eventually(t, func() bool { return srv.OpenConns() == 1 }, 5*time.Second, time.Millisecond)
+		}
+		wg.Go(func() {
+			resp, body := getBody(t, c, "http://"+addr+p)
+			assert.Equal(t, 200, resp.StatusCode, p)
+			assert.Equal(t, p, body)
+		})
+	}
+	require.Eventually(t, func() bool { return srv.Stats().Queued > 0 }, 5*time.Second, time.Millisecond)
+	close(release)
+	assert.Equal(t, "/second", <-entered)
+	wg.Wait()
+}
+
+func TestH2Curl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is not installed (apt-get install -y curl)")
+		}
+		t.Skip("curl is not installed; install it (apt-get install -y curl) to run this test")
+	}
+	pol := &refusePath{path: "/refuse"}
+	cfg := Config{Admission: admit.Config{Policies: []admit.Policy{pol}}}
+	_, plain := serveHTTP(t, http.HandlerFunc(h2Handler), cfg)
+	scfg, _ := testTLS(t)
+	cfg.TLS = scfg
+	_, secure := serveHTTP(t, http.HandlerFunc(h2Handler), cfg)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"h2c prior knowledge", []string{"--http2-prior-knowledge", "http://" + plain}},
+		{"h2 over TLS", []string{"--http2", "-k", "https://" + secure}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := tc.args[len(tc.args)-1]
+			flags := tc.args[:len(tc.args)-1]
+			// One URL per run: curl 7.88 fails ("Error in the HTTP2
+			// framing layer") on a second URL over h2c with prior
+			// knowledge against net/http's server too. Go's client checks
+			// that a rejection keeps the connection.
+			run := func(path string, more ...string) string {
+				out, _ := curl(t, append(append(append([]string{}, flags...), more...), base+path)...)
+				return out
+			}
+			w := []string{"-w", "\n%{http_version} %{http_code}\n"}
+			assert.Equal(t, "request not started: test-refused\n\n2 429\n", run("/refuse", w...))
+			assert.Equal(t, "HTTP/2.0 coroutine=true /ok\n2 200\n", run("/ok", w...))
+			out := run("/refuse", "-i")
+			assert.True(t, strings.HasPrefix(out, "HTTP/2 429"), "%q", out)
+			assert.Contains(t, strings.ToLower(out), "sluice-not-started: 1")
+			assert.Contains(t, strings.ToLower(out), "retry-after: 2")
+		})
+	}
+}
+
+// TestH2Shutdown: Shutdown lets a running stream finish, sends GOAWAY,
+// and returns once the connection closed.
+func TestH2Shutdown(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	srv, addr := serveHTTP(t, h, Config{})
+	c := h2cClient(t)
+	got := make(chan string, 1)
+	go func() {
+		resp, err := c.Get("http://" + addr + "/slow")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- srv.Shutdown(ctx)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a stream running: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	assert.Equal(t, 1, srv.OpenConns())
+	close(release)
+	assert.Equal(t, "200 done", <-got)
+	require.NoError(t, <-done)
+	assert.Equal(t, 0, srv.OpenConns())
+}
+
+// TestH2Close: Close ends the connection at once; the running handler's
+// context is cancelled and Close waits for it.
+func TestH2Close(t *testing.T) {
+	entered := make(chan struct{})
+	var ended sync.WaitGroup
+	ended.Add(1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer ended.Done()
+		close(entered)
+		<-r.Context().Done()
+	})
+	srv, addr := serveHTTP(t, h, Config{Logger: slog.New(slog.DiscardHandler)})
+	c := h2cClient(t)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := c.Get("http://" + addr + "/")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Close(ctx))
+	ended.Wait()
+	assert.Error(t, <-errc)
+	assert.Equal(t, 0, srv.OpenConns())
+}
+
+// TestH2Off: a native Handler server and DisableHTTP2 answer the preface
+// 505 and choose HTTP/1.1 by ALPN.
+func TestH2Off(t *testing.T) {
+	native := HandlerFunc(func(w *ResponseWriter, r *Request) { _, _ = w.WriteString("native") })
+	scfg, ccfg := testTLS(t)
+	_, a1 := serveNative(t, native, Config{})
+	_, a2 := serveHTTP(t, http.HandlerFunc(h2Handler), Config{DisableHTTP2: true})
+	for _, addr := range []string{a1, a2} {
+		resps, _, closed := rawExchange(t, addr, h2Preface, "GET")
+		require.Len(t, resps, 1)
+		assert.Equal(t, http.StatusHTTPVersionNotSupported, resps[0].StatusCode)
+		assert.True(t, closed)
+	}
+	_, a3 := serveNative(t, native, Config{TLS: scfg})
+	_, a4 := serveHTTP(t, http.HandlerFunc(h2Handler), Config{TLS: scfg, DisableHTTP2: true})
+	for _, addr := range []string{a3, a4} {
+		tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ccfg.RootCAs, NextProtos: []string{"h2", "http/1.1"}})
+		require.NoError(t, err)
+		assert.Equal(t, "http/1.1", tc.ConnectionState().NegotiatedProtocol)
+		tc.Close()
+	}
+}
+
+// TestH2PrefaceInPieces: the preface sent a byte at a time is still
+// recognized.
+func TestH2PrefaceInPieces(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(h2Handler), Config{})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	for i := range len(h2Preface) {
+		_, err := nc.Write([]byte{h2Preface[i]})
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 9)
+	_, err = io.ReadFull(nc, hdr)
+	require.NoError(t, err)
+	assert.Equal(t, byte(0x4), hdr[3], "a SETTINGS frame, not an HTTP/1.1 answer")
+}
+
+// TestH2BodyReadReleasesTheWorker: a handler waiting for its request
+// body's next DATA frame holds no worker (the read goes through
+// sched.Await): on a runtime of one worker, without the blocked-worker
+// rescue, an HTTP/1.1 request is served meanwhile.
+func TestH2BodyReadReleasesTheWorker(t *testing.T) {
+	entered := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			_, _ = io.WriteString(w, "h1")
+			return
+		}
+		first := make([]byte, 1)
+		_, _ = io.ReadFull(r.Body, first)
+		close(entered)
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d", len(b)+1)
+	})
+	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1))
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	pr, pw := io.Pipe()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := h2cClient(t).Post("http://"+addr+"/", "text/plain", pr)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	_, err := pw.Write([]byte("x"))
+	require.NoError(t, err)
+	<-entered
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	defer c.Transport.(*http.Transport).CloseIdleConnections()
+	_, body := getBody(t, c, "http://"+addr+"/h1")
+	assert.Equal(t, "h1", body, "served while the HTTP/2 handler waits for its body")
+	_, err = pw.Write(make([]byte, 9999))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	assert.Equal(t, "10000", <-got)
+}
+
+// TestH2LateStreamNotStarted: a stream whose coroutine would start after
+// waiting in its worker's queue past the age limit is answered unstarted,
+// as an HTTP/1.1 request that waited as long in its socket.
+func TestH2LateStreamNotStarted(t *testing.T) {
+	spinning := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/spin" {
+			close(spinning)
+			for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+			}
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)) // the spin holds the worker
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond}})
+	c := h2cClient(t)
+	_, body := getBody(t, c, "http://"+addr+"/warm")
+	require.Equal(t, "/warm", body)
+	spun := make(chan struct{})
+	go func() {
+		defer close(spun)
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/spin")
+		if assert.NoError(t, err) {
+			resp.Body.Close()
+		}
+	}()
+	<-spinning
+	t0 := time.Now()
+	resp, body := getBody(t, c, "http://"+addr+"/late")
+	t.Logf("late answered after %v", time.Since(t0))
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	assert.Equal(t, "1", resp.Header.Get(NotStartedHeader))
+	<-spun
+	_, body = getBody(t, c, "http://"+addr+"/after")
+	assert.Equal(t, "/after", body, "the connection is kept")
+}
+
+// TestH2Informational: a 103 Early Hints goes out before the response, and
+// the handler's status is the final one.
+func TestH2Informational(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	var got []int
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { got = append(got, code); return nil },
+	})
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/", nil)
+	require.NoError(t, err)
+	resp, err := h2cClient(t).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Equal(t, "ok", string(b))
+	assert.Equal(t, []int{http.StatusEarlyHints}, got)
+}
+
+// TestH2Lanes: a stream goes to the lane its route names, and its handler
+// runs there, on a worker.
+func TestH2Lanes(t *testing.T) {
+	rt := laneRuntime(t, 2, lanes.Spec{Name: "background", Priority: 2, Shares: 10})
+	rec := &laneRecorder{}
+	cfg := Config{
+		Lanes:     Lanes{Routes: map[string]string{"GET /export/": "background"}},
+		Admission: admit.Config{Policies: []admit.Policy{rec}},
+	}
+	_, addr := serveNativeOn(t, rt, HTTPHandler(http.HandlerFunc(h2Handler)), cfg)
+	c := h2cClient(t)
+	before := ranIn(rt)["background"]
+	_, body := getBody(t, c, "http://"+addr+"/export/a?sleep=1ms")
+	assert.Equal(t, "HTTP/2.0 coroutine=true /export/a", body)
+	_, body = getBody(t, c, "http://"+addr+"/other")
+	assert.Equal(t, "HTTP/2.0 coroutine=true /other", body)
+	assert.Equal(t, "background", rec.lane("/export/a"))
+	assert.Equal(t, "", rec.lane("/other"))
+	assert.GreaterOrEqual(t, ranIn(rt)["background"]-before, int64(2), "started and resumed in its lane")
+}
+
+// TestH2QueuedStreamReset: a queued stream whose client gives up leaves the
+// queue (queue-canceled) and its connection serves on.
+func TestH2QueuedStreamReset(t *testing.T) {
+	conc := gate.NewConcurrency(1)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	srv, addr := serveHTTP(t, h, queued(10*time.Second, conc))
+	c := h2cClient(t)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		_, body := getBody(t, c, "http://"+addr+"/hold")
+		assert.Equal(t, "/hold", body)
+	}()
+	require.Eventually(t, func() bool { return srv.Stats().InFlight == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/queued", nil)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return srv.Stats().Queued > 0 }, 5*time.Second, time.Millisecond)
+	cancel()
+	assert.Error(t, <-errc)
+	require.Eventually(t, func() bool { return srv.Stats().RejectedBy["queue-canceled"] == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	<-held
+	_, body := getBody(t, c, "http://"+addr+"/after")
+	assert.Equal(t, "/after", body)
+}
