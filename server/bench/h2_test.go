@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/selfsigned"
+	"github.com/sluice-go/sluice/server"
+)
+
+// BenchmarkHelloH2 serves the hello over HTTP/2 on TLS (h2 by ALPN) from
+// sluice (the http.Handler adapter: HTTP/2 needs one) and from net/http,
+// and runs b.N requests through Go's own HTTP/2 client in this process:
+// SLUICE_BENCH_CONNS goroutines (64 by default), each sending its next
+// request when the previous answer is read, all multiplexed as streams on
+// the client's connection. It reports req/s; the client shares the
+// process, and so the CPUs and the Go scheduler, with the server, alike
+// for both targets.
+func BenchmarkHelloH2(b *testing.B) {
+	conns, err := envInt(envConns, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range []struct {
+		name  string
+		start func(*tls.Config) (string, func() error, error)
+	}{
+		{"sluice", startSluiceH2},
+		{"nethttp", startNetHTTPH2},
+	} {
+		b.Run(t.name, func(b *testing.B) {
+			cert, _, err := selfsigned.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			addr, stop, err := t.start(&tls.Config{Certificates: []tls.Certificate{cert}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				if err := stop(); err != nil {
+					b.Errorf("stop %s: %v", t.name, err)
+				}
+			}()
+			tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			url := "https://" + addr + "/"
+			get := func() error {
+				resp, err := c.Get(url)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				if resp.ProtoMajor != 2 {
+					return fmt.Errorf("%s: want HTTP/2", resp.Proto)
+				}
+				body, err := io.ReadAll(resp.Body)
+				if err == nil && string(body) != string(helloBody) {
+					err = fmt.Errorf("unexpected body %q", body)
+				}
+				return err
+			}
+			if err := get(); err != nil { // the connection, before the clock
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			var once sync.Once
+			var firstErr error
+			b.ResetTimer()
+			start := time.Now()
+			for range conns {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						if err := get(); err != nil {
+							once.Do(func() { firstErr = err })
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if firstErr != nil {
+				b.Fatal(firstErr)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+		})
+	}
+}
+
+// startSluiceH2 serves helloHTTP through the adapter over TLS, HTTP/2 on.
+func startSluiceH2(cfg *tls.Config) (string, func() error, error) {
+	r, err := startSluiceConfig(server.HTTPHandler(http.HandlerFunc(helloHTTP)), server.Config{TLS: cfg})
+	if err != nil {
+		return "", nil, err
+	}
+	return r.addr, r.stop, nil
+}
+
+// startNetHTTPH2 serves helloHTTP with net/http over TLS, where HTTP/2 is
+// on by default.
+func startNetHTTPH2(cfg *tls.Config) (string, func() error, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(helloHTTP), TLSConfig: cfg}
+	done := make(chan error, 1)
+	go func() { done <- hs.ServeTLS(ln, "", "") }()
+	return ln.Addr().String(), func() error {
+		err := hs.Close()
+		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		return err
+	}, nil
+}
