@@ -151,6 +151,16 @@ type Config struct {
 	// connections, closed at the end of the run. It cannot be combined
 	// with NewConn.
 	Client *http.Client
+	// Clients, when positive, makes the load that of Clients clients,
+	// each with one kept-alive connection of its own, as browsers and
+	// services with a connection each: request i is client i mod Clients's,
+	// goes out on that client's connection after its previous request has
+	// been answered (waiting for it until its own deadline at most), and
+	// its outcome counts for its client in Result.Clients, which tells
+	// whether the server serves its clients alike (Result.Fairness). It
+	// replaces Conns, needs the built-in client (one URL, no Client) and
+	// cannot be combined with NewConn.
+	Clients int
 	// ClientMode is what a pooled connection whose request passes its
 	// deadline becomes: closed, the next request dialling a new one
 	// (ClientReconnect, the zero value, as net/http's Transport does), or
@@ -252,6 +262,8 @@ type Result struct {
 	// MaxLag is the largest delay between a request's schedule and its
 	// start.
 	MaxLag time.Duration
+	// Clients holds, with Config.Clients, each client's OK answers.
+	Clients []int64
 	// Dials counts the TCP connections the generator opened during the
 	// run: the pool's first ones, those that replace a connection closed
 	// after a timeout, an error or the server's close, and the fresh ones
@@ -307,6 +319,7 @@ func checkLoopback(raw string) (*url.URL, error) {
 type runner struct {
 	cfg      Config
 	snd      sender
+	clients  *clients // Config.Clients's, also snd; nil without
 	deadline time.Duration
 	histMax  int64
 	start    time.Time // the run's, for the series of completions
@@ -384,15 +397,51 @@ func (r *runner) bucket(off time.Duration) int {
 	return min(int(off/r.cfg.Bucket), len(r.res.Series)-1)
 }
 
-// send performs one request scheduled at at, on a new connection when
-// fresh.
-func (r *runner) send(ctx context.Context, fresh bool, at time.Time, c *ClassResult, b int, hdr http.Header) {
-	o := r.snd.send(ctx, at.Add(r.deadline), fresh, hdr)
+// send performs request i, scheduled at at, on a new connection when
+// fresh, or as its client's with Config.Clients.
+func (r *runner) send(ctx context.Context, i int, fresh bool, at time.Time, c *ClassResult, b int, hdr http.Header) {
+	var o outcome
+	k := -1
+	if r.clients != nil {
+		k = i % len(r.clients.senders)
+		o = r.clients.sendAs(ctx, k, at.Add(r.deadline), hdr)
+	} else {
+		o = r.snd.send(ctx, at.Add(r.deadline), fresh, hdr)
+	}
 	lat := time.Since(at)
 	if lat > r.deadline {
 		o = outFailed
 	}
 	r.record(c, b, o, lat)
+	if k >= 0 && o == outOK {
+		r.mu.Lock()
+		r.res.Clients[k]++
+		r.mu.Unlock()
+	}
+}
+
+// Fairness tells how alike the clients of Config.Clients were served:
+// Jain's index over their OK answers ((Σx)² / (n·Σx²): 1 when every client
+// got as many, 1/n when one got them all) and the share of clients that
+// got none. It returns 1 and 0 without Clients or without any answer.
+func (res *Result) Fairness() (jain, starved float64) {
+	n := len(res.Clients)
+	if n == 0 {
+		return 1, 0
+	}
+	var sum, sq float64
+	zero := 0
+	for _, x := range res.Clients {
+		sum += float64(x)
+		sq += float64(x) * float64(x)
+		if x == 0 {
+			zero++
+		}
+	}
+	if sq == 0 {
+		return 1, 0
+	}
+	return sum * sum / (float64(n) * sq), float64(zero) / float64(n)
 }
 
 // plan is a valid Config with its defaults filled in and its load profile
@@ -453,6 +502,12 @@ func newPlan(cfg Config) (plan, error) {
 	if cfg.NewConn != nil && cfg.Client != nil {
 		return plan{}, errors.New("bench: NewConn cannot be used with Client: Run builds the fresh-connection client itself")
 	}
+	switch {
+	case cfg.Clients < 0:
+		return plan{}, fmt.Errorf("bench: Clients %d must not be negative", cfg.Clients)
+	case cfg.Clients > 0 && (cfg.Client != nil || len(cfg.URLs) > 0 || cfg.NewConn != nil):
+		return plan{}, errors.New("bench: Clients needs the built-in client on one URL (no Client, no URLs) and no NewConn")
+	}
 	switch cfg.ClientMode {
 	case ClientReconnect:
 	case ClientKeep:
@@ -501,7 +556,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cfg = p.Config
 
-	snd, err := newSenders(ctx, cfg)
+	var snd sender
+	var cs *clients
+	if cfg.Clients > 0 {
+		cs, err = newClients(ctx, cfg)
+		snd = cs
+	} else {
+		snd, err = newSenders(ctx, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -509,8 +571,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &runner{
 		cfg:      cfg,
 		snd:      snd,
+		clients:  cs,
 		deadline: cfg.Deadline,
 		histMax:  max(2*cfg.Deadline.Microseconds(), 1),
+	}
+	if cs != nil {
+		r.res.Clients = make([]int64, cfg.Clients)
 	}
 	r.res.ByClass = make(map[string]*ClassResult)
 
@@ -585,7 +651,7 @@ dispatch:
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				r.send(ctx, fresh, at, c, b, hdr)
+				r.send(ctx, i, fresh, at, c, b, hdr)
 			}()
 		default:
 			r.mu.Lock()

@@ -43,6 +43,11 @@ type rawClient struct {
 	// leaves its connection to a background read of the late answer
 	// (drainLate), which then returns it to the pool.
 	keep   bool
+	// waitDeadline makes a request that finds every connection busy wait
+	// for one until its deadline at most (a keeping client always does;
+	// so does a client of Config.Clients, whose one connection carries
+	// its requests one after the other).
+	waitDeadline bool
 	ndials atomic.Int64   // connections dialled
 	drains sync.WaitGroup // the drainLate goroutines
 
@@ -142,7 +147,7 @@ func (c *rawClient) get(ctx context.Context, deadline time.Time) (*rawConn, erro
 			return rc, err
 		}
 		c.mu.Unlock()
-		if c.keep && expired == nil {
+		if (c.keep || c.waitDeadline) && expired == nil {
 			t := time.NewTimer(time.Until(deadline))
 			defer t.Stop()
 			expired = t.C

@@ -98,6 +98,13 @@ type Sample struct {
 	// NewConns is the TCP connections the generator opened per second of
 	// the sending window (Result.Dials).
 	NewConns float64 `json:"new_conns"`
+	// Clients is the number of clients with a connection each
+	// (SuiteConfig.Clients), 0 for the pooled generator; Jain and Starved
+	// are then Result.Fairness's: Jain's index over the clients' OK
+	// answers, and the share of clients that got none.
+	Clients int     `json:"clients,omitempty"`
+	Jain    float64 `json:"jain,omitempty"`
+	Starved float64 `json:"starved,omitempty"`
 	// Latency summarises the OK answers of all classes.
 	Latency Percentiles `json:"latency_ms"`
 	// Classes holds the rates and latencies per request class, when the

@@ -54,6 +54,56 @@ func withMode(s sender, mode ClientMode) sender {
 	return s
 }
 
+// clients are the senders of Config.Clients: a raw client of one
+// connection per client, request i going to client i mod the count
+// (sendAs).
+type clients struct {
+	senders []*rawSender
+	next    atomic.Uint64
+}
+
+func newClients(ctx context.Context, cfg Config) (*clients, error) {
+	u, _ := url.Parse(cfg.URL) // checked by newPlan
+	cs := &clients{}
+	for range cfg.Clients {
+		s, err := newSender(ctx, u, cfg.Method, nil, 1, cfg.Deadline)
+		if err != nil {
+			cs.close()
+			return nil, err
+		}
+		rs := s.(*rawSender) // no Client: newPlan checked
+		rs.keep = cfg.ClientMode == ClientKeep
+		rs.waitDeadline = true
+		cs.senders = append(cs.senders, rs)
+	}
+	return cs, nil
+}
+
+// sendAs sends a request of client k.
+func (c *clients) sendAs(ctx context.Context, k int, deadline time.Time, hdr http.Header) outcome {
+	return c.senders[k].send(ctx, deadline, false, hdr)
+}
+
+// send sends through the next client in turn.
+func (c *clients) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
+	k := (c.next.Add(1) - 1) % uint64(len(c.senders))
+	return c.senders[k].send(ctx, deadline, fresh, hdr)
+}
+
+func (c *clients) close() {
+	for _, s := range c.senders {
+		s.close()
+	}
+}
+
+func (c *clients) dials() int64 {
+	var n int64
+	for _, s := range c.senders {
+		n += s.dials()
+	}
+	return n
+}
+
 // roundRobin sends each request through the next of its senders, in
 // turn.
 type roundRobin struct {

@@ -87,6 +87,11 @@ type SuiteConfig struct {
 	// and shapes scenarios on a connection of its own (with TLS, a full
 	// handshake each), as clients that do not keep connections do.
 	NewConns bool
+	// Clients, when positive, makes the generator's load that of Clients
+	// clients with a kept-alive connection each (Config.Clients) in the
+	// sweep, shapes, slowdown and step scenarios, and the samples report
+	// how alike the clients were served (Sample.Jain, Sample.Starved).
+	Clients int
 	// Constant sends at constant gaps instead of Poisson arrivals.
 	Constant bool
 	// Seed seeds the Poisson arrivals (each run adds its index).
@@ -152,6 +157,12 @@ type SuiteConfig struct {
 }
 
 func (c *SuiteConfig) defaults() error {
+	switch {
+	case c.Clients < 0:
+		return fmt.Errorf("bench: Clients %d must not be negative", c.Clients)
+	case c.Clients > 0 && c.NewConns:
+		return errors.New("bench: Clients keep a connection each: they cannot be combined with NewConns")
+	}
 	if len(c.Targets) == 0 {
 		for _, t := range Targets() {
 			c.Targets = append(c.Targets, t.Name)
@@ -176,6 +187,9 @@ func (c *SuiteConfig) defaults() error {
 		}
 		if c.NewConns && s == ScenarioMix {
 			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
+		}
+		if c.Clients != 0 && (!slices.Contains(all, s) || s == ScenarioMix) {
+			return fmt.Errorf("bench: Clients applies to the sweep, shapes, slowdown and step scenarios, not %s", s)
 		}
 	}
 	if slices.Contains(c.Scenarios, ScenarioSoak) {
@@ -596,6 +610,7 @@ func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, cap
 	if cfg.NewConns {
 		rc.NewConn = func(int) bool { return true }
 	}
+	rc.Clients = cfg.Clients
 	if !cfg.Constant {
 		rc.Arrival = Poisson
 	}
@@ -689,6 +704,10 @@ func fill(s *Sample, res *Result) {
 	s.Series = res.Series
 	if sec := res.Duration.Seconds(); sec > 0 {
 		s.NewConns = float64(res.Dials) / sec
+	}
+	if n := len(res.Clients); n > 0 {
+		s.Clients = n
+		s.Jain, s.Starved = res.Fairness()
 	}
 	var all *hdrhistogram.Histogram
 	for _, c := range res.ByClass {

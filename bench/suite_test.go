@@ -250,6 +250,9 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
 		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []string{ScenarioLanes} },
 		"new conns in the mix":    func(c *SuiteConfig) { c.NewConns, c.Scenarios = true, []string{ScenarioMix} },
+		"negative clients":        func(c *SuiteConfig) { c.Clients = -1 },
+		"clients and new conns":   func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
+		"clients in the mix":      func(c *SuiteConfig) { c.Clients, c.Scenarios = 8, []string{ScenarioMix} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()

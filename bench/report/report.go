@@ -104,6 +104,11 @@ type Row struct {
 	// NewConns is the median of the TCP connections the generator
 	// opened per second (0 on class rows).
 	NewConns float64 `json:"new_conns"`
+	// Jain and Starved are the medians of the runs' Sample.Jain and
+	// Sample.Starved: how alike the generator's clients were served, when
+	// it had a connection per client (0 otherwise).
+	Jain    float64 `json:"jain,omitempty"`
+	Starved float64 `json:"starved,omitempty"`
 	// Indicative marks a row with no kept run: its numbers are the
 	// medians over the runs whose generator fell behind, shown for
 	// information and counted nowhere (not in Ratio either).
@@ -268,6 +273,8 @@ type part struct {
 	// the run, the target's during its calibration (0 on class parts).
 	targetCPU, genCPU, capCPU float64
 	newConns                  float64 // per second; 0 on class parts
+	clients                   int     // Sample.Clients; 0 on class parts
+	jain, starved             float64
 }
 
 // summarizeGroup returns the whole-sample Row of g, then one Row per
@@ -276,7 +283,7 @@ func summarizeGroup(g *group) []Row {
 	whole := make([]part, 0, len(g.samples))
 	classes := make(map[string][]part)
 	for _, s := range g.samples {
-		whole = append(whole, part{s.Behind, s.Capacity, s.Rates, s.Latency, s.TargetCPU, s.GeneratorCPU, s.CapacityCPU, s.NewConns})
+		whole = append(whole, part{s.Behind, s.Capacity, s.Rates, s.Latency, s.TargetCPU, s.GeneratorCPU, s.CapacityCPU, s.NewConns, s.Clients, s.Jain, s.Starved})
 		for name, c := range s.Classes {
 			classes[name] = append(classes[name], part{behind: s.Behind, capacity: s.Capacity, rates: c.Rates, latency: c.Latency})
 		}
@@ -318,7 +325,7 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 	}
 	var capacity, offered, goodput, rejected, failed []float64
 	var goodFrac, rejFrac, failFrac, p50, p99, p999 []float64
-	var tcpu, gcpu, eff, conns []float64
+	var tcpu, gcpu, eff, conns, jain, starved []float64
 	for _, p := range parts {
 		if p.behind != behind {
 			r.Behind++
@@ -326,6 +333,10 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 		}
 		r.Runs++
 		conns = append(conns, p.newConns)
+		if p.clients > 0 {
+			jain = append(jain, p.jain)
+			starved = append(starved, p.starved)
+		}
 		capacity = append(capacity, p.capacity)
 		offered = append(offered, p.rates.Offered)
 		goodput = append(goodput, p.rates.Goodput)
@@ -367,6 +378,7 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 	r.Efficiency = median(eff)
 	if class == "" {
 		r.NewConns = median(conns)
+		r.Jain, r.Starved = median(jain), median(starved)
 	}
 	return r
 }

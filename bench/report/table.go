@@ -52,6 +52,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		shown.classes = shown.classes || cols.classes
 		shown.ratio = shown.ratio || cols.ratio
 		shown.client = shown.client || cols.client
+		shown.fair = shown.fair || cols.fair
 		if scenario == bench.ScenarioStep {
 			writeSteps(&buf, shape, steps)
 		}
@@ -76,6 +77,7 @@ type columns struct {
 	classes bool // the class column
 	ratio   bool // the "vs nethttp" column
 	client  bool // the client and conns/s columns
+	fair    bool // the Jain and starved columns (a connection per client)
 }
 
 // legendEntry explains one column of the tables WriteTable prints.
@@ -149,6 +151,12 @@ func legend(deadline time.Duration, cols columns) []legendEntry {
 	if cols.client {
 		entries = append(entries, legendEntry{"conns/s", "TCP connections the load generator opened per second " +
 			"of the run: the pool's first ones and those that replaced a connection closed"})
+	}
+	if cols.fair {
+		entries = append(entries,
+			legendEntry{"Jain", "with a connection per client (-clients): Jain's index over the clients' " +
+				"answers in time, 1.00 when every client got as many, 1/n when one got them all"},
+			legendEntry{"starved %", "share of the clients that got no answer in time in the run"})
 	}
 	entries = append(entries,
 		legendEntry{"runs", "kept/behind: runs counted in the medians / runs left out because the load " +
@@ -317,6 +325,9 @@ func tableHead(cols columns) []string {
 	if cols.client {
 		head = append(head, "conns/s")
 	}
+	if cols.fair {
+		head = append(head, "Jain", "starved %")
+	}
 	return append(head, "runs")
 }
 
@@ -328,6 +339,7 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 	for _, r := range rows {
 		cols.classes = cols.classes || r.Class != ""
 		cols.client = cols.client || r.Client != ""
+		cols.fair = cols.fair || r.Jain > 0
 		hasBase = hasBase || r.Target == BaselineTarget
 		hasOther = hasOther || r.Target != BaselineTarget
 		indicative = indicative || r.Indicative
@@ -357,6 +369,9 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 			if cols.client {
 				n++
 			}
+			if cols.fair {
+				n += 2
+			}
 			cells = append(cells, behindCells(n)...)
 		} else {
 			cells = append(cells,
@@ -383,6 +398,13 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 			)
 			if cols.client {
 				cells = append(cells, fmt.Sprintf("%.0f", r.NewConns))
+			}
+			if cols.fair {
+				if r.Class == "" {
+					cells = append(cells, fmt.Sprintf("%.2f", r.Jain), fmt.Sprintf("%.1f", 100*r.Starved))
+				} else {
+					cells = append(cells, "-", "-")
+				}
 			}
 		}
 		cells = append(cells, fmt.Sprintf("%d/%d", r.Runs, r.Behind))

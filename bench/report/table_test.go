@@ -188,3 +188,35 @@ func TestWriteTableClientModes(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, sweepReport()))
 	assert.NotContains(t, buf.String(), "conns/s")
 }
+
+func TestWriteTableFairness(t *testing.T) {
+	sw := bench.ScenarioSweep
+	fair := func(s bench.Sample, jain, starved float64) bench.Sample {
+		s.Clients, s.Jain, s.Starved = 64, jain, starved
+		return s
+	}
+	rep := &bench.Report{Deadline: time.Second, Samples: []bench.Sample{
+		fair(run(sw, "sluice", 0, 1000, 5, 950, 4000, 5), 0.5, 0.25),
+		fair(run(sw, "sluice", 1, 1000, 5, 940, 4000, 5), 0.7, 0.125),
+		fair(run(sw, "sluice", 2, 1000, 5, 960, 4000, 5), 0.9, 0),
+		fair(run(sw, "nethttp", 0, 1000, 5, 600, 0, 4000), 0.99, 0),
+	}}
+	rows := Summarize(rep)
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		if r.Target == "sluice" {
+			assert.Equal(t, 0.7, r.Jain, "the median over the runs")
+			assert.Equal(t, 0.125, r.Starved)
+		}
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, rep))
+	out := buf.String()
+	assert.Contains(t, out, "Jain")
+	assert.NotNil(t, lineOf(out, "sluice", "0.70", "12.5"), out)
+	assert.NotNil(t, lineOf(out, "nethttp", "0.99", "0.0"), out)
+
+	buf.Reset()
+	require.NoError(t, WriteTable(&buf, sweepReport()))
+	assert.NotContains(t, buf.String(), "Jain", "no fairness columns without clients")
+}

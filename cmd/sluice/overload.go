@@ -67,6 +67,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
+		fs.IntVar(&c.Clients, "clients", 0, "in the sweep, shapes, slowdown and step scenarios: the load of this many clients with one kept-alive connection each (request i is client i mod n's, sent once its previous answer is in), and the tables show how alike they were served (Jain's index, the share that got nothing); 0: the generator's pool")
 		fs.BoolVar(&c.TLS, "tls", false, "serve every target over HTTPS (a throwaway certificate) and send over TLS, in the sweep, shapes, slowdown, mix and step scenarios")
 		fs.BoolVar(&c.NewConns, "newconns", false, "send every request, in the capacity measurement too, on a new connection of its own (with -tls, a full handshake each), in the sweep, shapes, slowdown and step scenarios")
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
@@ -154,6 +155,8 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
 		case c.Conns < 0 || c.Conns > 65536:
 			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
+		case c.Clients < 0 || c.Clients > 65536:
+			return fmt.Errorf("-clients must be in [0, 65536], got %d", c.Clients)
 		}
 		rates, err := parseRates("-noisy-rates", f.noisyRates)
 		if err != nil {
