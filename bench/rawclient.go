@@ -42,14 +42,14 @@ type rawClient struct {
 	// keep is ClientKeep: a pooled request that passes its deadline
 	// leaves its connection to a background read of the late answer
 	// (drainLate), which then returns it to the pool.
-	keep   bool
+	keep bool
 	// waitDeadline makes a request that finds every connection busy wait
 	// for one until its deadline at most (a keeping client always does;
 	// so does a client of Config.Clients, whose one connection carries
 	// its requests one after the other).
 	waitDeadline bool
-	ndials atomic.Int64   // connections dialled
-	drains sync.WaitGroup // the drainLate goroutines
+	ndials       atomic.Int64   // connections dialled
+	drains       sync.WaitGroup // the drainLate goroutines
 
 	mu     sync.Mutex
 	idle   []*rawConn
