@@ -50,13 +50,24 @@ func TestListenAndServeStopsWithContext(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ListenAndServe(ctx, addr, http.HandlerFunc(hello), Config{}, small...) }()
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
+	serveUntilCancelled(t, client, "http://"+addr+"/up", func(ctx context.Context) error {
+		return ListenAndServe(ctx, addr, http.HandlerFunc(hello), Config{}, small...)
+	})
+}
+
+// serveUntilCancelled runs serve with a context, waits until url answers
+// "hello /up" through client, cancels the context, and checks that serve
+// returns nil soon after.
+func serveUntilCancelled(t *testing.T, client *http.Client, url string, serve func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx) }()
 	require.Eventually(t, func() bool {
-		resp, err := client.Get("http://" + addr + "/up")
+		resp, err := client.Get(url)
 		if err != nil {
 			return false
 		}
@@ -69,7 +80,7 @@ func TestListenAndServeStopsWithContext(t *testing.T) {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(20 * time.Second):
-		t.Fatal("ListenAndServe did not return after its context ended")
+		t.Fatal("the server did not return after its context ended")
 	}
 }
 
@@ -183,30 +194,11 @@ func TestListenAndServeTLS(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- ListenAndServeTLS(ctx, addr, certFile, keyFile, http.HandlerFunc(hello), Config{}, small...)
-	}()
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	require.Eventually(t, func() bool {
-		resp, err := client.Get("https://" + addr + "/up")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return string(b) == "hello /up"
-	}, 10*time.Second, 10*time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("ListenAndServeTLS did not return after its context ended")
-	}
+	serveUntilCancelled(t, &http.Client{Transport: tr}, "https://"+addr+"/up", func(ctx context.Context) error {
+		return ListenAndServeTLS(ctx, addr, certFile, keyFile, http.HandlerFunc(hello), Config{}, small...)
+	})
 
 	err = ListenAndServeTLS(context.Background(), addr, filepath.Join(dir, "nope.pem"), keyFile, http.HandlerFunc(hello), Config{}, small...)
 	assert.ErrorContains(t, err, "loading the TLS certificate")

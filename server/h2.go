@@ -114,19 +114,9 @@ func (c *conn) startH2(pending []byte) {
 	} else if len(pending) > 0 {
 		hc.nc = &replayConn{Conn: gc, pending: pending}
 	}
-	// Forget it on the worker as detach does, but keep it counted: the
-	// connection's goroutine calls connClosed when it ends.
-	c.disarm()
-	c.timer = nil
-	c.readWaiter = nil
-	c.state = connHijacked
-	_ = c.nc.Close()
-	if c.buf != nil {
-		c.ws.putBuf(c.buf)
-		c.buf = nil
-	}
-	c.r, c.n, c.scan = 0, 0, 0
-	c.ws.conns.remove(c)
+	// Forget it on the worker, but keep it counted: the connection's
+	// goroutine calls connClosed when it ends.
+	c.forget()
 	c.srv.h2.serve(hc)
 }
 

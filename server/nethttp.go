@@ -204,6 +204,16 @@ func (c *conn) detach(status int) {
 		c.admitted = false
 		c.srv.adm.Done(&c.t, admit.Outcome{Status: status})
 	}
+	c.forget()
+	c.srv.connClosed()
+}
+
+// forget makes the worker forget a connection given away (Hijack, or
+// HTTP/2's goroutines): its timer stops, it leaves the worker's epoll set
+// and list of connections, and the worker's descriptor is closed (the new
+// owner holds another on the same socket). It still counts as open: the
+// caller says when it stops (connClosed).
+func (c *conn) forget() {
 	c.disarm()
 	c.timer = nil
 	c.readWaiter = nil
@@ -215,7 +225,6 @@ func (c *conn) detach(status int) {
 	}
 	c.r, c.n, c.scan = 0, 0, 0
 	c.ws.conns.remove(c)
-	c.srv.connClosed()
 }
 
 // prefixReader reads pending, then r: the reader under a hijacked
