@@ -74,11 +74,10 @@ func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
 		return ErrClosed
 	}
 	c.onReadable, c.readLane = fn, lane
-	if c.tls != nil && c.tls.more && fn != nil && !c.readQueued {
+	if c.tls != nil && c.tls.more {
 		// Plaintext may wait inside the TLS session, where epoll does
 		// not see it.
-		c.readQueued = true
-		c.w.Push(lane, c.readyFn)
+		c.queueRead()
 	}
 	return c.setEvents(c.wantEvents())
 }
@@ -308,8 +307,8 @@ func (c *Conn) Write(p []byte, done func(error)) error {
 	if c.closed {
 		return ErrClosed
 	}
-	if c.onWritten != nil || c.pending != nil && c.tls == nil {
-		return errors.New("netpoll: write already in progress")
+	if c.writing() {
+		return errInProgress
 	}
 	if c.tls != nil {
 		var err error
@@ -346,8 +345,8 @@ func (c *Conn) WriteNow(p []byte) (int, error) {
 	if c.closed {
 		return 0, ErrClosed
 	}
-	if c.onWritten != nil || c.pending != nil && c.tls == nil {
-		return 0, errors.New("netpoll: write already in progress")
+	if c.writing() {
+		return 0, errInProgress
 	}
 	if c.tls != nil {
 		if _, err := c.tls.conn.Write(p); err != nil {
@@ -360,6 +359,13 @@ func (c *Conn) WriteNow(p []byte) (int, error) {
 }
 
 func (c *Conn) writeSome(p []byte) ([]byte, error) { return writeFD(c.fd, p) }
+
+var errInProgress = errors.New("netpoll: write already in progress")
+
+// writing reports whether a Write waits for room: one with a callback, or
+// on a plain connection any (a TLS connection may also queue records with
+// no Write waiting, see WriteNow).
+func (c *Conn) writing() bool { return c.onWritten != nil || c.pending != nil && c.tls == nil }
 
 // writeFD writes what the socket takes of p and returns the rest.
 func writeFD(fd int, p []byte) ([]byte, error) {
@@ -416,7 +422,15 @@ func (c *Conn) ready(ev uint32) {
 		c.flushQd = true
 		c.w.Push(lanes.Continuation, c.flushFn)
 	}
-	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.onReadable != nil && !c.readQueued {
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		c.queueRead()
+	}
+}
+
+// queueRead queues the read callback in its lane, unless there is none or
+// it is queued already.
+func (c *Conn) queueRead() {
+	if c.onReadable != nil && !c.readQueued {
 		c.readQueued = true
 		c.w.Push(c.readLane, c.readyFn)
 	}

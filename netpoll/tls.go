@@ -184,10 +184,7 @@ func (c *Conn) tlsRead(p []byte) (int, error) {
 		return 0, err
 	}
 	t.more = true
-	if c.onReadable != nil && !c.readQueued {
-		c.readQueued = true
-		c.w.Push(c.readLane, c.readyFn)
-	}
+	c.queueRead()
 	return n, nil
 }
 
