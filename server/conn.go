@@ -134,46 +134,45 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	srv.open.Add(1)
 	c.ws.conns.add(c)
 	if srv.tls != nil {
-		c.awaitHello()
+		c.awaitFirst(connHandshake, lanes.Upstream) // the client's hello
 		return
 	}
-	c.idle()
-	if srv.stopping.Load() && c.state == connIdle {
-		c.shutdown(false)
-	}
+	c.awaitFirst(connIdle, lanes.Upstream)
 }
 
-// awaitHello waits for a TLS client's hello, under the header timeout: it
-// is read in the Upstream lane, as a new request would be.
-func (c *conn) awaitHello() {
-	c.state = connHandshake
-	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
+// awaitFirst waits, in state, for the first bytes of a connection, read in
+// lane under the header timeout: the first request of a plain connection
+// and a TLS client's hello (Upstream: new work), or the first request of a
+// connection whose TLS handshake has ended (Continuation). A connection
+// waiting for its first request while the server shuts down gets the
+// grace of a new connection (see shutdown).
+func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
+	c.state = state
+	c.scan, c.lineOK = 0, false
+	if err := c.nc.OnReadable(lane, c.onData); err != nil {
 		c.close()
 		return
 	}
 	c.arm(c.srv.headTimeout)
-	c.w.Push(lanes.Upstream, c.onData) // the hello usually follows the connect
+	// A client usually writes right after connecting: read it now, queued
+	// behind the accept, instead of after the worker's next poll reports
+	// it and behind the queue once more. Under a standing overload, whose
+	// age limit is 5 ms, that second wait had nearly every new
+	// connection's first request rejected. Nothing there yet: the
+	// readiness above still calls.
+	c.w.Push(lane, c.onData)
+	if c.srv.stopping.Load() && c.state == connIdle {
+		c.shutdown(false)
+	}
 }
 
-// idle waits for the next request: Upstream work, under the idle timeout
-// (the header timeout on a fresh connection).
+// idle waits for the next request after one was answered: Upstream work,
+// under the idle timeout.
 func (c *conn) idle() {
 	c.state = connIdle
 	c.scan, c.lineOK = 0, false
 	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
 		c.close()
-		return
-	}
-	if c.fresh {
-		c.arm(c.srv.headTimeout)
-		// A client usually writes its first request right after
-		// connecting: read it now, queued behind the accept, instead of
-		// after the worker's next poll reports it and behind the queue
-		// once more. Under a standing overload, whose age limit is 5 ms,
-		// that second wait had nearly every new connection's first
-		// request rejected. Nothing there yet: the readiness above
-		// still calls.
-		c.w.Push(lanes.Upstream, c.onData)
 		return
 	}
 	c.arm(c.srv.cfg.IdleTimeout)

@@ -174,18 +174,8 @@ func (c *conn) handshakeDone(err error) {
 	// the handshake has been paid for, and its request (often already in
 	// the session, sent with the client's last handshake message) must
 	// not wait behind the hellos of connections not yet started. Then the
-	// connection is as a plain one after its accept. (The session may
-	// hold the request already: OnReadable queues a read for it.)
-	c.state = connIdle
-	c.scan, c.lineOK = 0, false
-	if err := c.nc.OnReadable(lanes.Continuation, c.onData); err != nil {
-		c.close()
-		return
-	}
-	c.arm(c.srv.headTimeout)
-	if c.srv.stopping.Load() {
-		c.shutdown(false)
-	}
+	// connection is as a plain one after its accept.
+	c.awaitFirst(connIdle, lanes.Continuation)
 }
 
 // looksLikeHTTP reports whether a TLS record header is the start of an
