@@ -319,7 +319,7 @@ func checkLoopback(raw string) (*url.URL, error) {
 type runner struct {
 	cfg      Config
 	snd      sender
-	clients  *clients // Config.Clients's, also snd; nil without
+	clients  *roundRobin // Config.Clients's, also snd; nil without
 	deadline time.Duration
 	histMax  int64
 	start    time.Time // the run's, for the series of completions
@@ -404,7 +404,7 @@ func (r *runner) send(ctx context.Context, i int, fresh bool, at time.Time, c *C
 	k := -1
 	if r.clients != nil {
 		k = i % len(r.clients.senders)
-		o = r.clients.sendAs(ctx, k, at.Add(r.deadline), hdr)
+		o = r.clients.sendTo(ctx, k, at.Add(r.deadline), hdr)
 	} else {
 		o = r.snd.send(ctx, at.Add(r.deadline), fresh, hdr)
 	}
@@ -557,7 +557,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = p.Config
 
 	var snd sender
-	var cs *clients
+	var cs *roundRobin
 	if cfg.Clients > 0 {
 		cs, err = newClients(ctx, cfg)
 		snd = cs

@@ -54,54 +54,22 @@ func withMode(s sender, mode ClientMode) sender {
 	return s
 }
 
-// clients are the senders of Config.Clients: a raw client of one
-// connection per client, request i going to client i mod the count
-// (sendAs).
-type clients struct {
-	senders []*rawSender
-	next    atomic.Uint64
-}
-
-func newClients(ctx context.Context, cfg Config) (*clients, error) {
+// newClients returns the senders of Config.Clients: a raw client of one
+// connection per client, whose requests wait for it until their deadline;
+// request i is client i mod the count's (roundRobin.sendTo).
+func newClients(ctx context.Context, cfg Config) (*roundRobin, error) {
 	u, _ := url.Parse(cfg.URL) // checked by newPlan
-	cs := &clients{}
+	rr := &roundRobin{}
 	for range cfg.Clients {
 		s, err := newSender(ctx, u, cfg.Method, nil, 1, cfg.Deadline)
 		if err != nil {
-			cs.close()
+			rr.close()
 			return nil, err
 		}
-		rs := s.(*rawSender) // no Client: newPlan checked
-		rs.keep = cfg.ClientMode == ClientKeep
-		rs.waitDeadline = true
-		cs.senders = append(cs.senders, rs)
+		s.(*rawSender).waitDeadline = true // no Client: newPlan checked
+		rr.senders = append(rr.senders, withMode(s, cfg.ClientMode))
 	}
-	return cs, nil
-}
-
-// sendAs sends a request of client k.
-func (c *clients) sendAs(ctx context.Context, k int, deadline time.Time, hdr http.Header) outcome {
-	return c.senders[k].send(ctx, deadline, false, hdr)
-}
-
-// send sends through the next client in turn.
-func (c *clients) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
-	k := (c.next.Add(1) - 1) % uint64(len(c.senders))
-	return c.senders[k].send(ctx, deadline, fresh, hdr)
-}
-
-func (c *clients) close() {
-	for _, s := range c.senders {
-		s.close()
-	}
-}
-
-func (c *clients) dials() int64 {
-	var n int64
-	for _, s := range c.senders {
-		n += s.dials()
-	}
-	return n
+	return rr, nil
 }
 
 // roundRobin sends each request through the next of its senders, in
@@ -114,6 +82,11 @@ type roundRobin struct {
 func (r *roundRobin) send(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) outcome {
 	i := (r.next.Add(1) - 1) % uint64(len(r.senders))
 	return r.senders[i].send(ctx, deadline, fresh, hdr)
+}
+
+// sendTo sends through sender k (the client k of Config.Clients).
+func (r *roundRobin) sendTo(ctx context.Context, k int, deadline time.Time, hdr http.Header) outcome {
+	return r.senders[k].send(ctx, deadline, false, hdr)
 }
 
 func (r *roundRobin) close() {
