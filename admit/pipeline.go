@@ -517,14 +517,18 @@ func (p *Pipeline) AgeLimited() bool { return p.ageLimits }
 // as not to spend that work on a request the age limit would refuse. It
 // is false without an age limit or a stamp.
 func (p *Pipeline) TooOld(stamp int64) bool {
-	limit := p.maxAge.Load()
-	if limit <= 0 || stamp == 0 {
-		return false
+	limit := p.ageLimit()
+	return limit > 0 && stamp != 0 && time.Now().UnixNano()-stamp >= int64(limit)
+}
+
+// ageLimit is the age limit in force: MaxAge, or the standing line's
+// target while the line stands; 0 without an age limit.
+func (p *Pipeline) ageLimit() time.Duration {
+	limit := time.Duration(p.maxAge.Load())
+	if limit > 0 && p.det != nil && p.det.Standing() {
+		limit = min(limit, p.det.Target())
 	}
-	if p.det != nil && p.det.Standing() {
-		limit = min(limit, int64(p.det.Target()))
-	}
-	return time.Now().UnixNano()-stamp >= limit
+	return max(limit, 0)
 }
 
 // SetMaxAge changes the age limit live (and the queue's timeout, for the

@@ -48,12 +48,7 @@ func (p *Pipeline) Stats() Stats {
 	if p.det != nil {
 		st.Standing = p.det.Standing()
 	}
-	if limit := p.maxAge.Load(); limit > 0 {
-		st.MaxAge = time.Duration(limit)
-		if st.Standing {
-			st.MaxAge = min(st.MaxAge, p.det.Target())
-		}
-	}
+	st.MaxAge = p.ageLimit()
 	if p.q != nil {
 		st.Queue = p.q.Stats()
 	}
