@@ -232,19 +232,28 @@ func TestTLSWriteFromAGoroutine(t *testing.T) {
 	assert.Equal(t, strings.Repeat("0123456789", 1000), string(out))
 }
 
+// stallHandshake dials addr and sends half of a TLS client hello: a
+// handshake that starts and waits for the rest. The connection is closed
+// with the test.
+func stallHandshake(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	hello := clientHello(t)
+	_, err = nc.Write(hello[:len(hello)/2])
+	require.NoError(t, err)
+	return nc
+}
+
 // TestTLSHandshakeBoundedInTime: a client that starts a handshake and
 // stalls is closed at the header timeout, and counted as failed.
 func TestTLSHandshakeBoundedInTime(t *testing.T) {
 	scfg, _ := testTLS(t)
 	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, ReadHeaderTimeout: 300 * time.Millisecond})
-	nc, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer nc.Close()
-	hello := clientHello(t)
-	_, err = nc.Write(hello[:len(hello)/2])
-	require.NoError(t, err)
+	nc := stallHandshake(t, addr)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.ReadAll(nc)
+	_, err := io.ReadAll(nc)
 	require.NoError(t, err, "closed by the server, not by the client's deadline")
 	assert.Eventually(t, func() bool { return srv.TLSStats().Failed == 1 }, 5*time.Second, 10*time.Millisecond)
 	assert.Zero(t, srv.TLSStats().InProgress)
@@ -257,15 +266,10 @@ func TestTLSHandshakeBoundedInTime(t *testing.T) {
 func TestTLSMaxHandshakes(t *testing.T) {
 	scfg, ccfg := testTLS(t)
 	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
-	stall, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer stall.Close()
-	hello := clientHello(t)
-	_, err = stall.Write(hello[:len(hello)/2])
-	require.NoError(t, err)
+	stall := stallHandshake(t, addr)
 	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
 
-	_, err = tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, ccfg)
+	_, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, ccfg)
 	require.Error(t, err, "refused while the stalled handshake holds the only place")
 	assert.Equal(t, uint64(1), srv.TLSStats().Refused)
 
@@ -326,12 +330,7 @@ func TestTLSWebSocket(t *testing.T) {
 func TestTLSShutdownClosesHandshakes(t *testing.T) {
 	scfg, _ := testTLS(t)
 	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg})
-	nc, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer nc.Close()
-	hello := clientHello(t)
-	_, err = nc.Write(hello[:len(hello)/2])
-	require.NoError(t, err)
+	stallHandshake(t, addr)
 	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
