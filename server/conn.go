@@ -843,14 +843,9 @@ func (c *conn) writeBlocking(p []byte) error {
 func (c *conn) fail(e *reqError) {
 	c.disarm()
 	c.state = connActive // nothing else reads meanwhile
-	msg := fmt.Sprintf("%d %s", e.status, e.Error())
-	body := msg
-	if e.detail != "" {
-		body = msg + "\n\n" + e.detail + "\n"
-	}
-	resp := "HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + body
+	resp := "HTTP/1.1 " + e.line() + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + e.body()
 	if e.empty {
-		resp = "HTTP/1.1 " + msg + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		resp = "HTTP/1.1 " + e.line() + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 	}
 	if _, err := c.nc.WriteNow([]byte(resp)); err != nil {
 		c.close()

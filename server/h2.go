@@ -214,7 +214,7 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e := bodyTooLarge(r.ContentLength, max)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(e.status)
-		_, _ = io.WriteString(w, fmt.Sprintf("%d %s\n\n%s\n", e.status, e.Error(), e.detail))
+		_, _ = io.WriteString(w, e.body())
 		return
 	}
 	wk := srv.s.Worker(int(s.rr.Add(1)-1) % srv.s.NumWorkers())

@@ -44,6 +44,18 @@ func (e *reqError) Error() string {
 	return http.StatusText(e.status) + ": " + e.reason
 }
 
+// line is the status line's code and text: "413 Request Entity Too
+// Large".
+func (e *reqError) line() string { return strconv.Itoa(e.status) + " " + e.Error() }
+
+// body is the answer's text: the status line's, then the detail.
+func (e *reqError) body() string {
+	if e.detail == "" {
+		return e.line()
+	}
+	return e.line() + "\n\n" + e.detail + "\n"
+}
+
 func badRequest(reason string) *reqError {
 	return &reqError{status: http.StatusBadRequest, reason: reason}
 }
