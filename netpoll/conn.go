@@ -77,7 +77,7 @@ func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
 	if c.tls != nil && c.tls.more {
 		// Plaintext may wait inside the TLS session, where epoll does
 		// not see it.
-		c.queueRead()
+		c.QueueRead()
 	}
 	return c.setEvents(c.wantEvents())
 }
@@ -423,13 +423,16 @@ func (c *Conn) ready(ev uint32) {
 		c.w.Push(lanes.Continuation, c.flushFn)
 	}
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		c.queueRead()
+		c.QueueRead()
 	}
 }
 
-// queueRead queues the read callback in its lane, unless there is none or
-// it is queued already.
-func (c *Conn) queueRead() {
+// QueueRead queues the read callback in its lane as readiness would, for a
+// caller that expects data without waiting for the next poll (a client
+// usually writes right after connecting); it does nothing when there is no
+// callback or one is queued already, and the callback, when it runs, is
+// the one set then (none: it does not run).
+func (c *Conn) QueueRead() {
 	if c.onReadable != nil && !c.readQueued {
 		c.readQueued = true
 		c.w.Push(c.readLane, c.readyFn)

@@ -184,7 +184,7 @@ func (c *Conn) tlsRead(p []byte) (int, error) {
 		return 0, err
 	}
 	t.more = true
-	c.queueRead()
+	c.QueueRead()
 	return n, nil
 }
 

@@ -159,8 +159,10 @@ func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
 	// it and behind the queue once more. Under a standing overload, whose
 	// age limit is 5 ms, that second wait had nearly every new
 	// connection's first request rejected. Nothing there yet: the
-	// readiness above still calls.
-	c.w.Push(lane, c.onData)
+	// readiness above still calls. (Through netpoll's queue of the read
+	// callback, so that it runs once, and not after the request it reads
+	// has stopped reading: its handler's helper may read the body.)
+	c.nc.QueueRead()
 	if c.srv.stopping.Load() && c.state == connIdle {
 		c.shutdown(false)
 	}
