@@ -126,6 +126,46 @@ type coCtx struct {
 	gen uint64
 }
 
+// JobContext is room for the context that a coroutine's job receives, for
+// a caller that allocates an object per job anyway: embed a JobContext in
+// it, set its Parent, and pass it as the context of Go or GoNow, and the
+// coroutine's start allocates nothing for the job's context, which then
+// lives in the JobContext (otherwise the start allocates it). A JobContext
+// serves one job: starting a second job with it panics, and the next job
+// needs a new one, because code that kept the first job's context must not
+// be able to suspend the second. As a context, it is its Parent.
+type JobContext struct {
+	// Parent is the context the job's context derives from; nil is
+	// context.Background.
+	Parent context.Context
+	x      coCtx
+}
+
+func (j *JobContext) parent() context.Context {
+	if j.Parent == nil {
+		return context.Background()
+	}
+	return j.Parent
+}
+
+// Deadline returns Parent's deadline.
+func (j *JobContext) Deadline() (time.Time, bool) { return j.parent().Deadline() }
+
+// Done returns Parent's Done channel.
+func (j *JobContext) Done() <-chan struct{} { return j.parent().Done() }
+
+// Err returns Parent's error.
+func (j *JobContext) Err() error { return j.parent().Err() }
+
+// Value returns Parent's value for key.
+func (j *JobContext) Value(key any) any { return j.parent().Value(key) }
+
+// take makes j the context of c's current job.
+func (j *JobContext) take(c *coro) *coCtx {
+	j.x = coCtx{Context: j.parent(), c: c, gen: c.gen}
+	return &j.x
+}
+
 type coKey struct{}
 
 func (x *coCtx) Value(k any) any {
@@ -191,6 +231,10 @@ func (w *Worker) GoNow(ctx context.Context, fn func(ctx context.Context)) {
 
 // start runs fn as a coroutine now; it resumes in lane (a resumeLane).
 func (w *Worker) start(ctx context.Context, fn func(context.Context), lane lanes.ID) {
+	j, _ := ctx.(*JobContext)
+	if j != nil && j.x.c != nil {
+		panic("sched: a JobContext serves one job; use a new one")
+	}
 	r := w.owner.Load()
 	var c *coro
 	if n := len(r.idle); n > 0 {
@@ -203,7 +247,11 @@ func (w *Worker) start(ctx context.Context, fn func(context.Context), lane lanes
 	r.live++
 	c.gen++
 	c.fn, c.lane = fn, lane
-	c.ctx = &coCtx{Context: ctx, c: c, gen: c.gen}
+	if j != nil {
+		c.ctx = j.take(c)
+	} else {
+		c.ctx = &coCtx{Context: ctx, c: c, gen: c.gen}
+	}
 	w.resume(c)
 }
 

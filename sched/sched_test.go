@@ -743,3 +743,36 @@ func TestSpinningWorkerTakesWorkAndCountsIdle(t *testing.T) {
 	snap := s.Snapshot()
 	assert.Less(t, snap.Workers[0].Parks, int64(100), "most hand-offs found the worker spinning")
 }
+
+func TestJobContextHoldsTheJobsContext(t *testing.T) {
+	s := start(t, Config{})
+	w := s.Worker(0)
+	type key struct{}
+	j := &JobContext{Parent: context.WithValue(context.Background(), key{}, "v")}
+	var resume func()
+	done := make(chan error, 1)
+	var got any
+	var allocs float64
+	onWorker(t, w, func() {
+		w.GoNow(j, func(ctx context.Context) {
+			got = ctx.Value(key{})
+			done <- Pause(ctx, func(r func()) { resume = r })
+		})
+		// A job that ends at once: its start allocates nothing for its
+		// context when it has a JobContext (the coroutine is reused).
+		allocs = testing.AllocsPerRun(100, func() {
+			w.GoNow(&JobContext{}, func(context.Context) {})
+		})
+	})
+	assert.Equal(t, "v", got, "the job's context has Parent's values")
+	onWorker(t, w, func() { resume() })
+	require.NoError(t, <-done, "the job's context found its coroutine")
+	onWorker(t, w, func() {
+		assert.PanicsWithValue(t, "sched: a JobContext serves one job; use a new one", func() {
+			w.GoNow(j, func(context.Context) {})
+		})
+	})
+	// Only the JobContext itself: &JobContext{} escapes, and is the one
+	// allocation left of each run.
+	assert.Equal(t, 1.0, allocs)
+}
