@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -106,8 +107,10 @@ type conn struct {
 	// empty), 0 when unknown.
 	arrived int64
 
-	cancel     context.CancelFunc
-	readWaiter func() // resumes a handler waiting for request bytes
+	st         *reqState // the current request's, from its start to its end
+	rctx       *reqCtx   // the current request's context, once its coroutine runs
+	remote     string    // RemoteAddr as net/http writes it, for HTTPHandler servers
+	readWaiter func()    // resumes a handler waiting for request bytes
 
 	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
 	scratch *http.Request // for the lane routes' ServeMux, reused
@@ -115,11 +118,15 @@ type conn struct {
 	prev, next *conn // in the worker's list
 }
 
-// reqState is what one request needs, allocated together.
+// reqState is what one request needs, allocated together: also the
+// contexts of its coroutine and its handler, and its URL.
 type reqState struct {
 	req  Request
 	body body
 	rw   ResponseWriter
+	job  sched.JobContext
+	ctx  reqCtx
+	url  url.URL
 }
 
 // accept runs on the connection's worker for each new connection, also for
@@ -128,6 +135,9 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	c := &conn{srv: srv, ws: srv.ws[nc.Worker().ID()], nc: nc, w: nc.Worker(), fd: nc.FD(), fresh: true}
 	c.began = c.w.Now()
 	c.cctx.c = c
+	if srv.adapted {
+		c.remote = formatRemote(nc.RemoteAddr())
+	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
@@ -385,7 +395,7 @@ func (c *conn) parseBuffered() {
 		return
 	}
 	var h head
-	if err := parseHead(data[:end], &h); err != nil {
+	if err := parseHead(data[:end], &h, &c.ws.arena); err != nil {
 		c.fail(err)
 		return
 	}
@@ -434,8 +444,10 @@ func (c *conn) start(h *head) {
 	c.disarm()
 	c.fresh = false
 	c.lastPost = h.method == "POST"
-	u, err := parseTarget(h.method, h.target)
-	if err != nil {
+	// The request, its body and its response in one allocation.
+	x := new(reqState)
+	u := &x.url
+	if err := parseTarget(h.method, h.target, u); err != nil {
 		c.fail(errMalformed)
 		return
 	}
@@ -453,15 +465,12 @@ func (c *conn) start(h *head) {
 	if host == "" {
 		host = h.host
 	}
-	// The request, its body and its response in one allocation.
-	x := &reqState{
-		req: Request{
-			Method: h.method, RequestURI: h.target, URL: u,
-			Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
-			Header: h.header, Host: host,
-			ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
-			Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tlsState, c: c,
-		},
+	x.req = Request{
+		Method: h.method, RequestURI: h.target, URL: u,
+		Proto: h.proto, ProtoMajor: h.major, ProtoMinor: h.minor,
+		Header: h.header, Host: host,
+		ContentLength: max(h.contentLength, 0), Chunked: h.chunked,
+		Close: h.wantsClose, RemoteAddr: c.nc.RemoteAddr(), TLS: c.tlsState, c: c,
 	}
 	r := &x.req
 	if h.chunked {
@@ -469,7 +478,7 @@ func (c *conn) start(h *head) {
 	}
 	b := &x.body
 	*b = body{c: c, r: r, remaining: r.ContentLength, chunked: h.chunked, limit: c.srv.cfg.MaxBodyBytes}
-	c.rw = &x.rw
+	c.rw, c.st = &x.rw, x
 	b.continueWanted = h.expect != "" && h.minor >= 1 && (h.chunked || h.contentLength > 0)
 	if !h.chunked && r.ContentLength == 0 {
 		b.done = true
@@ -524,11 +533,13 @@ func (c *conn) run() {
 		// The body is read by the handler, on demand.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 	}
+	job := &c.st.job
+	job.Parent = &c.cctx
 	if lane > lanes.Upstream {
-		c.w.Go(&c.cctx, lane, c.serveFn)
+		c.w.Go(job, lane, c.serveFn)
 		return
 	}
-	c.w.GoNow(&c.cctx, c.serveFn)
+	c.w.GoNow(job, c.serveFn)
 }
 
 // rejectNow answers the current request with its rejection directly,
@@ -553,7 +564,7 @@ func (c *conn) rejectNow() bool {
 	b = append(b, c.ws.dateHeader()...)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, a.Body...)
-	c.cur, c.body, c.rw = nil, nil, nil
+	c.cur, c.body, c.rw, c.st = nil, nil, nil, nil
 	n, err := c.nc.WriteNow(b)
 	switch {
 	case err != nil:
@@ -584,14 +595,16 @@ func (c *conn) rejectNow() bool {
 // serve is the request's coroutine.
 func (c *conn) serve(ctx context.Context) {
 	r, b := c.cur, c.body
-	ctx, c.cancel = context.WithCancel(ctx)
-	ctx, c.cancel = c.withDeadline(ctx, c.cancel)
+	rctx := &c.st.ctx
+	rctx.parent = ctx
+	c.rctx = rctx
+	ctx = c.withDeadline(rctx)
 	r.ctx, b.ctx = ctx, ctx
 	if c.peerGone {
-		c.cancel()
+		rctx.end()
 	}
 	rw := c.rw
-	*rw = ResponseWriter{c: c, req: r, ctx: ctx, header: make(http.Header), out: c.ws.getOut()}
+	*rw = ResponseWriter{c: c, req: r, ctx: ctx, header: c.ws.getHeader(), out: c.ws.getOut()}
 	if c.refused {
 		c.refused = false
 		c.reject(rw)
@@ -602,8 +615,8 @@ func (c *conn) serve(ctx context.Context) {
 			// The connection is the handler's now: Hijack ended the
 			// request's admission and took the connection off the
 			// worker. What is left is the request's context.
-			c.cancel()
-			c.cur, c.body, c.rw, c.cancel = nil, nil, nil, nil
+			rctx.end()
+			c.cur, c.body, c.rw, c.rctx, c.st = nil, nil, nil, nil, nil
 			return
 		}
 		if c.admitted {
@@ -616,8 +629,12 @@ func (c *conn) serve(ctx context.Context) {
 		}
 	}
 	rw.finish()
-	c.cancel()
-	c.cur, c.body, c.rw, c.cancel = nil, nil, nil, nil
+	if !rw.headerOut {
+		// Nothing but the writer had the map: the next request's.
+		c.ws.putHeader(rw.header)
+	}
+	rctx.end()
+	c.cur, c.body, c.rw, c.rctx, c.st = nil, nil, nil, nil, nil
 
 	if rw.err != nil || c.peerGone || c.state != connActive {
 		c.close()
@@ -735,8 +752,8 @@ func (c *conn) readBehind() {
 func (c *conn) clientGone() {
 	c.peerGone = true
 	_ = c.nc.OnReadable(lanes.Continuation, nil)
-	if c.cancel != nil {
-		c.cancel()
+	if x := c.rctx; x != nil {
+		x.end()
 	}
 }
 
@@ -961,8 +978,8 @@ func (c *conn) close() {
 	c.state = connClosed
 	c.disarm()
 	c.timer = nil
-	if c.cancel != nil {
-		c.cancel()
+	if x := c.rctx; x != nil {
+		x.end()
 	}
 	_ = c.nc.Close()
 	if c.buf != nil {

@@ -9,18 +9,19 @@ import (
 // withDeadline ends the context of an admitted request when the time its
 // caller left (admit.TimeoutHeader, read by the admission) runs out, so
 // that what the handler calls with it (await's Transport, package client)
-// forwards the time that is left, and gives up when none is. cancel is the
-// request's own cancel; the returned one ends both.
-func (c *conn) withDeadline(ctx context.Context, cancel context.CancelFunc) (context.Context, context.CancelFunc) {
+// forwards the time that is left, and gives up when none is. The returned
+// context ends, and its timer stops, when the request's own one (ctx) ends.
+func (c *conn) withDeadline(ctx *reqCtx) context.Context {
 	if c.refused {
-		return ctx, cancel
+		return ctx
 	}
 	dl, ok := c.t.Deadline()
 	if !ok {
-		return ctx, cancel
+		return ctx
 	}
-	ctx, stop := context.WithDeadline(ctx, dl)
-	return ctx, func() { stop(); cancel() }
+	dctx, stop := context.WithDeadline(ctx, dl)
+	ctx.AfterFunc(stop)
+	return dctx
 }
 
 // loadHint returns the load hint field of a response (Config.LoadHint):

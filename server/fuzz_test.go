@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/stretchr/testify/assert"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -96,7 +98,7 @@ func FuzzParseHead(f *testing.F) {
 		}
 
 		var h head
-		if err := parseHead(data[:end], &h); err != nil {
+		if err := parseHead(data[:end], &h, nil); err != nil {
 			switch err.status {
 			case http.StatusBadRequest, http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
 			default:
@@ -105,8 +107,8 @@ func FuzzParseHead(f *testing.F) {
 			return
 		}
 		checkHead(t, &h)
-		u, err := parseTarget(h.method, h.target)
-		if err != nil {
+		u := new(url.URL)
+		if err := parseTarget(h.method, h.target, u); err != nil {
 			return // the connection answers 400, as net/http does
 		}
 		compareReadRequest(t, data[:end], &h, u.String(), u.Host)
@@ -520,4 +522,34 @@ func netHTTPChunked(data []byte) chunkedResult {
 		return chunkedResult{}
 	}
 	return chunkedResult{ok: true, body: string(body), consumed: len(data) - rd.Len() - br.Buffered()}
+}
+
+// FuzzPlainPath checks the allocation-free parse of a plain origin-form
+// target against url.ParseRequestURI: when it takes a target, the URL is
+// the same.
+func FuzzPlainPath(f *testing.F) {
+	for _, s := range []string{"/", "/hello", "/a/b?c=d&e", "//x", "/a%20b", "/p?", "/p??", "/a!b",
+		"/q?#f", "/q?a b", "/:@;=+$,~", "/a?b?c", "/é", "*", "http://h/p"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		var u url.URL
+		if !parsePlainPath(target, &u) {
+			return
+		}
+		want, err := url.ParseRequestURI(target)
+		require.NoError(t, err, "taken as plain: %q", target)
+		assert.Equal(t, *want, u, "target %q", target)
+	})
+}
+
+func TestPlainPathTakesTheUsualTargets(t *testing.T) {
+	for _, s := range []string{"/", "/hello", "/a/b?c=d&e", "//x", "/:@;=+$,~", "/a?b?c", "/q?#f", "/q?a%20b"} {
+		var u url.URL
+		assert.True(t, parsePlainPath(s, &u), "%q", s)
+	}
+	for _, s := range []string{"", "*", "/a%20b", "/p?", "/a!b", "/é", "http://h/p", "/q?a b", "/a#b"} {
+		var u url.URL
+		assert.False(t, parsePlainPath(s, &u), "%q", s)
+	}
 }

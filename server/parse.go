@@ -128,14 +128,15 @@ func findHeadEnd(buf []byte, from int) int {
 }
 
 // parseHead parses the request head in buf, which findHeadEnd delimited.
-// The strings of the result share one allocation, a copy of buf.
-func parseHead(buf []byte, h *head) *reqError {
-	s := string(buf)
+// The strings of the result share one copy of buf, which a takes from its
+// chunks, as it does the header's value slices (nil a: allocated).
+func parseHead(buf []byte, h *head, a *arena) *reqError {
+	s := a.str(buf)
 	line, rest := nextLine(s)
 	if err := parseRequestLine(line, h); err != nil {
 		return err
 	}
-	if err := parseFields(rest, h); err != nil {
+	if err := parseFields(rest, h, a); err != nil {
 		return err
 	}
 	if h.major != 1 {
@@ -198,8 +199,9 @@ func parseVersion(p string) (major, minor int, ok bool) {
 // parseFields parses the header lines in s (which ends with the empty
 // line) into h.header, with canonical keys, as net/textproto does:
 // continuation lines are folded into the value before them with one space,
-// values lose surrounding blanks, and a field name must be a token.
-func parseFields(s string, h *head) *reqError {
+// values lose surrounding blanks, and a field name must be a token. The
+// value slices come from a.
+func parseFields(s string, h *head, a *arena) *reqError {
 	n := strings.Count(s, "\n")
 	if n > 0 {
 		n-- // the empty line
@@ -208,7 +210,7 @@ func parseFields(s string, h *head) *reqError {
 	if n == 0 {
 		return nil
 	}
-	vals := make([]string, n)
+	vals := a.strings(n)
 	if s[0] == ' ' || s[0] == '\t' {
 		return errMalformed // the first line cannot continue anything
 	}

@@ -109,9 +109,7 @@ func (r *Request) HTTPRequest() *http.Request {
 		Close:      r.Close,
 		Host:       r.Host,
 		RequestURI: r.RequestURI,
-		// An IPv4 client of a dual-stack listener (":8080") comes as an
-		// IPv4-mapped IPv6 address; net/http shows it as IPv4.
-		RemoteAddr: netip.AddrPortFrom(r.RemoteAddr.Addr().Unmap(), r.RemoteAddr.Port()).String(),
+		RemoteAddr: r.remoteAddr(),
 		TLS:        r.TLS,
 	}
 	switch {
@@ -124,6 +122,21 @@ func (r *Request) HTTPRequest() *http.Request {
 		hr.Body = http.NoBody
 	}
 	return hr.WithContext(r.ctx)
+}
+
+// remoteAddr returns RemoteAddr as net/http writes it: an IPv4 client of a
+// dual-stack listener (":8080") comes as an IPv4-mapped IPv6 address, which
+// net/http shows as IPv4. An HTTPHandler server's connection has it written
+// once for its requests.
+func (r *Request) remoteAddr() string {
+	if c := r.c; c != nil && c.remote != "" && c.nc != nil && c.nc.RemoteAddr() == r.RemoteAddr {
+		return c.remote
+	}
+	return formatRemote(r.RemoteAddr)
+}
+
+func formatRemote(a netip.AddrPort) string {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()).String()
 }
 
 // HTTPHandler adapts a net/http Handler to the server: it gets the request
@@ -153,17 +166,69 @@ func (a httpHandler) ServeSluice(w *ResponseWriter, r *Request) {
 	a.h.ServeHTTP(w, r.HTTPRequest())
 }
 
-// parseTarget parses a request-target as net/http does: origin-form and
-// absolute-form through url.ParseRequestURI, and the authority-form of
-// CONNECT.
-func parseTarget(method, target string) (*url.URL, error) {
-	if method == "CONNECT" && !strings.HasPrefix(target, "/") {
-		u, err := url.ParseRequestURI("http://" + target)
-		if err != nil {
-			return nil, err
-		}
-		u.Scheme = ""
-		return u, nil
+// parseTarget parses a request-target into u as net/http does: origin-form
+// and absolute-form through url.ParseRequestURI, and the authority-form of
+// CONNECT. The usual origin-form, a plain path with or without a query, is
+// parsed without allocating.
+func parseTarget(method, target string, u *url.URL) error {
+	if parsePlainPath(target, u) {
+		return nil
 	}
-	return url.ParseRequestURI(target)
+	if method == "CONNECT" && !strings.HasPrefix(target, "/") {
+		p, err := url.ParseRequestURI("http://" + target)
+		if err != nil {
+			return err
+		}
+		*u = *p
+		u.Scheme = ""
+		return nil
+	}
+	p, err := url.ParseRequestURI(target)
+	if err != nil {
+		return err
+	}
+	*u = *p
+	return nil
+}
+
+// parsePlainPath parses target into u, as url.ParseRequestURI would, when
+// it is a path that needs no unescaping followed by an optional non-empty
+// query of printable characters, and reports whether it did.
+func parsePlainPath(target string, u *url.URL) bool {
+	if target == "" || target[0] != '/' {
+		return false
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte(path[i]) {
+			return false
+		}
+	}
+	if hasQuery {
+		if query == "" {
+			return false // "/p?": ForceQuery
+		}
+		for i := 0; i < len(query); i++ {
+			if c := query[i]; c <= ' ' || c >= 0x7f {
+				return false
+			}
+		}
+	}
+	*u = url.URL{Path: path, RawQuery: query}
+	return true
+}
+
+// plainPathByte reports whether c stands for itself in a path: url.URL's
+// escaping of a path leaves it as it is, so Path is the target's text and
+// RawPath is empty.
+func plainPathByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '.', '_', '~', '$', '&', '+', ',', '/', ':', ';', '=', '@':
+		return true
+	}
+	return false
 }

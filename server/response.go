@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -26,6 +27,9 @@ type ResponseWriter struct {
 	ctx context.Context
 
 	header      http.Header
+	headerOut   bool      // Header gave the map out: it is not reused
+	set         [4]string // SetHeader's values
+	nset        int       // of set, used
 	status      int
 	wroteHeader bool // the handler chose the status
 	headerSent  bool // the status line and header are on their way
@@ -52,8 +56,36 @@ var (
 )
 
 // Header returns the header map to fill before the first Write or
-// WriteHeader.
-func (w *ResponseWriter) Header() http.Header { return w.header }
+// WriteHeader. SetHeader does what Header().Set does without allocating.
+// After the handler returned, it returns a map of its own, which nothing
+// reads.
+func (w *ResponseWriter) Header() http.Header {
+	if w.returned.Load() {
+		return make(http.Header)
+	}
+	w.headerOut = true
+	return w.header
+}
+
+// SetHeader sets the header field key to value, replacing any values it
+// had, as Header().Set does. Unlike that, it allocates nothing for the
+// first four fields it sets (nor for the header map when the handler does
+// not call Header): the native path's way to set fields on a busy server.
+// Call it before the first Write or WriteHeader; after the handler
+// returned, it does nothing.
+func (w *ResponseWriter) SetHeader(key, value string) {
+	if w.returned.Load() {
+		return
+	}
+	key = textproto.CanonicalMIMEHeaderKey(key) // no allocation if canonical
+	if w.nset == len(w.set) {
+		w.header[key] = []string{value}
+		return
+	}
+	w.set[w.nset] = value
+	w.header[key] = w.set[w.nset : w.nset+1 : w.nset+1]
+	w.nset++
+}
 
 // WriteHeader sends the status code with the header. Informational codes
 // (1xx except 101) are sent at once and may be followed by another; the

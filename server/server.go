@@ -189,6 +189,7 @@ type Server struct {
 	cfg     Config
 	s       *sched.Scheduler
 	h       Handler
+	adapted bool // h is an HTTPHandler: its requests become *http.Request
 	l       *netpoll.Listener
 	log     *slog.Logger
 	maxHead int
@@ -320,6 +321,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 		srv.headTimeout = rt
 	}
 	_, isHTTP := h.(httpHandler)
+	srv.adapted = isHTTP
 	h2 := isHTTP && !cfg.DisableHTTP2
 	var err error
 	if srv.tls, err = serverTLS(cfg.TLS, h2); err != nil {
@@ -460,19 +462,23 @@ func (srv *Server) connClosed() {
 // workerState is the server's state on one worker, touched only there:
 // buffer pools, the list of connections, the cached Date header.
 type workerState struct {
-	bufs  [][]byte // free read buffers of readBufSize
-	outs  [][]byte // free output buffers of outBufSize
+	bufs  [][]byte      // free read buffers of readBufSize
+	outs  [][]byte      // free output buffers of outBufSize
+	heads []http.Header // free response header maps, empty
 	conns connList
 
 	dateSec int64
 	date    []byte
 	keys    []string // scratch for sorting header keys
+	arena   arena    // the strings of request heads
 }
 
 const (
 	readBufSize = 4 << 10
 	outBufSize  = 4 << 10
 	maxFreeBufs = 1024 // per worker and kind: bounds what the pools keep
+	// maxPooledFields bounds the size of the header maps kept for reuse.
+	maxPooledFields = 16
 )
 
 func (ws *workerState) getBuf() []byte {
@@ -502,6 +508,24 @@ func (ws *workerState) getOut() []byte {
 func (ws *workerState) putOut(b []byte) {
 	if cap(b) == outBufSize && len(ws.outs) < maxFreeBufs {
 		ws.outs = append(ws.outs, b[:0])
+	}
+}
+
+// getHeader returns an empty response header map.
+func (ws *workerState) getHeader() http.Header {
+	if n := len(ws.heads); n > 0 {
+		h := ws.heads[n-1]
+		ws.heads = ws.heads[:n-1]
+		return h
+	}
+	return make(http.Header)
+}
+
+// putHeader empties h, which no one else holds, for a later getHeader.
+func (ws *workerState) putHeader(h http.Header) {
+	if len(ws.heads) < maxFreeBufs && len(h) <= maxPooledFields {
+		clear(h)
+		ws.heads = append(ws.heads, h)
 	}
 }
 

@@ -127,7 +127,7 @@ func startSluiceReject() (*running, error) {
 
 // helloNative is the hello handler in the server's native form.
 func helloNative(w *server.ResponseWriter, _ *server.Request) {
-	w.Header().Set("Content-Type", "text/plain")
+	w.SetHeader("Content-Type", "text/plain")
 	_, _ = w.Write(helloBody)
 }
 
