@@ -28,14 +28,22 @@ var (
 	valClose            = []byte("close")
 )
 
+// envNewConns set to 1 makes every request of BenchmarkHello's client go
+// on a connection of its own: dialled for it, and closed by the client with
+// a reset once the response is read (SO_LINGER 0, so that no port stays in
+// TIME_WAIT), which the server then sees.
+const envNewConns = "SLUICE_BENCH_NEWCONNS"
+
 // client is one keep-alive connection of the load generator. It allocates
 // nothing per request, so that allocations counted by the benchmark are the
-// server's.
+// server's; with envNewConns, it dials a connection for each request.
 type client struct {
-	nc   net.Conn
-	br   *bufio.Reader
-	body []byte // scratch for the response body
-	want expectation
+	nc       net.Conn // nil between the requests of a client with addr
+	br       *bufio.Reader
+	body     []byte // scratch for the response body
+	want     expectation
+	addr     string    // set: a new connection for each request
+	deadline time.Time // of every connection
 }
 
 // expectation is the response a client checks for: a status and a body.
@@ -58,6 +66,25 @@ const tlsPrefix = "tls://"
 // tlsPrefix (the server's certificate is not checked: a throwaway one, on
 // this machine).
 func dialClient(addr string, want expectation) (*client, error) {
+	c := &client{br: bufio.NewReaderSize(nil, 4096), body: make([]byte, 256), want: want}
+	if os.Getenv(envNewConns) == "1" {
+		if strings.HasPrefix(addr, tlsPrefix) {
+			return nil, fmt.Errorf("%s=1 is for plain HTTP (sluice bench -tls -newconns measures TLS)", envNewConns)
+		}
+		c.addr = addr
+		return c, nil
+	}
+	nc, err := dialConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.nc = nc
+	c.br.Reset(nc)
+	return c, nil
+}
+
+// dialConn connects to addr as dialClient does.
+func dialConn(addr string) (net.Conn, error) {
 	host, isTLS := strings.CutPrefix(addr, tlsPrefix)
 	nc, err := net.Dial("tcp", host)
 	if err != nil {
@@ -71,15 +98,50 @@ func dialClient(addr string, want expectation) (*client, error) {
 		}
 		nc = tc
 	}
-	return &client{nc: nc, br: bufio.NewReaderSize(nc, 4096), body: make([]byte, 256), want: want}, nil
+	return nc, nil
+}
+
+// setDeadline sets the deadline of the client's connections.
+func (c *client) setDeadline(t time.Time) {
+	c.deadline = t
+	if c.nc != nil {
+		_ = c.nc.SetDeadline(t)
+	}
+}
+
+// close closes the client's connection.
+func (c *client) close() {
+	if c.nc != nil {
+		_ = c.nc.Close()
+		c.nc = nil
+	}
 }
 
 // roundTrip sends one request and reads its response.
 func (c *client) roundTrip() error {
-	if _, err := c.nc.Write(request); err != nil {
+	if c.addr == "" {
+		if _, err := c.nc.Write(request); err != nil {
+			return err
+		}
+		return readResponse(c.br, c.body, c.want)
+	}
+	nc, err := dialConn(c.addr)
+	if err != nil {
 		return err
 	}
-	return readResponse(c.br, c.body, c.want)
+	c.nc = nc
+	c.br.Reset(nc)
+	if !c.deadline.IsZero() {
+		_ = nc.SetDeadline(c.deadline)
+	}
+	if _, err = nc.Write(request); err == nil {
+		err = readResponse(c.br, c.body, c.want)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.close()
+	return err
 }
 
 // readResponse reads one response to a GET from br and checks it: status

@@ -89,7 +89,7 @@ func dialLoad(addr string, conns int, want expectation) (*load, error) {
 			l.close()
 			return nil, err
 		}
-		_ = c.nc.SetDeadline(deadline)
+		c.setDeadline(deadline)
 		l.clients = append(l.clients, c)
 	}
 	for len(hists) < conns {
@@ -102,7 +102,7 @@ func dialLoad(addr string, conns int, want expectation) (*load, error) {
 // close closes the connections.
 func (l *load) close() {
 	for _, c := range l.clients {
-		_ = c.nc.Close()
+		c.close()
 	}
 }
 
@@ -268,10 +268,11 @@ func loadClientMain(addr string) int {
 			return err
 		}
 		<-goc
-		cpu0 = processCPU()
+		cpu0, _ = processCPU()
 		return nil
 	})
-	cpu := processCPU() - cpu0
+	cpu, _ := processCPU()
+	cpu -= cpu0
 	finished.Store(true)
 	if err != nil {
 		return report(err)
@@ -522,5 +523,47 @@ func TestLoadProcessStdinClosed(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the child took %v to exit", d)
+	}
+}
+
+// TestLoadNewConns checks the client's envNewConns mode: each request on a
+// connection of its own, which the client resets once the response is in.
+func TestLoadNewConns(t *testing.T) {
+	t.Setenv(envNewConns, "1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int64
+	hs := &http.Server{Handler: http.HandlerFunc(helloHTTP), ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	defer func() {
+		_ = hs.Close()
+		<-done
+	}()
+	const conns, warmUp, total = 3, 2, 30
+	l, err := dialLoad(ln.Addr().String(), conns, helloExpect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if _, err := l.run(total, warmUp, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := opened.Load(), int64(conns*warmUp+total); got != want {
+		t.Errorf("%d connections for %d requests", got, want)
+	}
+	for _, c := range l.clients {
+		if c.nc != nil {
+			t.Error("a connection left open between requests")
+		}
+	}
+	if _, err := dialClient(tlsPrefix+"127.0.0.1:1", helloExpect); err == nil || !strings.Contains(err.Error(), "plain HTTP") {
+		t.Errorf("TLS with new connections: %v", err)
 	}
 }
