@@ -305,12 +305,7 @@ func (l *Listener) acceptBatch(ls *listenSock) {
 			return
 		}
 		ls.backoff = 0
-		c, err := newConn(ls.w, nfd, sa)
-		if err != nil {
-			unix.Close(nfd)
-			continue
-		}
-		l.accept(c)
+		l.accept(newConn(ls.w, nfd, sa))
 	}
 	// More may be waiting: the level-triggered watch fires again.
 }
@@ -400,12 +395,7 @@ func (l *Listener) handOff(w *sched.Worker, nfd int, sa unix.Sockaddr) {
 	l.handoffs.Add(1)
 	err := w.Submit(lanes.Upstream, func() {
 		defer l.handoffs.Done()
-		c, err := newConn(w, nfd, sa)
-		if err != nil {
-			unix.Close(nfd)
-			return
-		}
-		l.accept(c)
+		l.accept(newConn(w, nfd, sa))
 	})
 	if err != nil {
 		unix.Close(nfd)

@@ -573,3 +573,49 @@ func TestStopAcceptsWhatIsQueuedAndRefusesTheRest(t *testing.T) {
 		})
 	}
 }
+
+// TestConnJoinsEpollWithItsFirstInterest checks that an accepted
+// connection takes no watch until something reads or writes it, that the
+// first interest gives it one (a single epoll_ctl: ADD with that interest),
+// and that one never watched closes.
+func TestConnJoinsEpollWithItsFirstInterest(t *testing.T) {
+	s := schedtest.Start(t, 1)
+	type seen struct{ before, after bool }
+	got := make(chan seen, 2)
+	data := make(chan string, 1)
+	first := true
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+		if !first {
+			got <- seen{c.watch != nil, false}
+			assert.NoError(t, c.Close(), "a connection never watched closes")
+			return
+		}
+		first = false
+		before := c.watch != nil
+		assert.NoError(t, c.OnReadable(lanes.Upstream, func() {
+			b := make([]byte, 16)
+			if n, err := c.Read(b); err == nil {
+				data <- string(b[:n])
+				assert.NoError(t, c.Close())
+			}
+		}))
+		got <- seen{before, c.watch != nil}
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.Equal(t, seen{false, true}, <-got, "watched from the first OnReadable")
+	_, err = nc.Write([]byte("hi"))
+	require.NoError(t, err)
+	assert.Equal(t, "hi", <-data)
+
+	nc2, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc2.Close()
+	assert.Equal(t, seen{false, false}, <-got)
+	require.NoError(t, nc2.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = nc2.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "closed by the server")
+}
