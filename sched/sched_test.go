@@ -708,6 +708,7 @@ func TestTimerReset(t *testing.T) {
 	var tm *Timer
 	onWorker(t, w, func() {
 		tm = w.AfterFunc(10*time.Millisecond, lanes.Upstream, func() { fired.Add(1) })
+		assert.True(t, tm.Pending())
 		tm.Reset(30 * time.Millisecond) // pending: moved, not duplicated
 		assert.Equal(t, int64(30*time.Millisecond), tm.Deadline()-w.Now())
 	})
@@ -720,6 +721,7 @@ func TestTimerReset(t *testing.T) {
 		return fired.Load() == 1
 	}, waitFor, tick)
 	onWorker(t, w, func() {
+		assert.False(t, tm.Pending())
 		assert.False(t, tm.Stop()) // it fired
 		tm.Reset(5 * time.Millisecond)
 	})

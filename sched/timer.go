@@ -47,6 +47,10 @@ func (t *Timer) Reset(d time.Duration) {
 	t.w.timers.add(t)
 }
 
+// Pending reports whether the timer is set and has not fired. Call it only
+// on the timer's worker.
+func (t *Timer) Pending() bool { return t.idx >= 0 }
+
 // Deadline returns the timer's deadline on its worker's clock.
 func (t *Timer) Deadline() int64 { return t.when }
 

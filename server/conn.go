@@ -203,6 +203,11 @@ func (c *conn) releaseBuf() {
 	}
 }
 
+// arm sets the connection's deadline d from now. The timer moves only when
+// it would fire too late: one pending for an earlier time stays, and
+// timeout sets it again for the deadline when it fires early, so that the
+// requests of a kept-alive connection, which each disarm the idle timeout
+// and set it again later, leave the worker's timer heap alone.
 func (c *conn) arm(d time.Duration) {
 	if d <= 0 {
 		c.disarm()
@@ -210,10 +215,14 @@ func (c *conn) arm(d time.Duration) {
 	}
 	if c.timer == nil {
 		c.timer = c.w.AfterFunc(d, lanes.Continuation, c.onTimeout)
-	} else {
+		c.deadline = c.timer.Deadline()
+		return
+	}
+	deadline := c.w.Now() + int64(d)
+	if !c.timer.Pending() || c.timer.Deadline() > deadline {
 		c.timer.Reset(d)
 	}
-	c.deadline = c.timer.Deadline()
+	c.deadline = deadline
 }
 
 // armAt arms the timer for deadline, on the worker's clock; one already
@@ -222,16 +231,29 @@ func (c *conn) armAt(deadline int64) {
 	c.arm(max(time.Duration(deadline-c.w.Now()), 1))
 }
 
-func (c *conn) disarm() {
+// disarm clears the deadline. The timer is left as it is: if it is
+// pending, it fires for nothing (see timeout).
+func (c *conn) disarm() { c.deadline = 0 }
+
+// stopTimer stops the timer for good, for a connection the worker lets go:
+// a pending one would keep it alive until it fired.
+func (c *conn) stopTimer() {
 	c.deadline = 0
 	if c.timer != nil {
 		c.timer.Stop()
+		c.timer = nil
 	}
 }
 
 func (c *conn) timeout() {
-	if c.deadline == 0 || c.w.Now() < c.deadline {
-		return // re-armed or disarmed since this firing was queued
+	if c.deadline == 0 {
+		return // disarmed since the timer was set
+	}
+	if now := c.w.Now(); now < c.deadline {
+		// Set for an earlier deadline, since moved later (arm), or
+		// re-armed since this firing was queued.
+		c.timer.Reset(time.Duration(c.deadline - now))
+		return
 	}
 	switch c.state {
 	case connHead:
@@ -976,8 +998,7 @@ func (c *conn) close() {
 		return
 	}
 	c.state = connClosed
-	c.disarm()
-	c.timer = nil
+	c.stopTimer()
 	if x := c.rctx; x != nil {
 		x.end()
 	}

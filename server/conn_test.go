@@ -449,6 +449,36 @@ func TestHeaderAndIdleTimeouts(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "not before the idle timeout")
 }
 
+// TestIdleTimeoutCountsFromTheLastRequest checks that the idle timeout of
+// a kept-alive connection counts from its last request: the timer set
+// after the first one fires early, and must set itself again (arm leaves a
+// timer pending for an earlier time as it is).
+func TestIdleTimeoutCountsFromTheLastRequest(t *testing.T) {
+	const idle = 2 * time.Second
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{IdleTimeout: idle})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(nc)
+	get := func() {
+		_, err := io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+	}
+	get()
+	time.Sleep(idle * 6 / 10)
+	get()
+	last := time.Now()
+	_, err = br.ReadByte()
+	assert.ErrorIs(t, err, io.EOF)
+	// Closed at idle after the second request; from the first, it would
+	// have been 0.4 of it after the second.
+	assert.GreaterOrEqual(t, time.Since(last), idle*3/4, "the idle timeout counts from the last request")
+}
+
 func TestShutdownLosesNoRequestInFlight(t *testing.T) {
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})

@@ -214,8 +214,7 @@ func (c *conn) detach(status int) {
 // owner holds another on the same socket). It still counts as open: the
 // caller says when it stops (connClosed).
 func (c *conn) forget() {
-	c.disarm()
-	c.timer = nil
+	c.stopTimer()
 	c.readWaiter = nil
 	c.state = connHijacked
 	_ = c.nc.Close()
