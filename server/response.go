@@ -109,7 +109,7 @@ func (w *ResponseWriter) WriteHeader(code int) {
 	w.wroteHeader = true
 	w.status = code
 	w.declared = -1
-	if cl := w.header.Get("Content-Length"); cl != "" {
+	if cl := firstValue(w.header, "Content-Length"); cl != "" {
 		if n, ok := parseContentLength(cl); ok {
 			w.declared = n
 		} else {
@@ -366,7 +366,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 			c.closeAfter = true // HTTP/1.0: the close delimits the body
 		}
 	}
-	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && h.Get("X-Content-Type-Options") != "nosniff" {
+	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" {
 		add("Content-Type", http.DetectContentType(w.out))
 	}
 	if c.srv.stopping.Load() {
@@ -420,6 +420,15 @@ func (w *ResponseWriter) appendFields(b []byte, extra [][2]string) []byte {
 	return b
 }
 
+// firstValue is h.Get(key) for a key already canonical: the map lookup
+// without canonicalising key again.
+func firstValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // appendField appends "k: v", replacing CR and LF in the value with spaces
 // (as net/http does) so that a handler cannot split the response.
 func appendField(b []byte, k, v string) []byte {
@@ -428,12 +437,12 @@ func appendField(b []byte, k, v string) []byte {
 	}
 	b = append(b, k...)
 	b = append(b, ": "...)
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	start := len(b)
+	b = append(b, v...)
+	for i, c := range b[start:] {
 		if c == '\r' || c == '\n' {
-			c = ' '
+			b[start+i] = ' '
 		}
-		b = append(b, c)
 	}
 	return append(b, "\r\n"...)
 }
