@@ -124,6 +124,9 @@ type TenantsConfig struct {
 	Period time.Duration
 	// Bucket is the width of the per-tenant series; default 100 ms.
 	Bucket time.Duration
+	// Utilisation is the controllers' tenant.ControllerOptions.Utilisation,
+	// in (0, 1]; zero means the controller's default.
+	Utilisation float64
 }
 
 // defaults checks c and fills in its zero fields.
@@ -145,6 +148,8 @@ func (c *TenantsConfig) defaults() error {
 		return fmt.Errorf("bench: tenants: %d light tenants; want at least one", c.Lights)
 	case c.CPU < 0 || c.Duration < 0 || c.Period < 0 || c.Bucket < 0:
 		return errors.New("bench: tenants durations must not be negative")
+	case c.Utilisation < 0 || c.Utilisation > 1 || math.IsNaN(c.Utilisation):
+		return fmt.Errorf("bench: tenants utilisation %v must be in (0, 1], or 0 for the controller's default", c.Utilisation)
 	case c.Bucket > c.Period:
 		return fmt.Errorf("bench: tenants bucket %v is longer than the control period %v", c.Bucket, c.Period)
 	}
@@ -167,10 +172,11 @@ func tenantCapable(target string) bool { return strings.HasPrefix(target, "sluic
 // target: its tenant tracker (enforcing unless Off) and its agent, with a
 // controller that leads by lease, over the RedisStore of Fleet at Redis.
 type TenantChild struct {
-	Redis  string        `json:"redis"`
-	Fleet  string        `json:"fleet"`
-	Off    bool          `json:"off,omitempty"`
-	Period time.Duration `json:"period"`
+	Redis       string        `json:"redis"`
+	Fleet       string        `json:"fleet"`
+	Off         bool          `json:"off,omitempty"`
+	Period      time.Duration `json:"period"`
+	Utilisation float64       `json:"utilisation,omitempty"`
 }
 
 // tenantAgent is a child's tenant machinery, running.
@@ -204,7 +210,7 @@ func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{})
+	ctrl, err := tenant.NewController(tenant.ControllerOptions{Utilisation: tc.Utilisation})
 	if err != nil {
 		return fail(err)
 	}
@@ -502,7 +508,7 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, cap
 		return nil, fmt.Errorf("bench: tenants: %w", err)
 	}
 	defer func() { err = errors.Join(err, stopRedis()) }()
-	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.part == TenantsOff, Period: tc.Period}
+	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation}
 	cl, err := cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
 	if err != nil {
 		return nil, err

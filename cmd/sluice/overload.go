@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,6 +81,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Cluster.Multiple, "cluster-x", bench.DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
 		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
+		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
 	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned; for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone)")
@@ -153,6 +155,8 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
 		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
 			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
+		case c.Tenants.Utilisation < 0 || c.Tenants.Utilisation > 1 || math.IsNaN(c.Tenants.Utilisation):
+			return fmt.Errorf("-tenants-utilisation must be in (0, 1], or 0 for the default, got %v", c.Tenants.Utilisation)
 		case c.Conns < 0 || c.Conns > 65536:
 			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
 		case c.Clients < 0 || c.Clients > 65536:

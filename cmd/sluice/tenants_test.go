@@ -29,4 +29,9 @@ func TestTenantsFlags(t *testing.T) {
 	assert.ErrorContains(t, err, "-tenants-duration")
 	_, err = parse("-tenants-cpu", "0s")
 	assert.ErrorContains(t, err, "-tenants-cpu")
+	f, err = parse("-tenants-utilisation", "0.85")
+	require.NoError(t, err)
+	assert.Equal(t, 0.85, f.cfg.Tenants.Utilisation)
+	_, err = parse("-tenants-utilisation", "1.5")
+	assert.ErrorContains(t, err, "-tenants-utilisation")
 }
