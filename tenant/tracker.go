@@ -61,8 +61,9 @@ type Options struct {
 //
 // The hot path takes no lock and allocates nothing: the tenant's key,
 // compared with the tenant of the Attempt's last request (a keep-alive
-// connection's requests are usually one tenant's) or else looked up, and a
-// few atomic additions on the tenant's counters.
+// connection's requests are usually one tenant's) or else looked up, and
+// two atomic additions on the tenant's counters of the request's shard:
+// one as it arrives, one as it ends.
 type Tracker struct {
 	key     admit.Key
 	size    int
