@@ -327,16 +327,16 @@ func (p *Pipeline) shard(t *Ticket) *shard {
 	return &p.shards[0]
 }
 
-// end counts t out of the requests running at now, and sets its blame
-// when it was counted for blame.
-func (p *Pipeline) end(t *Ticket, now int64, blame *time.Duration) {
+// end counts t out of the requests running at now, and returns its blame
+// (zero when it was not counted for blame).
+func (p *Pipeline) end(t *Ticket, now int64) time.Duration {
 	r := &p.shard(t).inFlight
 	if !t.blamed {
 		r.out()
-		return
+		return 0
 	}
 	t.blamed = false
-	*blame = p.closed.end(now, t.blameAt, r)
+	return p.closed.end(now, t.blameAt, r)
 }
 
 // rejectNow counts a rejection of t for r and sets its answer.
@@ -420,8 +420,7 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 	now := p.clock()
 	o.Latency = time.Duration(max(now-t.started, 0))
 	o.Canceled = false
-	o.Blame = 0
-	p.end(t, now, &o.Blame)
+	o.Blame = p.end(t, now)
 	for i := len(p.gates) - 1; i >= 0; i-- {
 		p.gates[i].Done(&t.Attempt, o)
 	}
@@ -443,8 +442,7 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 // is still there to read it.
 func (p *Pipeline) Cancel(t *Ticket) {
 	p.shard(t).admitted.Add(-1)
-	var blame time.Duration
-	p.end(t, p.clock(), &blame)
+	p.end(t, p.clock())
 	giveBack(p.gates, &t.Attempt)
 	p.releasePolicies(t)
 	p.refuse(t, refusedCanceled)
