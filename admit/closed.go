@@ -73,8 +73,8 @@ type closedTime struct {
 	// total is the closed time of the intervals charged so far.
 	total atomic.Int64
 	// blame says whether requests are counted (set before use): without
-	// it, a start is one load while the gates are open, and a closing
-	// visits no shard.
+	// it, a start is its shard's count and one load, and a closing visits
+	// no shard.
 	blame bool
 	// shards are the running counts that a closing sums (with blame).
 	shards []*runners
