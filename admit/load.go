@@ -22,7 +22,7 @@ func FormatLoad(inFlight, queued, workers int) string {
 func (p *Pipeline) Load() (inFlight, queued int) {
 	var n int64
 	for i := range p.shards {
-		n += p.shards[i].inFlight.Load()
+		n += p.shards[i].inFlight.count()
 	}
 	if p.q != nil {
 		queued = p.q.Len()

@@ -98,9 +98,11 @@ type Pipeline struct {
 }
 
 // shard holds the counters of one worker, on cache lines of their own.
+// inFlight is also the running count that blame reads while the gates are
+// open (closedTime).
 type shard struct {
 	_        [64]byte
-	inFlight atomic.Int64
+	inFlight runners
 	admitted atomic.Int64
 	_        [48]byte
 }
@@ -157,6 +159,9 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		if b, ok := pol.(BlameUser); ok && b.UsesBlame() {
 			p.closed.blame = true
 		}
+	}
+	for i := range p.shards {
+		p.closed.shards = append(p.closed.shards, &p.shards[i].inFlight)
 	}
 	for _, pol := range p.policies {
 		if _, ok := pol.(Unasked); ok {
@@ -310,9 +315,8 @@ func (p *Pipeline) releasePolicies(t *Ticket) {
 func (p *Pipeline) admit(t *Ticket, now int64, open bool) {
 	sh := p.shard(t)
 	sh.admitted.Add(1)
-	sh.inFlight.Add(1)
 	t.started = now
-	t.blameAt, t.blamed = p.closed.start(now, open)
+	t.blameAt, t.blamed = p.closed.start(now, open, &sh.inFlight)
 	p.observers.started(t, now)
 }
 
@@ -321,6 +325,18 @@ func (p *Pipeline) shard(t *Ticket) *shard {
 		return &p.shards[t.Shard]
 	}
 	return &p.shards[0]
+}
+
+// end counts t out of the requests running at now, and returns its blame
+// (zero when it was not counted for blame).
+func (p *Pipeline) end(t *Ticket, now int64) time.Duration {
+	r := &p.shard(t).inFlight
+	if !t.blamed {
+		r.out()
+		return 0
+	}
+	t.blamed = false
+	return p.closed.end(now, t.blameAt, r)
 }
 
 // rejectNow counts a rejection of t for r and sets its answer.
@@ -404,12 +420,7 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 	now := p.clock()
 	o.Latency = time.Duration(max(now-t.started, 0))
 	o.Canceled = false
-	o.Blame = 0
-	if t.blamed {
-		t.blamed = false
-		o.Blame = p.closed.end(now, t.blameAt)
-	}
-	p.shard(t).inFlight.Add(-1)
+	o.Blame = p.end(t, now)
 	for i := len(p.gates) - 1; i >= 0; i-- {
 		p.gates[i].Done(&t.Attempt, o)
 	}
@@ -430,13 +441,8 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 // to the head of the queue. Answer then gives the rejection, if the client
 // is still there to read it.
 func (p *Pipeline) Cancel(t *Ticket) {
-	sh := p.shard(t)
-	sh.inFlight.Add(-1)
-	sh.admitted.Add(-1)
-	if t.blamed {
-		t.blamed = false
-		p.closed.end(p.clock(), t.blameAt)
-	}
+	p.shard(t).admitted.Add(-1)
+	p.end(t, p.clock())
 	giveBack(p.gates, &t.Attempt)
 	p.releasePolicies(t)
 	p.refuse(t, refusedCanceled)

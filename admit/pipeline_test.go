@@ -529,10 +529,34 @@ func TestAnswersAreShared(t *testing.T) {
 
 // Many goroutines deciding and ending requests through a small limit and a
 // queue: every request is admitted or rejected exactly once, nothing is
-// left in flight or held, and the counters add up.
+// left in flight or held, and the counters add up. With blame measured,
+// the gates' closings hand the count running over from the shards (which
+// waiting requests, started by other goroutines, share) to the blame word:
+// once everything has ended, the word counts no one, and the blame handed
+// out is within the closed time.
 func TestHammer(t *testing.T) {
+	for _, blame := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blame=%v", blame), func(t *testing.T) { hammer(t, blame) })
+	}
+}
+
+// blameSum is a policy that adds up the blame of the requests that end.
+type blameSum struct{ total atomic.Int64 }
+
+func (b *blameSum) Admit(*Attempt) *Refusal { return nil }
+func (b *blameSum) Done(_ *Attempt, o Outcome) {
+	b.total.Add(int64(o.Blame))
+}
+func (b *blameSum) UsesBlame() bool { return true }
+
+func hammer(t *testing.T, blame bool) {
 	lim := &limit{max: 3}
-	p := newPipeline(t, Config{Gates: []Policy{lim}, Queue: &QueueOptions{MaxLen: 8}, MaxAge: 2 * time.Millisecond}, Host{Shards: 4})
+	cfg := Config{Gates: []Policy{lim}, Queue: &QueueOptions{MaxLen: 8}, MaxAge: 2 * time.Millisecond}
+	sum := &blameSum{}
+	if blame {
+		cfg.Policies = []Policy{sum}
+	}
+	p := newPipeline(t, cfg, Host{Shards: 4})
 	const goroutines, each = 8, 300
 	var admitted, rejected atomic.Int64
 	var wg sync.WaitGroup
@@ -573,6 +597,12 @@ func TestHammer(t *testing.T) {
 	assert.Equal(t, int64(0), lim.n.Load())
 	assert.LessOrEqual(t, lim.peak.Load(), int64(3))
 	assert.Positive(t, st.Queued)
+	if blame {
+		assert.Zero(t, p.closed.running(), "the blame word counts no one")
+		assert.Zero(t, p.closed.word.Load()&settlingBit, "every hand-over done")
+		assert.Positive(t, st.GatesClosed)
+		assert.LessOrEqual(t, time.Duration(sum.total.Load()), st.GatesClosed+time.Duration(admitted.Load()), "within the rounding of each request's blame")
+	}
 }
 
 // limit is a concurrency limit that records its peak.

@@ -198,8 +198,10 @@ type Unasked interface {
 
 // BlameUser is implemented by policies that read Outcome.Blame (package
 // tenant's). A pipeline measures blame only when one of its policies or
-// gates implements it and UsesBlame returns true: it costs two atomic
-// operations on a word shared by every worker, per request.
+// gates implements it and UsesBlame returns true: per request, it costs
+// two reads of words shared by every worker while the gates are open, and
+// a compare-and-swap on one at the start and at the end while they are
+// closed.
 type BlameUser interface {
 	UsesBlame() bool
 }

@@ -39,7 +39,7 @@ type Stats struct {
 func (p *Pipeline) Stats() Stats {
 	var st Stats
 	for i := range p.shards {
-		st.InFlight += p.shards[i].inFlight.Load()
+		st.InFlight += p.shards[i].inFlight.count()
 		st.Admitted += p.shards[i].admitted.Load()
 	}
 	st.Queued = p.queued.Load()

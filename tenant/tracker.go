@@ -61,8 +61,9 @@ type Options struct {
 //
 // The hot path takes no lock and allocates nothing: the tenant's key,
 // compared with the tenant of the Attempt's last request (a keep-alive
-// connection's requests are usually one tenant's) or else looked up, and a
-// few atomic additions on the tenant's counters.
+// connection's requests are usually one tenant's) or else looked up, and
+// two atomic additions on the tenant's counters of the request's shard:
+// one as it arrives, one as it ends.
 type Tracker struct {
 	key     admit.Key
 	size    int
@@ -114,14 +115,52 @@ type slot struct {
 }
 
 // counts are one shard's counters of a slot, a cache line's worth.
+//
+// A request that ends is counted with one addition: ended packs the number
+// admitted (above endedShift) and their busy time (below, in ns), and is
+// emptied into admitted and busy (spill) before either part can overflow,
+// by the addition that takes it past half of its range; a request that
+// ran longer than maxPacked is added to admitted and busy directly.
 type counts struct {
 	requests atomic.Int64
+	ended    atomic.Uint64
 	admitted atomic.Int64
 	rejected atomic.Int64
 	dropped  atomic.Int64
 	blame    atomic.Int64
 	busy     atomic.Int64
-	_        [16]byte
+	_        [8]byte
+}
+
+const (
+	endedShift = 40
+	busyMask   = 1<<endedShift - 1
+	// maxPacked bounds the latency packed in ended: the spill threshold
+	// plus eight such additions (racing to the threshold on one shard)
+	// still fit in the busy part.
+	maxPacked  = 1 << (endedShift - 4)
+	spillBusy  = 1 << (endedShift - 1)
+	spillEnded = 1 << (64 - endedShift - 1)
+	endedOne   = 1 << endedShift
+)
+
+// end counts an admitted request that ran for lat.
+func (c *counts) end(lat time.Duration) {
+	if lat < 0 || lat >= maxPacked {
+		c.admitted.Add(1)
+		c.busy.Add(int64(max(lat, 0)))
+		return
+	}
+	if v := c.ended.Add(endedOne | uint64(lat)); v&busyMask >= spillBusy || v>>endedShift >= spillEnded {
+		c.spill()
+	}
+}
+
+// spill empties ended into admitted and busy.
+func (c *counts) spill() {
+	v := c.ended.Swap(0)
+	c.admitted.Add(int64(v >> endedShift))
+	c.busy.Add(int64(v & busyMask))
 }
 
 // newSlot returns empty counters for the tenant name, with as many shards
@@ -145,6 +184,7 @@ func (s *slot) take() Usage {
 	u := Usage{Tenant: s.name}
 	for i := range s.shards {
 		c := &s.shards[i]
+		c.spill()
 		u.Requests += c.requests.Swap(0)
 		u.Admitted += c.admitted.Swap(0)
 		u.Rejected += c.rejected.Swap(0)
@@ -337,11 +377,10 @@ func (t *Tracker) Done(a *admit.Attempt, o admit.Outcome) {
 		c.rejected.Add(1)
 		return
 	}
-	c.admitted.Add(1)
 	if o.Blame > 0 {
 		c.blame.Add(int64(o.Blame))
 	}
-	c.busy.Add(int64(o.Latency))
+	c.end(o.Latency)
 }
 
 // hash hashes a name with the tracker's HashSeed (FNV-1a over its bytes

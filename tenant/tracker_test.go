@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,4 +316,80 @@ func TestRefusedBeforeAsked(t *testing.T) {
 	assert.Equal(t, int64(10), rejected)
 	assert.Equal(t, int64(1), admitted)
 	assert.Equal(t, int64(7), usageOf(r, "late").Rejected, "named from its fourth request on")
+}
+
+// TestEndedCounts checks the packed count of ended requests: short and
+// long latencies, the spills before either part overflows, and many
+// workers ending requests on one shard at once.
+func TestEndedCounts(t *testing.T) {
+	var c counts
+	sum := func() (int64, time.Duration) {
+		c.spill()
+		return c.admitted.Swap(0), time.Duration(c.busy.Swap(0))
+	}
+	c.end(3 * time.Millisecond)
+	c.end(0)
+	c.end(maxPacked - 1)
+	c.end(maxPacked) // too long to pack
+	c.end(time.Hour)
+	n, busy := sum()
+	assert.Equal(t, int64(5), n)
+	assert.Equal(t, 3*time.Millisecond+2*maxPacked-1+time.Hour, busy)
+
+	// Eight of these additions take the busy part past half its range:
+	// every eighth one spills, and nothing carries into the count.
+	for range 1000 {
+		c.end(maxPacked - 1)
+	}
+	assert.Less(t, c.ended.Load()&busyMask, uint64(spillBusy), "spilled before overflowing")
+	n, busy = sum()
+	assert.Equal(t, int64(1000), n)
+	assert.Equal(t, time.Duration(1000*(maxPacked-1)), busy)
+
+	// The count part spills too.
+	c.ended.Store((spillEnded - 1) << endedShift)
+	c.end(time.Microsecond)
+	assert.Zero(t, c.ended.Load(), "spilled")
+	n, busy = sum()
+	assert.Equal(t, int64(spillEnded), n)
+	assert.Equal(t, time.Microsecond, busy)
+
+	// Eight workers at once, with a reader taking the counts meanwhile.
+	var wg sync.WaitGroup
+	var taken atomic.Int64
+	var takenBusy atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, b := sum()
+			taken.Add(n)
+			takenBusy.Add(int64(b))
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20000 {
+				c.end(time.Duration(1+(g*20000+i)%7) * maxPacked / 8)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-done
+	n, busy = sum()
+	n += taken.Load()
+	busy += time.Duration(takenBusy.Load())
+	var want time.Duration
+	for i := range 8 * 20000 {
+		want += time.Duration(1+i%7) * maxPacked / 8
+	}
+	assert.Equal(t, int64(8*20000), n)
+	assert.Equal(t, want, busy)
 }
