@@ -681,3 +681,44 @@ func TestHeaderValuesCannotSplitTheResponse(t *testing.T) {
 	assert.Equal(t, "two X-Injected: 2", h.Get("X-B")) // the trailing space trimmed by the parser
 	assert.Empty(t, h.Values("X-Injected"))
 }
+
+// TestWritesAfterTheHandlerReturnedAreRefused checks that a goroutine a
+// handler left behind cannot write into the connection once the handler
+// returned: its Write, WriteString and Flush fail, its WriteHeader does
+// nothing, and the next request's response on the connection is intact.
+func TestWritesAfterTheHandlerReturnedAreRefused(t *testing.T) {
+	late := make(chan *ResponseWriter, 1)
+	_, addr := serveNative(t, HandlerFunc(func(w *ResponseWriter, r *Request) {
+		if r.URL.Path == "/leave" {
+			late <- w
+		}
+		_, _ = w.Write([]byte("answer of " + r.URL.Path))
+	}), Config{})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(nc)
+	get := func(path string) string {
+		_, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	assert.Equal(t, "answer of /leave", get("/leave"))
+	w := <-late // the handler has returned: its response was read
+	n, err := w.Write([]byte("LATE"))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, errWriterDone)
+	_, err = w.WriteString("LATE")
+	assert.ErrorIs(t, err, errWriterDone)
+	assert.ErrorIs(t, w.FlushError(), errWriterDone)
+	w.WriteHeader(http.StatusTeapot)
+	w.Header().Set("X-Late", "1")
+	assert.Equal(t, "answer of /next", get("/next"))
+	_ = nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, err = br.ReadByte()
+	assert.Error(t, err, "nothing more on the connection")
+}

@@ -89,8 +89,18 @@ func (w *ResponseWriter) SetHeader(key, value string) {
 
 // WriteHeader sends the status code with the header. Informational codes
 // (1xx except 101) are sent at once and may be followed by another; the
-// rest are sent with the first flush of the body. Later calls are ignored.
+// rest are sent with the first flush of the body. Later calls are ignored,
+// as are calls after the handler returned.
 func (w *ResponseWriter) WriteHeader(code int) {
+	if w.returned.Load() {
+		return
+	}
+	w.writeHeader(code)
+}
+
+// writeHeader is WriteHeader, also for the server after the handler
+// returned.
+func (w *ResponseWriter) writeHeader(code int) {
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
 		w.c.srv.log.Warn("sluice server: WriteHeader on a hijacked connection", "code", code, "caller", callerOf(2))
@@ -139,8 +149,13 @@ func (w *ResponseWriter) sendInformational(code int) {
 }
 
 // Write buffers p as body, sending what the buffer cannot hold. After
-// Hijack it returns http.ErrHijacked.
+// Hijack it returns http.ErrHijacked; after the handler returned (a
+// goroutine it left behind), an error and nothing written, as the
+// connection may carry the next request by then.
 func (w *ResponseWriter) Write(p []byte) (int, error) {
+	if w.returned.Load() {
+		return 0, errWriterDone // the connection may be serving the next request
+	}
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
 		if len(p) > 0 {
@@ -203,6 +218,9 @@ const sniffLen = 512
 
 // WriteString is Write for a string.
 func (w *ResponseWriter) WriteString(s string) (int, error) {
+	if w.returned.Load() {
+		return 0, errWriterDone
+	}
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
 		if len(s) > 0 {
@@ -228,6 +246,9 @@ func (w *ResponseWriter) Flush() { _ = w.FlushError() }
 // FlushError is Flush, returning the error of the write; after Hijack,
 // http.ErrHijacked (where net/http's panics).
 func (w *ResponseWriter) FlushError() error {
+	if w.returned.Load() {
+		return errWriterDone
+	}
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
 		return http.ErrHijacked
@@ -310,7 +331,7 @@ func (w *ResponseWriter) fail(err error) error {
 // finish completes the response after the handler returned.
 func (w *ResponseWriter) finish() {
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if w.err == nil {
 		_ = w.flush(true)
