@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"unsafe"
 )
 
@@ -91,6 +92,30 @@ func KeyFunc(fn func(a *Attempt) (key string, ok bool)) Key {
 	return Key{kind: keyFunc, fn: fn}
 }
 
+// MaxPicked is how many header names a pipeline has picked out for its
+// keys (Env.PickHeader); a key by another header looks in the map.
+const MaxPicked = 4
+
+// pickHeader is Env.PickHeader.
+func (p *Pipeline) pickHeader(name string) {
+	name = http.CanonicalHeaderKey(name)
+	if p.pickDone || len(p.picked) == MaxPicked || slices.Contains(p.picked, name) {
+		return
+	}
+	p.picked = append(p.picked, name)
+}
+
+// PickedHeaders returns the canonical names of the header fields the
+// pipeline's policies key by (Env.PickHeader), at most MaxPicked: an
+// adapter that parses the requests itself picks their first values out as
+// it goes and hands them over in Attempt.Picked, in any order, one Field
+// per name. The slice is the pipeline's: do not modify it.
+func (p *Pipeline) PickedHeaders() []string { return p.picked }
+
+// HeaderName returns the canonical name of the header field that k reads,
+// for a key made by HeaderKey.
+func (k Key) HeaderName() (string, bool) { return k.header, k.kind == keyHeader }
+
 // IsZero reports whether k is the zero Key, one that no constructor
 // returned: the unset value of an option.
 func (k Key) IsZero() bool { return k.kind == keyUnset }
@@ -142,6 +167,11 @@ func (k *Key) Of(buf *[KeyBufLen]byte, a *Attempt) (key string, ok bool) {
 		}
 		return unsafe.String(unsafe.SliceData(b), len(b)), true
 	case keyHeader:
+		for _, f := range a.Picked {
+			if f.Name == k.header {
+				return f.Value, f.Value != ""
+			}
+		}
 		v := a.Header[k.header]
 		if len(v) == 0 || v[0] == "" {
 			return "", false

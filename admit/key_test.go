@@ -255,3 +255,49 @@ func ExampleKey() {
 	// "acme" true
 	// "" false
 }
+
+func TestKeyHeaderReadsPickedFields(t *testing.T) {
+	k := admit.HeaderKey("x-tenant")
+	name, ok := k.HeaderName()
+	require.True(t, ok)
+	assert.Equal(t, "X-Tenant", name)
+	_, ok = admit.ClientIP().HeaderName()
+	assert.False(t, ok)
+
+	// The picked value is read; the map is not (here it disagrees, which
+	// an adapter must never let happen, to show which one is read).
+	a := &admit.Attempt{Header: http.Header{"X-Tenant": {"from the map"}},
+		Picked: []admit.Field{{Name: "Authorization"}, {Name: "X-Tenant", Value: "picked"}}}
+	assert.Equal(t, "picked", keyOf(k, a))
+	a.Picked[1].Value = ""
+	assert.Equal(t, "(none)", keyOf(k, a), "picked as absent")
+	a.Picked = a.Picked[:1]
+	assert.Equal(t, "from the map", keyOf(k, a), "not among the picked: the map")
+	a.Picked = nil
+	assert.Equal(t, "from the map", keyOf(k, a))
+}
+
+// picker is a policy that admits everything and asks for header fields
+// to be picked out.
+type picker struct{ names []string }
+
+func (picker) Admit(*admit.Attempt) *admit.Refusal { return nil }
+func (picker) Done(*admit.Attempt, admit.Outcome)  {}
+
+func (p picker) Attach(env admit.Env) (func(), error) {
+	for _, n := range p.names {
+		env.PickHeader(n)
+	}
+	return nil, nil
+}
+
+func TestPipelinePickedHeaders(t *testing.T) {
+	p, err := admit.New(admit.Config{Policies: []admit.Policy{
+		picker{[]string{"x-tenant", "X-Tenant", "authorization"}},
+		picker{[]string{"a", "b", "c", "d"}},
+	}}, admit.Host{})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Equal(t, []string{"X-Tenant", "Authorization", "A", "B"}, p.PickedHeaders(),
+		"canonical, once each, at most MaxPicked")
+}

@@ -71,6 +71,8 @@ type Timer interface {
 type Pipeline struct {
 	policies []Policy
 	gates    []Policy
+	picked   []string // header names to pick out (PickHeader), set while attaching
+	pickDone bool     // attaching is over: PickHeader takes no more
 	clock    func() int64
 	classify func(a *Attempt) queue.Class
 	onReject func(a *Attempt, reason string)
@@ -174,6 +176,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		Now:         p.clock,
 		GatesClosed: func() time.Duration { return p.closed.at(p.clock()) },
 		Shards:      len(p.shards),
+		PickHeader:  p.pickHeader,
 	}
 	attach := func(kind string, i int, pol Policy) error {
 		a, ok := pol.(Attacher)
@@ -195,6 +198,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 	for i, g := range p.gates {
 		err = errors.Join(err, attach("Config.Gates", i, g))
 	}
+	p.pickDone = true
 	if err != nil {
 		p.Close()
 		return nil, err

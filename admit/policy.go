@@ -62,6 +62,12 @@ type Env struct {
 	// picked by Attempt.Shard, so that requests on different workers
 	// touch no shared cache line. Zero means 1.
 	Shards int
+	// PickHeader asks the adapter to pick out the header field name
+	// while it parses each request and to hand its first value over in
+	// Attempt.Picked, where a Key reads it without a map lookup (see
+	// Pipeline.PickedHeaders). A policy that keys by a header calls it
+	// from Attach; nil when the pipeline takes no more names.
+	PickHeader func(name string)
 }
 
 // Executor is the part of the sluice executor that admission reads: the
@@ -88,6 +94,13 @@ type Attempt struct {
 	Method string
 	Path   string
 	Header http.Header
+	// Picked holds the first values of the header fields that the
+	// pipeline's policies key by (Pipeline.PickedHeaders), as the adapter
+	// picked them out while it parsed the request: a Field of each name,
+	// with an empty Value when the request has none. Key.Of reads a header
+	// there first, without a map lookup. Nil when the adapter picks
+	// nothing (then Key.Of looks in Header): it must agree with Header.
+	Picked []Field
 	// Peer is the client's address, when the adapter has it parsed (the
 	// sluice server); RemoteAddr is the same as text, when it has it so
 	// (net/http's Request.RemoteAddr). Client gives either.
@@ -128,6 +141,11 @@ type Attempt struct {
 	// running work (busy workers, running goroutines) counts one more when
 	// it is set.
 	Spare bool
+}
+
+// Field is a header field's canonical name and its first value.
+type Field struct {
+	Name, Value string
 }
 
 // Client returns the client's address: Peer, or RemoteAddr parsed (the

@@ -188,3 +188,53 @@ func TestDirectRejectionMatchesTheCoroutines(t *testing.T) {
 	assert.Equal(t, "yes", direct[1].Header.Get("X-Extra"))
 	assert.Equal(t, map[string]int64{"switch": 4}, srv.Stats().RejectedBy)
 }
+
+// keyRecorder is a policy keyed by a header, as the tenant tracker is: it
+// asks for the field to be picked out and records, for each request, the
+// key it read and whether it came picked.
+type keyRecorder struct {
+	key  admit.Key
+	seen chan [2]string // key, "picked" or "map"
+}
+
+func (k *keyRecorder) Attach(env admit.Env) (func(), error) {
+	name, _ := k.key.HeaderName()
+	env.PickHeader(name)
+	return nil, nil
+}
+
+func (k *keyRecorder) Admit(a *admit.Attempt) *admit.Refusal {
+	var buf [admit.KeyBufLen]byte
+	v, _ := k.key.Of(&buf, a)
+	how := "map"
+	if a.Picked != nil {
+		how = "picked"
+	}
+	k.seen <- [2]string{strings.Clone(v), how}
+	return nil
+}
+
+func (k *keyRecorder) Done(*admit.Attempt, admit.Outcome) {}
+
+// TestKeyedHeaderIsPickedWhileParsing checks that the field a policy keys
+// by reaches it picked out by the parser, with the value the map has:
+// the first one, none when absent, and through the map when the field was
+// folded over two lines.
+func TestKeyedHeaderIsPickedWhileParsing(t *testing.T) {
+	rec := &keyRecorder{key: admit.HeaderKey("X-Tenant"), seen: make(chan [2]string, 8)}
+	_, addr := serveNative(t, HandlerFunc(func(w *ResponseWriter, _ *Request) {}),
+		Config{Admission: admit.Config{Policies: []admit.Policy{rec}}})
+	for _, c := range []struct {
+		fields string
+		want   [2]string
+	}{
+		{"X-Tenant: acme\r\n", [2]string{"acme", "picked"}},
+		{"x-tenant: first\r\nX-Tenant: second\r\n", [2]string{"first", "picked"}},
+		{"User-Agent: t\r\n", [2]string{"", "picked"}},
+		{"X-Tenant: a\r\n b\r\n", [2]string{"a b", "map"}},
+	} {
+		resps, _, _ := rawExchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n"+c.fields+"\r\n", "GET")
+		require.Len(t, resps, 1)
+		assert.Equal(t, c.want, <-rec.seen, "%q", c.fields)
+	}
+}

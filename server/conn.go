@@ -107,10 +107,11 @@ type conn struct {
 	// empty), 0 when unknown.
 	arrived int64
 
-	st         *reqState // the current request's, from its start to its end
-	rctx       *reqCtx   // the current request's context, once its coroutine runs
-	remote     string    // RemoteAddr as net/http writes it, for HTTPHandler servers
-	readWaiter func()    // resumes a handler waiting for request bytes
+	st         *reqState     // the current request's, from its start to its end
+	rctx       *reqCtx       // the current request's context, once its coroutine runs
+	remote     string        // RemoteAddr as net/http writes it, for HTTPHandler servers
+	picked     []admit.Field // the current request's picked fields (Server.picked), reused
+	readWaiter func()        // resumes a handler waiting for request bytes
 
 	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
 	scratch *http.Request // for the lane routes' ServeMux, reused
@@ -137,6 +138,9 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	c.cctx.c = c
 	if srv.adapted {
 		c.remote = formatRemote(nc.RemoteAddr())
+	}
+	if n := len(srv.picked); n > 0 {
+		c.picked = make([]admit.Field, n)
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
 	c.t.Shard = c.w.ID()
@@ -416,7 +420,7 @@ func (c *conn) parseBuffered() {
 		c.fail(errHeaderTooLarge)
 		return
 	}
-	var h head
+	h := head{pick: c.srv.picked}
 	if err := parseHead(data[:end], &h, &c.ws.arena); err != nil {
 		c.fail(err)
 		return
@@ -511,6 +515,11 @@ func (c *conn) start(h *head) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
+	t.Picked = nil
+	if n := len(h.pick); n > 0 && !h.pickFailed {
+		t.Picked = c.picked[:n]
+		copy(t.Picked, h.picked[:n])
+	}
 	t.Lane, c.lane = "", lanes.Upstream
 	if lr := c.srv.lanes; lr != nil {
 		if c.scratch == nil {

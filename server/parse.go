@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/ascii"
 )
 
@@ -26,6 +28,14 @@ type head struct {
 	chunked       bool
 	wantsClose    bool // Connection: close, or HTTP/1.0 without keep-alive
 	expect        string
+
+	// pick names the fields whose first values the admission wants
+	// picked out (admit.Pipeline.PickedHeaders), set before parsing;
+	// parseFields fills picked[:len(pick)], unless a picked field was
+	// folded over two lines (pickFailed: the admission looks in the map).
+	pick       []string
+	picked     [admit.MaxPicked]admit.Field
+	pickFailed bool
 }
 
 // reqError is a request the server refuses before any handler runs: a
@@ -207,9 +217,13 @@ func parseFields(s string, h *head, a *arena) *reqError {
 		n-- // the empty line
 	}
 	h.header = make(http.Header, n)
+	for i, name := range h.pick {
+		h.picked[i] = admit.Field{Name: name}
+	}
 	if n == 0 {
 		return nil
 	}
+	var seen uint8 // of pick, the names found
 	vals := a.strings(n)
 	if s[0] == ' ' || s[0] == '\t' {
 		return errMalformed // the first line cannot continue anything
@@ -229,6 +243,9 @@ func parseFields(s string, h *head, a *arena) *reqError {
 			// "chunked" "chunked "): refuse those.
 			if foldRefused(lastKey) {
 				return errMalformed
+			}
+			if slices.Contains(h.pick, lastKey) {
+				h.pickFailed = true
 			}
 			vv := h.header[lastKey]
 			v := trimBlanks(line)
@@ -258,6 +275,12 @@ func parseFields(s string, h *head, a *arena) *reqError {
 			return errMalformed
 		}
 		lastKey = key
+		for i, name := range h.pick {
+			if seen&(1<<i) == 0 && key == name && !takenOut(name) {
+				h.picked[i].Value = v
+				seen |= 1 << i
+			}
+		}
 		if vv := h.header[key]; vv != nil {
 			h.header[key] = append(vv, v)
 		} else {
@@ -342,6 +365,11 @@ func validValue(s string) bool {
 
 // check applies the rules that span fields: Host, framing (the request
 // smuggling defences) and the connection's fate.
+// takenOut reports whether check takes the field key out of the header
+// map (into head's own fields): a picked one then reads as absent, as it
+// does in the map.
+func takenOut(key string) bool { return key == "Host" || key == "Transfer-Encoding" }
+
 func (h *head) check() *reqError {
 	hdr := h.header
 	hosts, haveHost := hdr["Host"]

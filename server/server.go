@@ -189,7 +189,8 @@ type Server struct {
 	cfg     Config
 	s       *sched.Scheduler
 	h       Handler
-	adapted bool // h is an HTTPHandler: its requests become *http.Request
+	adapted bool     // h is an HTTPHandler: its requests become *http.Request
+	picked  []string // header fields the admission keys by, picked out while parsing
 	l       *netpoll.Listener
 	log     *slog.Logger
 	maxHead int
@@ -348,6 +349,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 		return nil, netpoll.Options{}, err
 	}
 	srv.adm = adm
+	srv.picked = adm.PickedHeaders()
 	srv.stamps = adm.AgeLimited()
 	lopts := cfg.Listen
 	lopts.Timestamps = lopts.Timestamps || srv.stamps

@@ -281,6 +281,9 @@ func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 	}
 	t.reshard(max(env.Shards, 1))
 	t.mu.Unlock()
+	if name, ok := t.key.HeaderName(); ok && env.PickHeader != nil {
+		env.PickHeader(name) // the tenant without a map lookup
+	}
 	return func() {
 		t.mu.Lock()
 		t.closed = nil
