@@ -68,14 +68,14 @@ var refusedDeadline = &Refusal{Reason: reject.Deadline, RetryAfter: -1}
 // has set t.arrived when the arrival is known.
 func (p *Pipeline) deadlineRefusal(t *Ticket, now int64) *Refusal {
 	t.until = 0
-	if p.deadline.key == "" || t.Header == nil {
+	if p.deadline.key == "" {
 		return nil
 	}
-	vs := t.Header[p.deadline.key]
-	if len(vs) == 0 {
+	v := t.firstValue(p.deadline.key)
+	if v == "" {
 		return nil
 	}
-	left, ok := ParseTimeout(vs[0])
+	left, ok := ParseTimeout(v)
 	if !ok {
 		return nil
 	}

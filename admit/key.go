@@ -105,6 +105,21 @@ func (p *Pipeline) pickHeader(name string) {
 	p.picked = append(p.picked, name)
 }
 
+// firstValue returns the first value of a's header field name (canonical),
+// from Picked when the adapter picked it out, else from Header; "" when
+// there is none.
+func (a *Attempt) firstValue(name string) string {
+	for _, f := range a.Picked {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	if v := a.Header[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // PickedHeaders returns the canonical names of the header fields the
 // pipeline's policies key by (Env.PickHeader), at most MaxPicked: an
 // adapter that parses the requests itself picks their first values out as
@@ -167,16 +182,8 @@ func (k *Key) Of(buf *[KeyBufLen]byte, a *Attempt) (key string, ok bool) {
 		}
 		return unsafe.String(unsafe.SliceData(b), len(b)), true
 	case keyHeader:
-		for _, f := range a.Picked {
-			if f.Name == k.header {
-				return f.Value, f.Value != ""
-			}
-		}
-		v := a.Header[k.header]
-		if len(v) == 0 || v[0] == "" {
-			return "", false
-		}
-		return v[0], true
+		v := a.firstValue(k.header)
+		return v, v != ""
 	case keyFunc:
 		if k.fn == nil {
 			return "", false

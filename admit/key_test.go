@@ -298,6 +298,6 @@ func TestPipelinePickedHeaders(t *testing.T) {
 	}}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	assert.Equal(t, []string{"X-Tenant", "Authorization", "A", "B"}, p.PickedHeaders(),
-		"canonical, once each, at most MaxPicked")
+	assert.Equal(t, []string{admit.TimeoutHeader, "X-Tenant", "Authorization", "A"}, p.PickedHeaders(),
+		"the deadline's field first (read for every request), then the policies' names: canonical, once each, at most MaxPicked")
 }

@@ -170,6 +170,9 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 			p.anyUnasked = true
 		}
 	}
+	if p.deadline.key != "" {
+		p.pickHeader(p.deadline.key) // read for every request
+	}
 	env := Env{
 		Executor:    host.Executor,
 		Wake:        p.wake,

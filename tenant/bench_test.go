@@ -66,10 +66,11 @@ func BenchmarkTenantCost(b *testing.B) {
 				t.Shard = int(workers.Add(1) - 1)
 				t.Method, t.Path = "GET", "/"
 				t.Header = http.Header{"X-Tenant": {c.tenant}}
-				if len(p.PickedHeaders()) > 0 {
-					// As the sluice server does for a pipeline that asks
-					// for fields to be picked out: the tracker does.
-					t.Picked = []admit.Field{{Name: "X-Tenant", Value: c.tenant}}
+				// As the sluice server does: the fields the pipeline
+				// asks for (the deadline's, the tracker's key) picked
+				// out of the head.
+				for _, name := range p.PickedHeaders() {
+					t.Picked = append(t.Picked, admit.Field{Name: name, Value: t.Header.Get(name)})
 				}
 				for pb.Next() {
 					if p.Decide(&t) == admit.Admitted {
