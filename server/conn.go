@@ -107,11 +107,12 @@ type conn struct {
 	// empty), 0 when unknown.
 	arrived int64
 
-	st         *reqState     // the current request's, from its start to its end
-	rctx       *reqCtx       // the current request's context, once its coroutine runs
-	remote     string        // RemoteAddr as net/http writes it, for HTTPHandler servers
-	picked     []admit.Field // the current request's picked fields (Server.picked), reused
-	readWaiter func()        // resumes a handler waiting for request bytes
+	st         *reqState      // the current request's, from its start to its end
+	rctx       *reqCtx        // the current request's context, once its coroutine runs
+	remote     string         // RemoteAddr as net/http writes it, for HTTPHandler servers
+	picked     []admit.Field  // the current request's picked fields (Server.picked), reused
+	picked1    [1]admit.Field // picked's room when there is one name
+	readWaiter func()         // resumes a handler waiting for request bytes
 
 	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
 	scratch *http.Request // for the lane routes' ServeMux, reused
@@ -139,7 +140,10 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	if srv.adapted {
 		c.remote = formatRemote(nc.RemoteAddr())
 	}
-	if n := len(srv.picked); n > 0 {
+	switch n := len(srv.picked); {
+	case n == 1: // the deadline's field alone, the default
+		c.picked = c.picked1[:]
+	case n > 1:
 		c.picked = make([]admit.Field, n)
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
