@@ -108,7 +108,6 @@ type conn struct {
 	arrived int64
 
 	st         *reqState      // the current request's, from its start to its end
-	rctx       *reqCtx        // the current request's context, once its coroutine runs
 	remote     string         // RemoteAddr as net/http writes it, for HTTPHandler servers
 	picked     []admit.Field  // the current request's picked fields (Server.picked), reused
 	picked1    [1]admit.Field // picked's room when there is one name
@@ -627,12 +626,19 @@ func (c *conn) rejectNow() bool {
 	return true
 }
 
+// endRequest ends the current request's context, if a request is under
+// way: its handler sees it cancelled, or will when it starts.
+func (c *conn) endRequest() {
+	if x := c.st; x != nil {
+		x.ctx.end()
+	}
+}
+
 // serve is the request's coroutine.
 func (c *conn) serve(ctx context.Context) {
 	r, b := c.cur, c.body
 	rctx := &c.st.ctx
 	rctx.parent = ctx
-	c.rctx = rctx
 	ctx = c.withDeadline(rctx)
 	r.ctx, b.ctx = ctx, ctx
 	if c.peerGone {
@@ -651,7 +657,7 @@ func (c *conn) serve(ctx context.Context) {
 			// request's admission and took the connection off the
 			// worker. What is left is the request's context.
 			rctx.end()
-			c.cur, c.body, c.rw, c.rctx, c.st = nil, nil, nil, nil, nil
+			c.cur, c.body, c.rw, c.st = nil, nil, nil, nil
 			return
 		}
 		if c.admitted {
@@ -669,7 +675,7 @@ func (c *conn) serve(ctx context.Context) {
 		c.ws.putHeader(rw.header)
 	}
 	rctx.end()
-	c.cur, c.body, c.rw, c.rctx, c.st = nil, nil, nil, nil, nil
+	c.cur, c.body, c.rw, c.st = nil, nil, nil, nil
 
 	if rw.err != nil || c.peerGone || c.state != connActive {
 		c.close()
@@ -787,9 +793,7 @@ func (c *conn) readBehind() {
 func (c *conn) clientGone() {
 	c.peerGone = true
 	_ = c.nc.OnReadable(lanes.Continuation, nil)
-	if x := c.rctx; x != nil {
-		x.end()
-	}
+	c.endRequest()
 }
 
 // waitReadable releases the worker until the connection has bytes to read
@@ -1012,9 +1016,7 @@ func (c *conn) close() {
 	}
 	c.state = connClosed
 	c.stopTimer()
-	if x := c.rctx; x != nil {
-		x.end()
-	}
+	c.endRequest()
 	_ = c.nc.Close()
 	if c.buf != nil {
 		c.ws.putBuf(c.buf)

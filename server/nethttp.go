@@ -422,9 +422,7 @@ func (c *conn) left(deadline int64) (time.Duration, bool) {
 // net/http does when its connection's read fails, it also cancels the
 // request's context: the request will not be read to its end.
 func (c *conn) readTimedOut() error {
-	if x := c.rctx; x != nil {
-		x.end()
-	}
+	c.endRequest()
 	return c.timeoutError("read")
 }
 
