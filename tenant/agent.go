@@ -60,9 +60,10 @@ type AgentOptions struct {
 	OnError func(error)
 	// OnStep, when set, is called each time this agent, leading, has
 	// written a drop table, with the controller's decision; took reports
-	// whether it took the lease in this period (from no one, or another
-	// controller). It runs on the agent's goroutine: it must not call the
-	// agent.
+	// whether this is its first table since it took the lease (from no
+	// one, or another controller), even when the period that took the
+	// lease failed to write one. It runs on the agent's goroutine: it must
+	// not call the agent.
 	OnStep func(d Decision, took bool)
 }
 
@@ -94,6 +95,7 @@ type Agent struct {
 	hasOK   bool
 	version uint64 // the version of that table
 	cleared bool
+	stepped bool // it has written a table since it last took the lease
 	stats   AgentStats
 }
 
@@ -296,6 +298,7 @@ func (a *Agent) lead(ctx context.Context) error {
 	ok, err := a.opts.Store.Lead(ctx, a.opts.ID, a.opts.LeaseTTL)
 	a.stats.Leader = ok && err == nil
 	if err != nil || !ok {
+		a.stepped = false
 		return err
 	}
 	if !was {
@@ -311,8 +314,10 @@ func (a *Agent) lead(ctx context.Context) error {
 	if err := a.opts.Store.SetTable(ctx, a.ctrl.Step(reports)); err != nil {
 		return err
 	}
+	took := !a.stepped
+	a.stepped = true
 	if a.opts.OnStep != nil {
-		a.opts.OnStep(a.ctrl.Last(), !was)
+		a.opts.OnStep(a.ctrl.Last(), took)
 	}
 	return nil
 }

@@ -20,7 +20,8 @@ func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 // flakyStore fails every call while down.
 type flakyStore struct {
 	Store
-	down atomic.Bool
+	down        atomic.Bool
+	reportsDown atomic.Bool // only Reports fails
 }
 
 var errDown = errors.New("store down")
@@ -33,7 +34,7 @@ func (f *flakyStore) Push(ctx context.Context, r Report, ttl time.Duration) erro
 }
 
 func (f *flakyStore) Reports(ctx context.Context) ([]Report, error) {
-	if f.down.Load() {
+	if f.down.Load() || f.reportsDown.Load() {
 		return nil, errDown
 	}
 	return f.Store.Reports(ctx)
@@ -176,6 +177,40 @@ func TestAgentLeaderFailover(t *testing.T) {
 	v2, err := store.Table(ctx)
 	require.NoError(t, err)
 	assert.Greater(t, v2.Version, v.Version)
+}
+
+// A leader whose first period fails after it took the lease still says
+// it took it, at its first table.
+func TestAgentTookIsReportedAtTheFirstTable(t *testing.T) {
+	clock := &fakeClock{}
+	store := &flakyStore{Store: NewMemoryStore(clock.now)}
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	var steps []bool
+	a, err := NewAgent(AgentOptions{Store: store, Controller: c, Clock: clock.now, ID: "c1",
+		OnStep: func(_ Decision, took bool) { steps = append(steps, took) }})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	store.reportsDown.Store(true)
+	require.ErrorIs(t, a.Control(ctx), errDown)
+	assert.True(t, a.Stats().Leader, "the lease was taken")
+	assert.Empty(t, steps, "no table written")
+
+	store.reportsDown.Store(false)
+	clock.advance(time.Second)
+	require.NoError(t, a.Control(ctx))
+	clock.advance(time.Second)
+	require.NoError(t, a.Control(ctx))
+	assert.Equal(t, []bool{true, false}, steps)
+
+	// Losing the lease and taking it again is a new leadership.
+	store.down.Store(true)
+	require.Error(t, a.Control(ctx))
+	store.down.Store(false)
+	clock.advance(time.Second)
+	require.NoError(t, a.Control(ctx))
+	assert.Equal(t, []bool{true, false, true}, steps)
 }
 
 func TestAgentOptionsErrors(t *testing.T) {
