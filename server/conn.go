@@ -128,6 +128,9 @@ type reqState struct {
 	job  sched.JobContext
 	ctx  reqCtx
 	url  url.URL
+	// vals holds the header's value slices when the head has no more
+	// fields than this (parseHead); 7 fill the object's size class.
+	vals [7]string
 }
 
 // accept runs on the connection's worker for each new connection, also for
@@ -423,14 +426,17 @@ func (c *conn) parseBuffered() {
 		c.fail(errHeaderTooLarge)
 		return
 	}
+	// The request, its body and its response in one allocation, which
+	// also holds the value slices of a head of a few fields.
+	x := new(reqState)
 	h := head{pick: c.srv.picked}
-	if err := parseHead(data[:end], &h, &c.ws.arena); err != nil {
+	if err := parseHead(data[:end], &h, x.vals[:]); err != nil {
 		c.fail(err)
 		return
 	}
 	c.r += end
 	c.scan, c.lineOK = 0, false
-	c.start(&h)
+	c.start(&h, x)
 }
 
 // checkStart looks at a head still arriving, from its first byte, so that
@@ -468,13 +474,11 @@ func (c *conn) checkStart(data []byte, from int) *reqError {
 
 // start runs the request's handler, as a coroutine started in the current
 // task: Upstream when the whole head came at once, Continuation when it
-// came in pieces.
-func (c *conn) start(h *head) {
+// came in pieces. x is the request's state, h's value slices perhaps in it.
+func (c *conn) start(h *head, x *reqState) {
 	c.disarm()
 	c.fresh = false
 	c.lastPost = h.method == "POST"
-	// The request, its body and its response in one allocation.
-	x := new(reqState)
 	u := &x.url
 	if err := parseTarget(h.method, h.target, u); err != nil {
 		c.fail(errMalformed)

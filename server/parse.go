@@ -138,15 +138,17 @@ func findHeadEnd(buf []byte, from int) int {
 }
 
 // parseHead parses the request head in buf, which findHeadEnd delimited.
-// The strings of the result share one copy of buf, which a takes from its
-// chunks, as it does the header's value slices (nil a: allocated).
-func parseHead(buf []byte, h *head, a *arena) *reqError {
-	s := a.str(buf)
+// The strings of the result share one copy of buf, made for this head
+// alone: a string a handler keeps keeps this request's head alive, and
+// nothing else. The header's value slices are taken from room, the
+// request's own, when it is long enough, else made for this head.
+func parseHead(buf []byte, h *head, room []string) *reqError {
+	s := string(buf)
 	line, rest := nextLine(s)
 	if err := parseRequestLine(line, h); err != nil {
 		return err
 	}
-	if err := parseFields(rest, h, a); err != nil {
+	if err := parseFields(rest, h, room); err != nil {
 		return err
 	}
 	if h.major != 1 {
@@ -210,8 +212,9 @@ func parseVersion(p string) (major, minor int, ok bool) {
 // line) into h.header, with canonical keys, as net/textproto does:
 // continuation lines are folded into the value before them with one space,
 // values lose surrounding blanks, and a field name must be a token. The
-// value slices come from a.
-func parseFields(s string, h *head, a *arena) *reqError {
+// value slices share one array: room when it is long enough, else one made
+// for this head.
+func parseFields(s string, h *head, room []string) *reqError {
 	n := strings.Count(s, "\n")
 	if n > 0 {
 		n-- // the empty line
@@ -224,7 +227,12 @@ func parseFields(s string, h *head, a *arena) *reqError {
 		return nil
 	}
 	var seen uint8 // of pick, the names found
-	vals := a.strings(n)
+	var vals []string
+	if n <= len(room) {
+		vals = room[:n:n]
+	} else {
+		vals = make([]string, n)
+	}
 	if s[0] == ' ' || s[0] == '\t' {
 		return errMalformed // the first line cannot continue anything
 	}

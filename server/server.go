@@ -472,7 +472,6 @@ type workerState struct {
 	dateSec int64
 	date    []byte
 	keys    []string // scratch for sorting header keys
-	arena   arena    // the strings of request heads
 }
 
 const (
