@@ -22,7 +22,11 @@ type head struct {
 	major  int
 	minor  int
 	header http.Header
-	host   string
+	host   string // the first Host field's value; Host is not in header
+	hosts  int    // the Host fields seen
+	// framing marks the fields that check reads from header (fieldCL...),
+	// seen while parsing, so that check looks up only those present.
+	framing uint8
 
 	contentLength int64 // -1: none given (chunked, or no body)
 	chunked       bool
@@ -283,6 +287,15 @@ func parseFields(s string, h *head, room []string) *reqError {
 			return errMalformed
 		}
 		lastKey = key
+		if key == "Host" {
+			// Taken out of the header, as net/http does: check validates
+			// it, and the request carries it in its own field.
+			if h.hosts++; h.hosts == 1 {
+				h.host = v
+			}
+			continue
+		}
+		h.framing |= framingField(key)
 		for i, name := range h.pick {
 			if seen&(1<<i) == 0 && key == name && !takenOut(name) {
 				h.picked[i].Value = v
@@ -378,25 +391,52 @@ func validValue(s string) bool {
 // does in the map.
 func takenOut(key string) bool { return key == "Host" || key == "Transfer-Encoding" }
 
+// The fields check reads from the header, as bits of head.framing.
+const (
+	fieldContentLength uint8 = 1 << iota
+	fieldTransferEncoding
+	fieldConnection
+	fieldExpect
+)
+
+// framingField returns key's bit among those check reads, or 0.
+func framingField(key string) uint8 {
+	switch key {
+	case "Content-Length":
+		return fieldContentLength
+	case "Transfer-Encoding":
+		return fieldTransferEncoding
+	case "Connection":
+		return fieldConnection
+	case "Expect":
+		return fieldExpect
+	}
+	return 0
+}
+
+// lookup returns the header's values for key, a field whose bit in
+// h.framing says whether it was seen: a field not seen costs no lookup.
+func (h *head) lookup(key string, bit uint8) []string {
+	if h.framing&bit == 0 {
+		return nil
+	}
+	return h.header[key]
+}
+
 func (h *head) check() *reqError {
 	hdr := h.header
-	hosts, haveHost := hdr["Host"]
-	if len(hosts) > 1 {
+	if h.hosts > 1 {
 		return badRequest("too many Host headers")
 	}
-	if h.minor >= 1 && !haveHost && h.method != "CONNECT" {
+	if h.minor >= 1 && h.hosts == 0 && h.method != "CONNECT" {
 		return badRequest("missing required Host header")
 	}
-	if haveHost {
-		if !validHost(hosts[0]) {
-			return badRequest("malformed Host header")
-		}
-		h.host = hosts[0]
-		delete(hdr, "Host")
+	if h.hosts == 1 && !validHost(h.host) {
+		return badRequest("malformed Host header")
 	}
 
 	h.contentLength = -1
-	cls := hdr["Content-Length"]
+	cls := h.lookup("Content-Length", fieldContentLength)
 	if len(cls) > 0 {
 		first := cls[0]
 		for _, cl := range cls[1:] {
@@ -413,7 +453,7 @@ func (h *head) check() *reqError {
 			hdr["Content-Length"] = cls[:1]
 		}
 	}
-	if te, ok := hdr["Transfer-Encoding"]; ok {
+	if te := h.lookup("Transfer-Encoding", fieldTransferEncoding); te != nil {
 		// Stricter than net/http, which ignores Transfer-Encoding on
 		// HTTP/1.0 and lets chunked override a Content-Length: both are
 		// the framing disagreements request smuggling is made of, and
@@ -434,12 +474,12 @@ func (h *head) check() *reqError {
 		delete(hdr, "Transfer-Encoding")
 	}
 
-	conn := hdr["Connection"]
+	conn := h.lookup("Connection", fieldConnection)
 	// A close option always wins (RFC 9112 section 9.6), even beside
 	// keep-alive on HTTP/1.0, where net/http keeps the connection.
 	// HTTP/1.0 closes unless it asks for keep-alive.
 	h.wantsClose = hasToken(conn, "close") || h.minor == 0 && !hasToken(conn, "keep-alive")
-	if e := hdr["Expect"]; len(e) > 0 {
+	if e := h.lookup("Expect", fieldExpect); len(e) > 0 {
 		// As net/http: a 100-continue token anywhere is honoured; any
 		// other expectation alone is refused (417).
 		if hasToken(e, "100-continue") {
