@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -419,18 +420,21 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 // unless the handler set one, and the server's extra fields.
 func (w *ResponseWriter) appendFields(b []byte, extra [][2]string) []byte {
 	ws := w.c.ws
-	keys := ws.keys[:0]
-	for k := range w.header {
-		keys = append(keys, k)
+	fields := ws.fields[:0]
+	hasDate := false
+	for k, vv := range w.header {
+		fields = append(fields, field{k, vv})
+		hasDate = hasDate || k == "Date"
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range w.header[k] {
-			b = appendField(b, k, v)
+	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
+	for _, f := range fields {
+		for _, v := range f.values {
+			b = appendField(b, f.key, v)
 		}
 	}
-	ws.keys = keys[:0]
-	if _, ok := w.header["Date"]; !ok {
+	clear(fields) // the scratch keeps no handler's strings alive
+	ws.fields = fields[:0]
+	if !hasDate {
 		b = append(b, "Date: "...)
 		b = append(b, ws.dateHeader()...)
 		b = append(b, "\r\n"...)

@@ -471,7 +471,7 @@ type workerState struct {
 
 	dateSec int64
 	date    []byte
-	keys    []string // scratch for sorting header keys
+	fields  []field // scratch for sorting a response's header fields
 }
 
 const (
@@ -528,6 +528,12 @@ func (ws *workerState) putHeader(h http.Header) {
 		clear(h)
 		ws.heads = append(ws.heads, h)
 	}
+}
+
+// field is a header field's name and values.
+type field struct {
+	key    string
+	values []string
 }
 
 // dateHeader returns the Date header value for now, formatted once a second.
