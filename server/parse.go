@@ -24,8 +24,8 @@ type head struct {
 	header http.Header
 	host   string // the first Host field's value; Host is not in header
 	hosts  int    // the Host fields seen
-	// framing marks the fields that check reads from header (fieldCL...),
-	// seen while parsing, so that check looks up only those present.
+	// framing marks the fields that check reads from header (the field*
+	// bits), seen while parsing, so that check looks up only those present.
 	framing uint8
 
 	contentLength int64 // -1: none given (chunked, or no body)
