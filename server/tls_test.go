@@ -325,6 +325,70 @@ func TestTLSWebSocket(t *testing.T) {
 	}
 }
 
+// TestTLSHijackedDeadlines: the deadlines of a hijacked TLS connection
+// (the *tls.Conn a handler gets, as gorilla/websocket sets them) reach the
+// socket: a read past its deadline fails with a timeout, and a cleared
+// deadline lets the connection go on.
+func TestTLSHijackedDeadlines(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	type result struct {
+		readErr, writeErr error
+		waited            time.Duration
+	}
+	done := make(chan result, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		nc, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			done <- result{readErr: err}
+			return
+		}
+		// On a goroutine of its own, as a WebSocket's read loop, so that
+		// the blocking read does not hold the worker.
+		go func() {
+			defer nc.Close()
+			var res result
+			_, _ = io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+			start := time.Now()
+			if err := nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				done <- result{readErr: err}
+				return
+			}
+			_, res.readErr = rw.ReadByte() // the client sends nothing
+			res.waited = time.Since(start)
+			_ = nc.SetDeadline(time.Time{})
+			_, res.writeErr = io.WriteString(nc, "after")
+			done <- res
+		}()
+	})
+	_, addr := serveHTTP(t, h, Config{TLS: scfg})
+	conn, err := tls.Dial("tcp", addr, ccfg)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the read past its deadline did not end")
+	}
+	var ne net.Error
+	require.ErrorAs(t, res.readErr, &ne)
+	assert.True(t, ne.Timeout(), "%v", res.readErr)
+	assert.GreaterOrEqual(t, res.waited, 90*time.Millisecond)
+	require.NoError(t, res.writeErr)
+	after := make([]byte, 5)
+	_, err = io.ReadFull(br, after)
+	require.NoError(t, err)
+	assert.Equal(t, "after", string(after))
+}
+
 // TestTLSShutdownClosesHandshakes: Shutdown does not wait for a
 // connection still in its handshake.
 func TestTLSShutdownClosesHandshakes(t *testing.T) {
