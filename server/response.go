@@ -143,7 +143,7 @@ func (w *ResponseWriter) sendInformational(code int) {
 	}
 	b := w.c.ws.getOut()
 	b = appendStatusLine(b, 1, code)
-	b = w.appendFields(b, nil)
+	b = w.appendFields(b, nil, true)
 	b = append(b, "\r\n"...)
 	w.fail(w.c.send(w.ctx, b))
 	w.c.ws.putOut(b)
@@ -412,17 +412,22 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		add(c.srv.loadHint())
 	}
 	b = appendStatusLine(b, r.ProtoMinor, code)
-	b = w.appendFields(b, extra[:ne])
+	b = w.appendFields(b, extra[:ne], false)
 	return append(b, "\r\n"...)
 }
 
 // appendFields appends the handler's header fields in sorted order, a Date
-// unless the handler set one, and the server's extra fields.
-func (w *ResponseWriter) appendFields(b []byte, extra [][2]string) []byte {
+// unless the handler set one, and the server's extra fields. For an
+// informational (1xx) response it leaves out the fields that frame a body,
+// which a 1xx must not carry (RFC 9110 section 8.6), as net/http does.
+func (w *ResponseWriter) appendFields(b []byte, extra [][2]string, informational bool) []byte {
 	ws := w.c.ws
 	fields := ws.fields[:0]
 	hasDate := false
 	for k, vv := range w.header {
+		if informational && (k == "Content-Length" || k == "Transfer-Encoding") {
+			continue
+		}
 		fields = append(fields, field{k, vv})
 		hasDate = hasDate || k == "Date"
 	}
