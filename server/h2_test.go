@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -607,4 +608,54 @@ func TestH2QueuedStreamReset(t *testing.T) {
 	<-held
 	_, body := getBody(t, c, "http://"+addr+"/after")
 	assert.Equal(t, "/after", body)
+}
+
+// TestH2FlushStreams: over HTTP/2 a flushed part of the body reaches the
+// client while the handler is still running (a server-sent event stream),
+// and http.ResponseController's deadlines are taken.
+func TestH2FlushStreams(t *testing.T) {
+	got := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			http.Error(w, "write deadline: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			http.Error(w, "read deadline: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "first\n")
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		// The client has the first part before the second is written.
+		_, err := sched.Await(r.Context(), func(ctx context.Context) (struct{}, error) {
+			select {
+			case <-got:
+				return struct{}{}, nil
+			case <-ctx.Done():
+				return struct{}{}, ctx.Err()
+			}
+		})
+		if err != nil {
+			return
+		}
+		_, _ = io.WriteString(w, "second\n")
+		w.(http.Flusher).Flush()
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	resp, err := h2cClient(t).Get("http://" + addr + "/events")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 2, resp.ProtoMajor)
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "first\n", line)
+	close(got)
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	assert.Equal(t, "second\n", string(rest))
 }
