@@ -87,6 +87,16 @@ func (b *body) Close() error {
 
 func (b *body) failed() bool { return b.err != nil && b.err != io.EOF }
 
+// leftover reads what the handler left of the body, for the server to
+// discard after the handler: also when the handler closed the body, which
+// only ends the handler's reads.
+type leftover struct{ b *body }
+
+func (l leftover) Read(p []byte) (int, error) {
+	defer l.b.c.leave(l.b.c.enter())
+	return l.b.read(p)
+}
+
 func (b *body) read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err

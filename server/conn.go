@@ -759,7 +759,7 @@ func (c *conn) drainBody(ctx context.Context, b *body, rw *ResponseWriter) {
 		return
 	}
 	b.ctx = ctx
-	n, _ := io.CopyN(io.Discard, b, maxDrainBody+1)
+	n, _ := io.CopyN(io.Discard, leftover{b}, maxDrainBody+1)
 	if n > maxDrainBody {
 		c.closeAfter = true
 	}
