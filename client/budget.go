@@ -118,7 +118,10 @@ func (b *budget) withdraw(now time.Time) bool {
 	return true
 }
 
-// refund gives back a retry withdrawn and not made.
+// refund gives back a retry withdrawn and not made (the request's context
+// ended while it waited). It is taken from the current bucket: one that
+// has since left the window keeps it, which errs on the side of fewer
+// retries.
 func (b *budget) refund() {
 	if b.unlimited {
 		return

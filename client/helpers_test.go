@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,9 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	case <-w.ch:
 		return nil
 	case <-ctx.Done():
+		c.mu.Lock()
+		c.waiters = slices.DeleteFunc(c.waiters, func(x waiter) bool { return x.ch == w.ch })
+		c.mu.Unlock()
 		return ctx.Err()
 	}
 }

@@ -215,6 +215,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if wait > 0 {
 			if err := t.clock.Sleep(ctx, wait); err != nil {
 				next.breaker.done(unused, t.clock.Now())
+				t.budget.refund() // the retry is not made
 				return nil, fmt.Errorf("client: %s %s: waiting to retry: %w", req.Method, req.URL.Redacted(), err)
 			}
 		}

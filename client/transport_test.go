@@ -166,6 +166,44 @@ func TestBackoffFullJitter(t *testing.T) {
 
 // Under a storm (every backend refusing every request), the budget caps
 // the retries at its ratio of the requests.
+// A retry the budget allowed but that was never made (the request's
+// context ended while it waited for a quota's Retry-After) is given back
+// to the budget: the retries it allows are those made.
+func TestBudgetRefundsRetriesNotMade(t *testing.T) {
+	quota := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Sluice-Not-Started", "1")
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	backends := []*scripted{newScripted(t, "a", quota), newScripted(t, "b", quota)}
+	clk := newFakeClock(false)
+	tr := newTransport(t, Config{Clock: clk, Rand: rand.NewPCG(3, 4), Retry: RetryConfig{MaxAttempts: 2, Budget: BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}}}, backends...)
+	for i := range 10 { // the whole budget: 1 a second over 10 s
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := send(t, ctx, tr, http.MethodGet, strconv.Itoa(i))
+			done <- err
+		}()
+		require.Eventually(t, func() bool { return len(clk.Sleeps()) == i+1 }, 10*time.Second, time.Millisecond, "waits for the Retry-After")
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+	st := tr.Stats()
+	assert.Zero(t, st.Retries, "none made")
+	assert.Zero(t, st.BudgetDenied)
+
+	for _, b := range backends {
+		b.set(rejectNotStarted)
+	}
+	code, err := get(t, tr, "after")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	st = tr.Stats()
+	assert.Equal(t, int64(1), st.Retries, "the budget still has its retries")
+	assert.Zero(t, st.BudgetDenied)
+}
+
 func TestBudgetCapsRetriesUnderStorm(t *testing.T) {
 	backends := []*scripted{newScripted(t, "a", rejectNotStarted), newScripted(t, "b", rejectNotStarted), newScripted(t, "c", rejectNotStarted)}
 	clk := newFakeClock(true)
