@@ -14,9 +14,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeClock is a settable clock in nanoseconds, safe for concurrent use.
 type fakeClock struct{ t atomic.Int64 }
 
-func (c *fakeClock) now() int64                { return c.t.Load() }
-func (c *fakeClock) set(t time.Duration)       { c.t.Store(int64(t)) }
-func (c *fakeClock) add(d time.Duration) int64 { return c.t.Add(int64(d)) }
+func (c *fakeClock) now() int64          { return c.t.Load() }
+func (c *fakeClock) set(t time.Duration) { c.t.Store(int64(t)) }
 
 // newLimiter returns a Limiter on a fake clock at zero.
 func newLimiter(t testing.TB, cfg Config) (*Limiter, *fakeClock) {
