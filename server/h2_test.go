@@ -659,3 +659,44 @@ func TestH2FlushStreams(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "second\n", string(rest))
 }
+
+// TestH2HandlerPanic: a stream whose handler panics is reset (its response
+// never looks complete), the panic is logged with its stack, and the
+// connection's other streams and the workers go on.
+func TestH2HandlerPanic(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/panic":
+			panic("h2 boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		}
+		_, _ = io.WriteString(w, "fine")
+	})
+	_, addr := serveHTTP(t, h, Config{Logger: log})
+	c := h2cClient(t)
+	for _, path := range []string{"/panic", "/panic", "/panic", "/abort"} {
+		resp, err := c.Get("http://" + addr + path)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		assert.Error(t, err, "%s: the stream is reset", path)
+	}
+	resp, err := c.Get("http://" + addr + "/ok")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, 2, resp.ProtoMajor)
+	assert.Equal(t, "fine", string(b))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 3, strings.Count(logged.String(), "handler panic"))
+	assert.Contains(t, logged.String(), "h2 boom")
+	assert.NotContains(t, logged.String(), "ErrAbortHandler")
+	assert.Contains(t, logged.String(), "stack=")
+}

@@ -74,3 +74,22 @@ func TestReqCtxCancelledChildLeaves(t *testing.T) {
 	}
 	require.Empty(t, x.after, "a child cancelled on its own no longer waits for the end")
 }
+
+// A context derived from one that has already ended (a handler's goroutine
+// that outlives the request) is ended at once.
+func TestReqCtxDerivedAfterTheEnd(t *testing.T) {
+	x := &reqCtx{parent: context.Background()}
+	x.end()
+	child, cancel := context.WithCancel(x)
+	defer cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a context derived after the end did not end")
+	}
+	assert.ErrorIs(t, child.Err(), context.Canceled)
+	ran := make(chan struct{})
+	stop := context.AfterFunc(x, func() { close(ran) })
+	<-ran
+	assert.False(t, stop(), "nothing left to stop")
+}
