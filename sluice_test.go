@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/sched"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,6 +129,43 @@ func TestStopLetsRequestsFinish(t *testing.T) {
 	close(release)
 	assert.Equal(t, "finished", <-body)
 	require.NoError(t, <-stopped)
+}
+
+// A request that outlasts Stop's context is cut: Stop closes what is left,
+// the handler sees its context end, Stop returns the context's error, and
+// the runtime stops all the same.
+func TestStopCutsWhatOutlastsItsContext(t *testing.T) {
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		_, err := sched.Await(r.Context(), func(ctx context.Context) (struct{}, error) {
+			<-ctx.Done() // only the cut ends it
+			return struct{}{}, ctx.Err()
+		})
+		ended <- err
+	})
+	s, err := Listen("127.0.0.1:0", h, Config{}, small...)
+	require.NoError(t, err)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	got := make(chan error, 1)
+	go func() {
+		resp, err := client.Get("http://" + s.Addr().String() + "/forever")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		got <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = s.Stop(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, <-ended, context.Canceled, "the handler's context ended")
+	assert.Error(t, <-got, "the client sees the cut")
+	assert.ErrorIs(t, s.Stop(context.Background()), context.DeadlineExceeded, "a second Stop returns the first one's result")
 }
 
 // The README's protected server is Example's code, as written: the test
