@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // ResponseWriter writes a response. It implements http.ResponseWriter,
@@ -41,6 +43,10 @@ type ResponseWriter struct {
 	out         []byte
 	err         error // a write failed: the connection closes
 	hijacked    bool  // Hijack gave the connection to the handler
+	// trailers: the handler declared trailers (a Trailer field) or set a
+	// key with http.TrailerPrefix when the header went out; the body is
+	// then chunked, and they follow its last chunk.
+	trailers bool
 	// returned is set once the handler has returned, before the end of
 	// the response goes out: the writer is dead. Atomic: a goroutine that
 	// outlived the handler may still call it, and must be told.
@@ -143,7 +149,7 @@ func (w *ResponseWriter) sendInformational(code int) {
 	}
 	b := w.c.ws.getOut()
 	b = appendStatusLine(b, 1, code)
-	b = w.appendFields(b, nil, true)
+	b = w.appendFields(b, w.collectFields(true), nil)
 	b = append(b, "\r\n"...)
 	w.fail(w.c.send(w.ctx, b))
 	w.c.ws.putOut(b)
@@ -283,7 +289,7 @@ func (w *ResponseWriter) flush(final bool) error {
 			b = append(b, "\r\n"...)
 		}
 		if final && w.chunking {
-			b = append(b, "0\r\n\r\n"...)
+			b = w.appendLastChunk(b)
 		}
 		w.out = w.out[:0]
 		err := c.send(w.ctx, b)
@@ -298,9 +304,49 @@ func (w *ResponseWriter) flush(final bool) error {
 		}
 	}
 	if final && w.chunking {
-		return w.fail(c.send(w.ctx, []byte("0\r\n\r\n")))
+		b := w.appendLastChunk(c.ws.getOut())
+		err := c.send(w.ctx, b)
+		c.ws.putOut(b)
+		return w.fail(err)
 	}
 	return nil
+}
+
+// appendLastChunk appends the chunked body's last chunk and the trailer
+// section: the fields the handler declared in its Trailer field (those a
+// trailer may carry) and those it set with http.TrailerPrefix, as net/http
+// sends them.
+func (w *ResponseWriter) appendLastChunk(b []byte) []byte {
+	b = append(b, "0\r\n"...)
+	if w.trailers {
+		ws := w.c.ws
+		fields := ws.fields[:0]
+		for k, vv := range w.header {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+				fields = append(fields, field{name, vv})
+			}
+		}
+		for _, v := range w.header["Trailer"] {
+			for name := range strings.SplitSeq(v, ",") {
+				name = textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
+				if vv := w.header[name]; len(vv) > 0 && httpguts.ValidTrailerHeader(name) {
+					fields = append(fields, field{name, vv})
+				}
+			}
+		}
+		slices.SortStableFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
+		for i, f := range fields {
+			if i > 0 && fields[i-1].key == f.key {
+				continue // declared twice
+			}
+			for _, v := range f.values {
+				b = appendField(b, f.key, v)
+			}
+		}
+		clear(fields)
+		ws.fields = fields[:0]
+	}
+	return append(b, "\r\n"...)
 }
 
 // sendBody sends p as body after the header, framed as the response is.
@@ -366,23 +412,25 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	ne := 0
 	add := func(k, v string) { extra[ne] = [2]string{k, v}; ne++ }
 
+	fs := w.collectFields(false)
+	w.trailers = !noBody && r.ProtoMinor >= 1 && fs.trailers
 	length := int64(-1)
 	switch {
 	case noBody:
-		delete(h, "Transfer-Encoding")
+		fs.drop(h, "Transfer-Encoding")
 		if code == http.StatusNoContent {
-			delete(h, "Content-Length")
+			fs.drop(h, "Content-Length")
 		}
 	case w.declared >= 0:
 		length = w.declared
-	case final && !(w.bodyless && w.written == 0):
+	case final && !(w.bodyless && w.written == 0) && !w.trailers:
 		length = w.written
 		add("Content-Length", strconv.FormatInt(length, 10))
 	}
 	if !noBody && length < 0 && !w.bodyless {
 		if r.ProtoMinor >= 1 {
 			w.chunking = true
-			delete(h, "Transfer-Encoding")
+			fs.drop(h, "Transfer-Encoding")
 			add("Transfer-Encoding", "chunked")
 		} else {
 			c.closeAfter = true // HTTP/1.0: the close delimits the body
@@ -412,25 +460,57 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		add(c.srv.loadHint())
 	}
 	b = appendStatusLine(b, r.ProtoMinor, code)
-	b = w.appendFields(b, extra[:ne], false)
+	b = w.appendFields(b, fs, extra[:ne])
 	return append(b, "\r\n"...)
 }
 
-// appendFields appends the handler's header fields in sorted order, a Date
-// unless the handler set one, and the server's extra fields. For an
-// informational (1xx) response it leaves out the fields that frame a body,
-// which a 1xx must not carry (RFC 9110 section 8.6), as net/http does.
-func (w *ResponseWriter) appendFields(b []byte, extra [][2]string, informational bool) []byte {
-	ws := w.c.ws
-	fields := ws.fields[:0]
-	hasDate := false
+// headFields are the handler's header fields as they go out, gathered in
+// one pass over its map, with what the framing needs to know of them.
+type headFields struct {
+	fields   []field // the worker's scratch
+	date     bool    // a Date field
+	trailers bool    // a Trailer field, or a key with http.TrailerPrefix
+}
+
+// collectFields gathers the handler's fields into the worker's scratch,
+// leaving out the keys with http.TrailerPrefix (trailers set early, sent
+// after the body) and, for an informational (1xx) response, the fields
+// that frame a body, which a 1xx must not carry (RFC 9110 section 8.6), as
+// net/http does.
+func (w *ResponseWriter) collectFields(informational bool) headFields {
+	fs := headFields{fields: w.c.ws.fields[:0]}
 	for k, vv := range w.header {
-		if informational && (k == "Content-Length" || k == "Transfer-Encoding") {
+		switch {
+		case strings.HasPrefix(k, http.TrailerPrefix):
+			fs.trailers = true
 			continue
+		case informational && (k == "Content-Length" || k == "Transfer-Encoding"):
+			continue
+		case k == "Trailer":
+			fs.trailers = true
+		case k == "Date":
+			fs.date = true
 		}
-		fields = append(fields, field{k, vv})
-		hasDate = hasDate || k == "Date"
+		fs.fields = append(fs.fields, field{k, vv})
 	}
+	return fs
+}
+
+// drop deletes key from h and from the gathered fields.
+func (fs *headFields) drop(h http.Header, key string) {
+	if _, ok := h[key]; !ok {
+		return
+	}
+	delete(h, key)
+	fs.fields = slices.DeleteFunc(fs.fields, func(f field) bool { return f.key == key })
+}
+
+// appendFields appends the gathered fields in sorted order, a Date unless
+// the handler set one, and the server's extra fields, and gives the
+// scratch back to the worker.
+func (w *ResponseWriter) appendFields(b []byte, fs headFields, extra [][2]string) []byte {
+	ws := w.c.ws
+	fields := fs.fields
 	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
 	for _, f := range fields {
 		for _, v := range f.values {
@@ -439,7 +519,7 @@ func (w *ResponseWriter) appendFields(b []byte, extra [][2]string, informational
 	}
 	clear(fields) // the scratch keeps no handler's strings alive
 	ws.fields = fields[:0]
-	if !hasDate {
+	if !fs.date {
 		b = append(b, "Date: "...)
 		b = append(b, ws.dateHeader()...)
 		b = append(b, "\r\n"...)
