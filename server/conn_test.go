@@ -309,6 +309,30 @@ func TestContentTypeSniffedFromALargeFirstWrite(t *testing.T) {
 	}
 }
 
+// A body with a Content-Encoding is not sniffed (its bytes are the
+// encoding's, gzip say, not the content's), as net/http does (Go issue
+// 31753); without one it is.
+func TestContentTypeNotSniffedFromAnEncodedBody(t *testing.T) {
+	gz := []byte{0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff} // a gzip header
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/encoded" {
+			w.Header().Set("Content-Encoding", "gzip")
+		}
+		_, _ = w.Write(gz)
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	ref := httptest.NewServer(h)
+	defer ref.Close()
+	// Transport's own gzip handling off: the client sees the fields as sent.
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	for _, c := range []struct{ path, want string }{{"/encoded", ""}, {"/plain", "application/x-gzip"}} {
+		got, want := fetch(t, client, "http://"+addr+c.path), fetch(t, client, ref.URL+c.path)
+		assert.Equal(t, c.want, want.Header.Get("Content-Type"), "net/http, %s", c.path)
+		assert.Equal(t, c.want, got.Header.Get("Content-Type"), c.path)
+	}
+}
+
 // fetch GETs url and returns the response, its body still to read.
 func fetch(t *testing.T, client *http.Client, url string) *http.Response {
 	t.Helper()

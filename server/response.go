@@ -436,7 +436,10 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 			c.closeAfter = true // HTTP/1.0: the close delimits the body
 		}
 	}
-	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" {
+	// The body is sniffed for a Content-Type unless the handler set one,
+	// said nosniff, or encoded the body (Content-Encoding: its bytes are
+	// gzip's, say, not the content's; as net/http, Go issue 31753).
+	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" && firstValue(h, "Content-Encoding") == "" {
 		add("Content-Type", http.DetectContentType(w.out))
 	}
 	if c.srv.stopping.Load() {
