@@ -414,26 +414,38 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 
 	fs := w.collectFields(false)
 	w.trailers = !noBody && r.ProtoMinor >= 1 && fs.trailers
+	// A Transfer-Encoding of the handler's is framed as net/http frames
+	// it: the server writes the field itself (or none), so that it never
+	// goes out beside a Content-Length, which would leave the client to
+	// guess the framing (RFC 9112 section 6.3).
+	var te string
+	if fs.te {
+		te = firstValue(h, "Transfer-Encoding")
+		fs.drop(h, "Transfer-Encoding")
+		if w.declared >= 0 && te != "" && te != "identity" {
+			fs.drop(h, "Content-Length") // chunked wins
+			w.declared = -1
+		}
+	}
 	length := int64(-1)
 	switch {
 	case noBody:
-		fs.drop(h, "Transfer-Encoding")
 		if code == http.StatusNoContent {
 			fs.drop(h, "Content-Length")
 		}
 	case w.declared >= 0:
 		length = w.declared
-	case final && !(w.bodyless && w.written == 0) && !w.trailers:
+	case final && !(w.bodyless && w.written == 0) && !w.trailers && te == "":
 		length = w.written
 		add("Content-Length", strconv.FormatInt(length, 10))
 	}
 	if !noBody && length < 0 && !w.bodyless {
-		if r.ProtoMinor >= 1 {
+		if r.ProtoMinor >= 1 && te != "identity" {
 			w.chunking = true
-			fs.drop(h, "Transfer-Encoding")
 			add("Transfer-Encoding", "chunked")
 		} else {
-			c.closeAfter = true // HTTP/1.0: the close delimits the body
+			// HTTP/1.0, or identity asked for: the close delimits the body.
+			c.closeAfter = true
 		}
 	}
 	// The body is sniffed for a Content-Type unless the handler set one,
@@ -472,6 +484,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 type headFields struct {
 	fields   []field // the worker's scratch
 	date     bool    // a Date field
+	te       bool    // a Transfer-Encoding field
 	trailers bool    // a Trailer field, or a key with http.TrailerPrefix
 }
 
@@ -493,6 +506,8 @@ func (w *ResponseWriter) collectFields(informational bool) headFields {
 			fs.trailers = true
 		case k == "Date":
 			fs.date = true
+		case k == "Transfer-Encoding":
+			fs.te = true
 		}
 		fs.fields = append(fs.fields, field{k, vv})
 	}

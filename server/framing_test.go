@@ -1,0 +1,86 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// framingHandler sets a Transfer-Encoding of its own, with or without a
+// Content-Length, as handlers written for net/http may.
+func framingHandler(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/chunked":
+		w.Header().Set("Transfer-Encoding", "chunked")
+	case "/chunked-and-length":
+		w.Header().Set("Content-Length", "5")
+		w.Header().Set("Transfer-Encoding", "chunked")
+	case "/identity":
+		w.Header().Set("Transfer-Encoding", "identity")
+	case "/identity-and-length":
+		w.Header().Set("Content-Length", "5")
+		w.Header().Set("Transfer-Encoding", "identity")
+	}
+	_, _ = io.WriteString(w, "hello")
+}
+
+// framing is what a client makes of a response's framing.
+type framing struct {
+	Status           int
+	TransferEncoding []string
+	ContentLength    int64
+	Body             string
+	Close            bool // the server closed the connection after it
+}
+
+func readFraming(t *testing.T, addr, method, path, proto string) framing {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.WriteString(nc, method+" "+path+" "+proto+"\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	f := framing{Status: resp.StatusCode, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength, Body: string(b)}
+	// Closed, or kept: nothing more comes either way, but a closed
+	// connection reads EOF at once.
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+	_, err = br.Peek(1)
+	f.Close = err == io.EOF
+	return f
+}
+
+// TestHandlerTransferEncoding: a Transfer-Encoding the handler set is
+// framed as net/http frames it: chunked wins over a Content-Length and is
+// sent as chunks, identity is delimited by the close (or by the handler's
+// Content-Length), and the field never goes out beside a Content-Length,
+// which would leave the client to guess (RFC 9112 section 6.3).
+func TestHandlerTransferEncoding(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(framingHandler), Config{})
+	ref := httptest.NewServer(http.HandlerFunc(framingHandler))
+	defer ref.Close()
+	refAddr := ref.Listener.Addr().String()
+	for _, path := range []string{"/chunked", "/chunked-and-length", "/identity", "/identity-and-length"} {
+		for _, method := range []string{"GET", "HEAD"} {
+			for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
+				name := strings.Join([]string{method, path, proto}, " ")
+				want := readFraming(t, refAddr, method, path, proto)
+				got := readFraming(t, addr, method, path, proto)
+				assert.Equal(t, want, got, name)
+			}
+		}
+	}
+}
