@@ -28,6 +28,17 @@ func framingHandler(w http.ResponseWriter, r *http.Request) {
 	case "/identity-and-length":
 		w.Header().Set("Content-Length", "5")
 		w.Header().Set("Transfer-Encoding", "identity")
+	case "/length-after-status":
+		// Too late to be one: a second, conflicting Content-Length must
+		// not go out beside the server's.
+		w.WriteHeader(http.StatusOK)
+		w.Header().Set("Content-Length", "3")
+	case "/length-before-status":
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusOK)
+	case "/not-modified":
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusNotModified)
 	}
 	_, _ = io.WriteString(w, "hello")
 }
@@ -38,7 +49,8 @@ type framing struct {
 	TransferEncoding []string
 	ContentLength    int64
 	Body             string
-	Close            bool // the server closed the connection after it
+	Lengths          []string // the Content-Length fields
+	Close            bool     // the server closed the connection after it
 }
 
 func readFraming(t *testing.T, addr, method, path, proto string) framing {
@@ -54,7 +66,8 @@ func readFraming(t *testing.T, addr, method, path, proto string) framing {
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	f := framing{Status: resp.StatusCode, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength, Body: string(b)}
+	f := framing{Status: resp.StatusCode, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength, Body: string(b),
+		Lengths: resp.Header.Values("Content-Length")}
 	// Closed, or kept: nothing more comes either way, but a closed
 	// connection reads EOF at once.
 	require.NoError(t, nc.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
@@ -63,17 +76,20 @@ func readFraming(t *testing.T, addr, method, path, proto string) framing {
 	return f
 }
 
-// TestHandlerTransferEncoding: a Transfer-Encoding the handler set is
+// TestHandlerFramingFields: a Transfer-Encoding the handler set is
 // framed as net/http frames it: chunked wins over a Content-Length and is
 // sent as chunks, identity is delimited by the close (or by the handler's
 // Content-Length), and the field never goes out beside a Content-Length,
-// which would leave the client to guess (RFC 9112 section 6.3).
-func TestHandlerTransferEncoding(t *testing.T) {
+// which would leave the client to guess (RFC 9112 section 6.3). A
+// Content-Length set after WriteHeader is not one (it would go out beside
+// the server's own), and a 304 carries none, as in net/http.
+func TestHandlerFramingFields(t *testing.T) {
 	_, addr := serveHTTP(t, http.HandlerFunc(framingHandler), Config{})
 	ref := httptest.NewServer(http.HandlerFunc(framingHandler))
 	defer ref.Close()
 	refAddr := ref.Listener.Addr().String()
-	for _, path := range []string{"/chunked", "/chunked-and-length", "/identity", "/identity-and-length"} {
+	for _, path := range []string{"/chunked", "/chunked-and-length", "/identity", "/identity-and-length",
+		"/length-after-status", "/length-before-status", "/not-modified"} {
 		for _, method := range []string{"GET", "HEAD"} {
 			for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
 				name := strings.Join([]string{method, path, proto}, " ")

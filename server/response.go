@@ -418,23 +418,26 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	// it: the server writes the field itself (or none), so that it never
 	// goes out beside a Content-Length, which would leave the client to
 	// guess the framing (RFC 9112 section 6.3).
+	// So is a Content-Length: the server writes the one the handler
+	// declared before WriteHeader (a field set after it is not one, as in
+	// net/http, and would go out beside the server's own), or none.
 	var te string
 	if fs.te {
 		te = firstValue(h, "Transfer-Encoding")
-		fs.drop(h, "Transfer-Encoding")
+		fs.omit("Transfer-Encoding")
 		if w.declared >= 0 && te != "" && te != "identity" {
-			fs.drop(h, "Content-Length") // chunked wins
-			w.declared = -1
+			w.declared = -1 // chunked wins
 		}
+	}
+	if fs.cl {
+		fs.omit("Content-Length")
 	}
 	length := int64(-1)
 	switch {
 	case noBody:
-		if code == http.StatusNoContent {
-			fs.drop(h, "Content-Length")
-		}
 	case w.declared >= 0:
 		length = w.declared
+		add("Content-Length", strconv.FormatInt(length, 10))
 	case final && !(w.bodyless && w.written == 0) && !w.trailers && te == "":
 		length = w.written
 		add("Content-Length", strconv.FormatInt(length, 10))
@@ -485,6 +488,7 @@ type headFields struct {
 	fields   []field // the worker's scratch
 	date     bool    // a Date field
 	te       bool    // a Transfer-Encoding field
+	cl       bool    // a Content-Length field
 	trailers bool    // a Trailer field, or a key with http.TrailerPrefix
 }
 
@@ -508,18 +512,16 @@ func (w *ResponseWriter) collectFields(informational bool) headFields {
 			fs.date = true
 		case k == "Transfer-Encoding":
 			fs.te = true
+		case k == "Content-Length":
+			fs.cl = true
 		}
 		fs.fields = append(fs.fields, field{k, vv})
 	}
 	return fs
 }
 
-// drop deletes key from h and from the gathered fields.
-func (fs *headFields) drop(h http.Header, key string) {
-	if _, ok := h[key]; !ok {
-		return
-	}
-	delete(h, key)
+// omit leaves key out of the gathered fields: the server writes its own.
+func (fs *headFields) omit(key string) {
 	fs.fields = slices.DeleteFunc(fs.fields, func(f field) bool { return f.key == key })
 }
 
