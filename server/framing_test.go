@@ -36,6 +36,10 @@ func framingHandler(w http.ResponseWriter, r *http.Request) {
 	case "/length-before-status":
 		w.Header().Set("Content-Length", "5")
 		w.WriteHeader(http.StatusOK)
+	case "/keep-alive-field":
+		w.Header().Set("Connection", "keep-alive")
+	case "/close-field":
+		w.Header().Set("Connection", "close")
 	case "/not-modified":
 		w.Header().Set("Content-Length", "5")
 		w.WriteHeader(http.StatusNotModified)
@@ -50,16 +54,22 @@ type framing struct {
 	ContentLength    int64
 	Body             string
 	Lengths          []string // the Content-Length fields
+	Connection       []string // the Connection fields (less a "close" that ReadResponse takes out)
+	SaysClose        bool     // the response announces the close
 	Close            bool     // the server closed the connection after it
 }
 
-func readFraming(t *testing.T, addr, method, path, proto string) framing {
+func readFraming(t *testing.T, addr, method, path, proto string, fields ...string) framing {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer nc.Close()
 	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = io.WriteString(nc, method+" "+path+" "+proto+"\r\nHost: x\r\n\r\n")
+	head := method + " " + path + " " + proto + "\r\nHost: x\r\n"
+	for _, f := range fields {
+		head += f + "\r\n"
+	}
+	_, err = io.WriteString(nc, head+"\r\n")
 	require.NoError(t, err)
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
@@ -67,7 +77,7 @@ func readFraming(t *testing.T, addr, method, path, proto string) framing {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	f := framing{Status: resp.StatusCode, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength, Body: string(b),
-		Lengths: resp.Header.Values("Content-Length")}
+		Lengths: resp.Header.Values("Content-Length"), Connection: resp.Header.Values("Connection"), SaysClose: resp.Close}
 	// Closed, or kept: nothing more comes either way, but a closed
 	// connection reads EOF at once.
 	require.NoError(t, nc.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
@@ -97,6 +107,33 @@ func TestHandlerFramingFields(t *testing.T) {
 				got := readFraming(t, addr, method, path, proto)
 				assert.Equal(t, want, got, name)
 			}
+		}
+	}
+}
+
+// TestHandlerConnectionField: the Connection field says what the server
+// does with the connection, whatever the handler set, as in net/http: a
+// handler's keep-alive on a connection that closes is replaced, and is not
+// said twice on one that stays.
+func TestHandlerConnectionField(t *testing.T) {
+	_, addr := serveHTTP(t, http.HandlerFunc(framingHandler), Config{})
+	ref := httptest.NewServer(http.HandlerFunc(framingHandler))
+	defer ref.Close()
+	refAddr := ref.Listener.Addr().String()
+	for _, path := range []string{"/keep-alive-field", "/close-field", "/plain"} {
+		for _, c := range []struct {
+			proto string
+			field []string
+		}{
+			{"HTTP/1.1", nil},
+			{"HTTP/1.1", []string{"Connection: close"}},
+			{"HTTP/1.0", nil},
+			{"HTTP/1.0", []string{"Connection: keep-alive"}},
+		} {
+			name := strings.Join(append([]string{path, c.proto}, c.field...), " ")
+			want := readFraming(t, refAddr, "GET", path, c.proto, c.field...)
+			got := readFraming(t, addr, "GET", path, c.proto, c.field...)
+			assert.Equal(t, want, got, name)
 		}
 	}
 }

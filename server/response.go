@@ -405,14 +405,18 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	c, r, h := w.c, w.req, w.header
 	code := w.status
 	noBody := !bodyAllowed(code)
-	if _, ok := h["Connection"]; ok && hasToken(h["Connection"], "close") {
+	fs := w.collectFields(false)
+	var connField []string // the handler's Connection field
+	if fs.conn {
+		connField = h["Connection"]
+	}
+	if hasToken(connField, "close") {
 		c.closeAfter = true
 	}
 	var extra [4][2]string
 	ne := 0
 	add := func(k, v string) { extra[ne] = [2]string{k, v}; ne++ }
 
-	fs := w.collectFields(false)
 	w.trailers = !noBody && r.ProtoMinor >= 1 && fs.trailers
 	// A Transfer-Encoding of the handler's is framed as net/http frames
 	// it: the server writes the field itself (or none), so that it never
@@ -464,14 +468,21 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	case code == http.StatusSwitchingProtocols:
 		// The handler's Connection (Upgrade) says it all: the connection
 		// becomes another protocol's, through Hijack.
-	case c.closeAfter && r.ProtoMinor >= 1:
-		if !hasToken(h["Connection"], "close") {
-			add("Connection", "close")
-		}
 	case c.closeAfter:
-		// HTTP/1.0 closes by default: nothing to say, as net/http.
+		// The Connection field says what happens, as in net/http: a
+		// handler's keep-alive is replaced by close (HTTP/1.0 closes
+		// by default: nothing to say).
+		if !hasToken(connField, "close") {
+			fs.omit("Connection")
+			if r.ProtoMinor >= 1 {
+				add("Connection", "close")
+			}
+		}
 	case r.ProtoMinor == 0:
-		add("Connection", "keep-alive") // it asked for it, or closeAfter would be set
+		// It asked for keep-alive, or closeAfter would be set.
+		if !hasToken(connField, "keep-alive") {
+			add("Connection", "keep-alive")
+		}
 	}
 
 	if c.srv.cfg.LoadHint {
@@ -489,6 +500,7 @@ type headFields struct {
 	date     bool    // a Date field
 	te       bool    // a Transfer-Encoding field
 	cl       bool    // a Content-Length field
+	conn     bool    // a Connection field
 	trailers bool    // a Trailer field, or a key with http.TrailerPrefix
 }
 
@@ -514,6 +526,8 @@ func (w *ResponseWriter) collectFields(informational bool) headFields {
 			fs.te = true
 		case k == "Content-Length":
 			fs.cl = true
+		case k == "Connection":
+			fs.conn = true
 		}
 		fs.fields = append(fs.fields, field{k, vv})
 	}
