@@ -149,7 +149,7 @@ func (w *ResponseWriter) sendInformational(code int) {
 	}
 	b := w.c.ws.getOut()
 	b = appendStatusLine(b, 1, code)
-	b = w.appendFields(b, w.collectFields(true), nil)
+	b = w.appendFields(b, w.collectFields(true), -1, nil)
 	b = append(b, "\r\n"...)
 	w.fail(w.c.send(w.ctx, b))
 	w.c.ws.putOut(b)
@@ -436,15 +436,13 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	if fs.cl {
 		fs.omit("Content-Length")
 	}
-	length := int64(-1)
+	length := int64(-1) // written as the Content-Length field when not negative
 	switch {
 	case noBody:
 	case w.declared >= 0:
 		length = w.declared
-		add("Content-Length", strconv.FormatInt(length, 10))
 	case final && !(w.bodyless && w.written == 0) && !w.trailers && te == "":
 		length = w.written
-		add("Content-Length", strconv.FormatInt(length, 10))
 	}
 	if !noBody && length < 0 && !w.bodyless {
 		if r.ProtoMinor >= 1 && te != "identity" {
@@ -489,7 +487,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		add(c.srv.loadHint())
 	}
 	b = appendStatusLine(b, r.ProtoMinor, code)
-	b = w.appendFields(b, fs, extra[:ne])
+	b = w.appendFields(b, fs, length, extra[:ne])
 	return append(b, "\r\n"...)
 }
 
@@ -540,9 +538,10 @@ func (fs *headFields) omit(key string) {
 }
 
 // appendFields appends the gathered fields in sorted order, a Date unless
-// the handler set one, and the server's extra fields, and gives the
-// scratch back to the worker.
-func (w *ResponseWriter) appendFields(b []byte, fs headFields, extra [][2]string) []byte {
+// the handler set one, a Content-Length of length unless it is negative
+// (appended as digits: no string to allocate), and the server's extra
+// fields, and gives the scratch back to the worker.
+func (w *ResponseWriter) appendFields(b []byte, fs headFields, length int64, extra [][2]string) []byte {
 	ws := w.c.ws
 	fields := fs.fields
 	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
@@ -556,6 +555,11 @@ func (w *ResponseWriter) appendFields(b []byte, fs headFields, extra [][2]string
 	if !fs.date {
 		b = append(b, "Date: "...)
 		b = append(b, ws.dateHeader()...)
+		b = append(b, "\r\n"...)
+	}
+	if length >= 0 {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, length, 10)
 		b = append(b, "\r\n"...)
 	}
 	for _, kv := range extra {
