@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -239,9 +240,8 @@ func TestSmugglingDefences(t *testing.T) {
 }
 
 func TestHandlerPanicIs500AndWorkerLivesOn(t *testing.T) {
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	var logged syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/panic":
@@ -277,8 +277,6 @@ func TestHandlerPanicIs500AndWorkerLivesOn(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, "fine", string(b))
-	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, 6, strings.Count(logged.String(), "handler panic"))
 	assert.NotContains(t, logged.String(), "ErrAbortHandler")
 	assert.Contains(t, logged.String(), "TestHandlerPanicIs500AndWorkerLivesOn", "the stack of the panic is logged")
@@ -340,17 +338,6 @@ func fetch(t *testing.T, client *http.Client, url string) *http.Response {
 	require.NoError(t, err)
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestContextCancelledWhenClientLeaves(t *testing.T) {

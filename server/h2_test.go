@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
@@ -664,9 +665,8 @@ func TestH2FlushStreams(t *testing.T) {
 // never looks complete), the panic is logged with its stack, and the
 // connection's other streams and the workers go on.
 func TestH2HandlerPanic(t *testing.T) {
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	var logged syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/panic":
@@ -693,8 +693,6 @@ func TestH2HandlerPanic(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, resp.ProtoMajor)
 	assert.Equal(t, "fine", string(b))
-	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, 3, strings.Count(logged.String(), "handler panic"))
 	assert.Contains(t, logged.String(), "h2 boom")
 	assert.NotContains(t, logged.String(), "ErrAbortHandler")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -217,9 +218,8 @@ func TestHijackMatchesNetHTTP(t *testing.T) {
 // nothing, the request body is gone to the Reader, and the misuse is
 // logged with its caller. Hijack after the handler returned panics.
 func TestHijackErrors(t *testing.T) {
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	returnedWriter := make(chan http.ResponseWriter, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/returns" {
@@ -256,9 +256,7 @@ func TestHijackErrors(t *testing.T) {
 	_, addr := serveHTTP(t, h, Config{Logger: logger})
 	got := hijackExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
 	assert.Equal(t, "raw body", got, "nothing but what the handler wrote itself")
-	mu.Lock()
 	logged := logs.String()
-	mu.Unlock()
 	assert.Contains(t, logged, "Write on a hijacked connection")
 	assert.Contains(t, logged, "WriteHeader on a hijacked connection")
 	assert.Contains(t, logged, "hijack_test.go", "the log names the caller")
