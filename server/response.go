@@ -334,17 +334,7 @@ func (w *ResponseWriter) appendLastChunk(b []byte) []byte {
 				}
 			}
 		}
-		slices.SortStableFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
-		for i, f := range fields {
-			if i > 0 && fields[i-1].key == f.key {
-				continue // declared twice
-			}
-			for _, v := range f.values {
-				b = appendField(b, f.key, v)
-			}
-		}
-		clear(fields)
-		ws.fields = fields[:0]
+		b = ws.appendSorted(b, fields)
 	}
 	return append(b, "\r\n"...)
 }
@@ -406,11 +396,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	code := w.status
 	noBody := !bodyAllowed(code)
 	fs := w.collectFields(false)
-	var connField []string // the handler's Connection field
-	if fs.conn {
-		connField = h["Connection"]
-	}
-	if hasToken(connField, "close") {
+	if hasToken(fs.conn, "close") {
 		c.closeAfter = true
 	}
 	var extra [4][2]string
@@ -425,16 +411,9 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	// So is a Content-Length: the server writes the one the handler
 	// declared before WriteHeader (a field set after it is not one, as in
 	// net/http, and would go out beside the server's own), or none.
-	var te string
-	if fs.te {
-		te = firstValue(h, "Transfer-Encoding")
-		fs.omit("Transfer-Encoding")
-		if w.declared >= 0 && te != "" && te != "identity" {
-			w.declared = -1 // chunked wins
-		}
-	}
-	if fs.cl {
-		fs.omit("Content-Length")
+	te := fs.te
+	if w.declared >= 0 && te != "" && te != "identity" {
+		w.declared = -1 // chunked wins
 	}
 	length := int64(-1) // written as the Content-Length field when not negative
 	switch {
@@ -456,7 +435,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	// The body is sniffed for a Content-Type unless the handler set one,
 	// said nosniff, or encoded the body (Content-Encoding: its bytes are
 	// gzip's, say, not the content's; as net/http, Go issue 31753).
-	if _, ok := h["Content-Type"]; !ok && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" && firstValue(h, "Content-Encoding") == "" {
+	if !fs.ctype && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" && firstValue(h, "Content-Encoding") == "" {
 		add("Content-Type", http.DetectContentType(w.out))
 	}
 	if c.srv.stopping.Load() {
@@ -470,7 +449,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		// The Connection field says what happens, as in net/http: a
 		// handler's keep-alive is replaced by close (HTTP/1.0 closes
 		// by default: nothing to say).
-		if !hasToken(connField, "close") {
+		if !hasToken(fs.conn, "close") {
 			fs.omit("Connection")
 			if r.ProtoMinor >= 1 {
 				add("Connection", "close")
@@ -478,7 +457,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		}
 	case r.ProtoMinor == 0:
 		// It asked for keep-alive, or closeAfter would be set.
-		if !hasToken(connField, "keep-alive") {
+		if !hasToken(fs.conn, "keep-alive") {
 			add("Connection", "keep-alive")
 		}
 	}
@@ -494,19 +473,18 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 // headFields are the handler's header fields as they go out, gathered in
 // one pass over its map, with what the framing needs to know of them.
 type headFields struct {
-	fields   []field // the worker's scratch
-	date     bool    // a Date field
-	te       bool    // a Transfer-Encoding field
-	cl       bool    // a Content-Length field
-	conn     bool    // a Connection field
-	trailers bool    // a Trailer field, or a key with http.TrailerPrefix
+	fields   []field  // the worker's scratch
+	date     bool     // a Date field
+	ctype    bool     // a Content-Type field
+	te       string   // the Transfer-Encoding field's first value
+	conn     []string // the Connection field's values
+	trailers bool     // a Trailer field, or a key with http.TrailerPrefix
 }
 
 // collectFields gathers the handler's fields into the worker's scratch,
 // leaving out the keys with http.TrailerPrefix (trailers set early, sent
-// after the body) and, for an informational (1xx) response, the fields
-// that frame a body, which a 1xx must not carry (RFC 9110 section 8.6), as
-// net/http does.
+// after the body) and the fields that frame a body, which the server
+// writes itself (a 1xx carries none: RFC 9110 section 8.6, as net/http).
 func (w *ResponseWriter) collectFields(informational bool) headFields {
 	fs := headFields{fields: w.c.ws.fields[:0]}
 	for k, vv := range w.header {
@@ -514,18 +492,21 @@ func (w *ResponseWriter) collectFields(informational bool) headFields {
 		case strings.HasPrefix(k, http.TrailerPrefix):
 			fs.trailers = true
 			continue
-		case informational && (k == "Content-Length" || k == "Transfer-Encoding"):
-			continue
+		case k == "Content-Length":
+			continue // the server writes its own, or none
+		case k == "Transfer-Encoding":
+			if len(vv) > 0 && !informational {
+				fs.te = vv[0]
+			}
+			continue // likewise
 		case k == "Trailer":
 			fs.trailers = true
 		case k == "Date":
 			fs.date = true
-		case k == "Transfer-Encoding":
-			fs.te = true
-		case k == "Content-Length":
-			fs.cl = true
+		case k == "Content-Type":
+			fs.ctype = true
 		case k == "Connection":
-			fs.conn = true
+			fs.conn = vv
 		}
 		fs.fields = append(fs.fields, field{k, vv})
 	}
@@ -543,15 +524,7 @@ func (fs *headFields) omit(key string) {
 // fields, and gives the scratch back to the worker.
 func (w *ResponseWriter) appendFields(b []byte, fs headFields, length int64, extra [][2]string) []byte {
 	ws := w.c.ws
-	fields := fs.fields
-	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
-	for _, f := range fields {
-		for _, v := range f.values {
-			b = appendField(b, f.key, v)
-		}
-	}
-	clear(fields) // the scratch keeps no handler's strings alive
-	ws.fields = fields[:0]
+	b = ws.appendSorted(b, fs.fields)
 	if !fs.date {
 		b = append(b, "Date: "...)
 		b = append(b, ws.dateHeader()...)
@@ -565,6 +538,24 @@ func (w *ResponseWriter) appendFields(b []byte, fs headFields, length int64, ext
 	for _, kv := range extra {
 		b = appendField(b, kv[0], kv[1])
 	}
+	return b
+}
+
+// appendSorted appends fields, taken from the worker's scratch, sorted by
+// name (a name there twice, a trailer declared twice, once), and gives the
+// scratch back, cleared so that it keeps no handler's strings alive.
+func (ws *workerState) appendSorted(b []byte, fields []field) []byte {
+	slices.SortStableFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
+	for i, f := range fields {
+		if i > 0 && fields[i-1].key == f.key {
+			continue
+		}
+		for _, v := range f.values {
+			b = appendField(b, f.key, v)
+		}
+	}
+	clear(fields)
+	ws.fields = fields[:0]
 	return b
 }
 
