@@ -384,12 +384,11 @@ func validValue(s string) bool {
 	return true
 }
 
-// check applies the rules that span fields: Host, framing (the request
-// smuggling defences) and the connection's fate.
 // takenOut reports whether check takes the field key out of the header
 // map (into head's own fields): a picked one then reads as absent, as it
-// does in the map.
-func takenOut(key string) bool { return key == "Host" || key == "Transfer-Encoding" }
+// does in the map. (Host never enters the map: parseFields keeps it apart
+// before it picks.)
+func takenOut(key string) bool { return key == "Transfer-Encoding" }
 
 // The fields check reads from the header, as bits of head.framing.
 const (
@@ -423,6 +422,8 @@ func (h *head) lookup(key string, bit uint8) []string {
 	return h.header[key]
 }
 
+// check applies the rules that span fields: Host, framing (the request
+// smuggling defences) and the connection's fate.
 func (h *head) check() *reqError {
 	hdr := h.header
 	if h.hosts > 1 {
