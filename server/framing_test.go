@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -69,11 +68,7 @@ func readFraming(t *testing.T, addr, method, path, proto string, fields ...strin
 	for _, f := range fields {
 		head += f + "\r\n"
 	}
-	_, err = io.WriteString(nc, head+"\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, &http.Request{Method: method})
-	require.NoError(t, err)
+	resp, br := roundTripOn(t, nc, head+"\r\n", method)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	f := framing{Status: resp.StatusCode, TransferEncoding: resp.TransferEncoding, ContentLength: resp.ContentLength, Body: string(b),

@@ -667,16 +667,7 @@ func TestH2FlushStreams(t *testing.T) {
 func TestH2HandlerPanic(t *testing.T) {
 	var logged syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/panic":
-			panic("h2 boom")
-		case "/abort":
-			panic(http.ErrAbortHandler)
-		}
-		_, _ = io.WriteString(w, "fine")
-	})
-	_, addr := serveHTTP(t, h, Config{Logger: log})
+	_, addr := serveHTTP(t, http.HandlerFunc(panicking), Config{Logger: log})
 	c := h2cClient(t)
 	for _, path := range []string{"/panic", "/panic", "/panic", "/abort"} {
 		resp, err := c.Get("http://" + addr + path)
@@ -694,7 +685,7 @@ func TestH2HandlerPanic(t *testing.T) {
 	assert.Equal(t, 2, resp.ProtoMajor)
 	assert.Equal(t, "fine", string(b))
 	assert.Equal(t, 3, strings.Count(logged.String(), "handler panic"))
-	assert.Contains(t, logged.String(), "h2 boom")
+	assert.Contains(t, logged.String(), "panic=boom")
 	assert.NotContains(t, logged.String(), "ErrAbortHandler")
 	assert.Contains(t, logged.String(), "stack=")
 }

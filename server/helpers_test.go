@@ -85,6 +85,18 @@ func rawExchange(t testing.TB, addr, raw string, method string) ([]*http.Respons
 	}
 }
 
+// roundTripOn writes raw on nc and reads one response to method with
+// net/http's parser; the reader goes on with what follows.
+func roundTripOn(t testing.TB, nc net.Conn, raw, method string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	_, err := io.WriteString(nc, raw)
+	require.NoError(t, err)
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	return resp, br
+}
+
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()

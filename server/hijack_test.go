@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -309,11 +308,7 @@ func TestHijackedConnectionLeavesTheServersBooks(t *testing.T) {
 	tunnel, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer tunnel.Close()
-	_, err = io.WriteString(tunnel, "GET /tunnel HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(tunnel)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
+	resp, br := roundTripOn(t, tunnel, "GET /tunnel HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", "GET")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	echo := func(s string) string {
 		t.Helper()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -365,11 +364,7 @@ func TestTLSHijackedDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
+	resp, br := roundTripOn(t, conn, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	var res result
@@ -535,11 +530,7 @@ func TestTLSHelperWritesWhileTheWorkerReads(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	_, err = io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, nil)
-	require.NoError(t, err)
+	resp, br := roundTripOn(t, nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
 	// The next request comes while the body streams: the worker reads it
 	// behind the response the helper writes.
 	_, err = io.WriteString(nc, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
