@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/await"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -59,15 +60,22 @@ func TestMemoryGateRefusesBeforeTheOOMKiller(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.Remove(parent) })
 
+	// The premise first: without the gate, this load gets the server
+	// killed. Whether it does depends on the kernel's memory accounting
+	// and reclaim on this machine (page cache, swap, how fast the heap is
+	// charged), which no test controls: where it does not hold, the gate's
+	// run would prove nothing, and the test skips.
+	ungated := runLowMem(t, parent, "nogate")
+	t.Logf("without the gate: %d served, %d refused, %d failed; killed: %v", ungated.ok, ungated.refused, ungated.failed, ungated.killed)
+	if !ungated.killed {
+		t.Skipf("the premise does not hold here: without the memory gate the load did not get the server killed by the OOM killer (%d served, %d failed), so the gate's run would prove nothing", ungated.ok, ungated.failed)
+	}
+
 	gated := runLowMem(t, parent, "gate")
 	t.Logf("with the memory gate: %d served, %d refused (memory), %d failed; killed: %v", gated.ok, gated.refused, gated.failed, gated.killed)
 	assert.False(t, gated.killed, "the server behind the memory gate is not killed")
 	assert.Positive(t, gated.ok)
 	assert.Positive(t, gated.refused, "it refused new work with 503 when memory ran low")
-
-	ungated := runLowMem(t, parent, "nogate")
-	t.Logf("without it: %d served, %d refused, %d failed; killed: %v", ungated.ok, ungated.refused, ungated.failed, ungated.killed)
-	assert.True(t, ungated.killed, "without the gate the same load gets the server killed (else the test proves nothing)")
 }
 
 // lowMemResult is what one run saw.
@@ -105,7 +113,11 @@ func runLowMem(t *testing.T, parent, mode string) lowMemResult {
 	require.NoError(t, err)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
+	// The child's standard error (its server's log, the test binary's
+	// own lines) goes to this test's log, not to the terminal.
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	defer func() { logChild(t, mode, stderr.String()) }()
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	addrs := make(chan string, 1)
@@ -184,6 +196,22 @@ func runLowMem(t *testing.T, parent, mode string) lowMemResult {
 		t.Fatal("the child did not stop")
 	}
 	return res
+}
+
+// logChild writes what a child wrote to its standard error to t's log:
+// its first and last lines, and how many were between.
+func logChild(t *testing.T, mode, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return
+	}
+	const keep = 10
+	if len(lines) > 2*keep {
+		n := len(lines) - 2*keep
+		lines = append(append(lines[:keep:keep], fmt.Sprintf("... %d lines ...", n)), lines[len(lines)-keep:]...)
+	}
+	t.Logf("the %s child's standard error:\n%s", mode, strings.Join(lines, "\n"))
 }
 
 // TestLowMemoryChild is the server of the low-memory test, in its child
