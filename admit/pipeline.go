@@ -137,6 +137,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 	}
 	if s.target > 0 {
 		p.det = queue.NewDetector(s.target, s.interval)
+		p.det.SetLimit(max(s.maxAge, 0))
 	}
 	p.admitOwn = func(e *queue.Entry) bool { return p.admitEntry(e, false) }
 	p.admitSpare = func(e *queue.Entry) bool { return p.admitEntry(e, true) }
@@ -161,6 +162,10 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		if b, ok := pol.(BlameUser); ok && b.UsesBlame() {
 			p.closed.blame = true
 		}
+	}
+	p.closed.stale = int64(s.interval)
+	if p.q != nil {
+		p.closed.waiting = func() bool { return p.q.Len() > 0 }
 	}
 	for i := range p.shards {
 		p.closed.shards = append(p.closed.shards, &p.shards[i].inFlight)
@@ -323,6 +328,9 @@ func (p *Pipeline) admit(t *Ticket, now int64, open bool) {
 	sh := p.shard(t)
 	sh.admitted.Add(1)
 	t.started = now
+	// While the line stands, the server is refusing requests for their
+	// age: the gates stay closed though this fresh one starts.
+	open = open && (p.det == nil || !p.det.Standing(now))
 	t.blameAt, t.blamed = p.closed.start(now, open, &sh.inFlight)
 	p.observers.started(t, now)
 }
@@ -538,7 +546,7 @@ func (p *Pipeline) TooOld(stamp int64) bool {
 // target while the line stands; 0 without an age limit.
 func (p *Pipeline) ageLimit() time.Duration {
 	limit := time.Duration(p.maxAge.Load())
-	if limit > 0 && p.det != nil && p.det.Standing() {
+	if limit > 0 && p.det != nil && p.det.Standing(p.clock()) {
 		limit = min(limit, p.det.Target())
 	}
 	return max(limit, 0)
@@ -556,6 +564,9 @@ func (p *Pipeline) SetMaxAge(d time.Duration) error {
 		return errors.New("admit: SetMaxAge on a pipeline built without an age limit (Config.MaxAge negative)")
 	}
 	p.maxAge.Store(int64(d))
+	if p.det != nil {
+		p.det.SetLimit(d)
+	}
 	if p.q != nil {
 		p.q.SetTimeout(d)
 	}

@@ -315,8 +315,9 @@ func TestQueueDeadlineCountsFromArrival(t *testing.T) {
 }
 
 // The age limit rejects a request that waited too long before its head was
-// read, whatever the gates say, and drops to the target while every
-// request has been old for an interval.
+// read, whatever the gates say. A line that stands below the limit is
+// served; once requests at the limit have kept coming for an interval, the
+// limit drops to the target.
 func TestAgeLimitAndStandingState(t *testing.T) {
 	var log events
 	gate := newSwitch("g", true, &log)
@@ -336,16 +337,19 @@ func TestAgeLimitAndStandingState(t *testing.T) {
 	assert.Equal(t, Rejected, decide(150*time.Millisecond), "older than 100 ms")
 	assert.Equal(t, Admitted, decide(20*time.Millisecond), "old, but under the limit")
 	clk.add(100 * ms)
-	assert.Equal(t, Rejected, decide(20*time.Millisecond), "old for an interval: the limit is 5 ms")
+	assert.Equal(t, Admitted, decide(20*time.Millisecond), "old for an interval, but under the limit: a line that fits is served")
+	assert.False(t, p.Stats().Standing)
+	assert.Equal(t, Rejected, decide(110*time.Millisecond), "at the limit again, 100 ms after the first")
 	st := p.Stats()
-	assert.True(t, st.Standing)
+	assert.True(t, st.Standing, "the line reached the limit and stood there for an interval")
 	assert.Equal(t, 5*time.Millisecond, st.MaxAge)
+	assert.Equal(t, Rejected, decide(20*time.Millisecond), "standing: the limit is 5 ms")
 	assert.Equal(t, Admitted, decide(time.Millisecond), "the fresh are served")
 	clk.add(10 * ms)
 	assert.Equal(t, Admitted, decide(time.Millisecond), "young for 10 ms: the standing state ends")
 	assert.False(t, p.Stats().Standing)
 	assert.Equal(t, Admitted, decide(20*time.Millisecond))
-	assert.Equal(t, map[string]int64{"queue-timeout": 2}, p.Stats().RejectedBy)
+	assert.Equal(t, map[string]int64{"queue-timeout": 3}, p.Stats().RejectedBy)
 	assert.NotContains(t, log.take(), "refuse g /", "the gate was never asked for a request too old")
 
 	// Without a stamp, no age limit applies.
@@ -377,15 +381,8 @@ func TestTooOld(t *testing.T) {
 	assert.False(t, p.TooOld(0), "no stamp")
 	assert.Zero(t, p.Stats().Rejected, "nothing counted")
 
-	// Every request old for an interval: the standing limit, 5 ms.
-	for range 2 {
-		r := newReq("/")
-		r.Stamp = ago(20 * time.Millisecond)
-		if p.Decide(&r.Ticket) == Admitted {
-			p.Done(&r.Ticket, Outcome{})
-		}
-		clk.add(100 * ms)
-	}
+	// Requests at the limit for an interval: the standing limit, 5 ms.
+	standUp(p, clk)
 	require.True(t, p.Stats().Standing)
 	assert.True(t, p.TooOld(ago(20*time.Millisecond)), "the standing limit")
 	assert.False(t, p.TooOld(ago(time.Millisecond)))
@@ -401,15 +398,7 @@ func TestOneStandingStateForSocketsAndQueue(t *testing.T) {
 	clk := newClock(ms)
 	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{Order: queue.CoDel}}, Host{Clock: clk.now})
 	assert.Same(t, p.det, p.Queue().Detector())
-	for _, want := range []Decision{Admitted, Rejected} {
-		r := newReq("/")
-		r.Stamp = time.Now().UnixNano() - 20*ms
-		require.Equal(t, want, p.Decide(&r.Ticket))
-		if want == Admitted {
-			p.Done(&r.Ticket, Outcome{})
-			clk.add(100 * ms)
-		}
-	}
+	standUp(p, clk)
 	require.True(t, p.Stats().Queue.Overloaded)
 	gate.open.Store(false)
 	r := newReq("/waits")
@@ -646,4 +635,65 @@ func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
 		assert.Equal(t, want, "queue-"+r.String())
 	}
 	assert.Equal(t, "queue-reason(9)", queueRefusal(9).Reason)
+}
+
+// standUp makes p's line stand: requests at its age limit (100 ms) for an
+// interval, on clk.
+func standUp(p *Pipeline, clk *fakeClock) {
+	for i := range 2 {
+		if i > 0 {
+			clk.add(100 * ms)
+		}
+		r := newReq("/")
+		r.Stamp = time.Now().UnixNano() - int64(150*time.Millisecond)
+		if p.Decide(&r.Ticket) == Admitted {
+			p.Done(&r.Ticket, Outcome{})
+		}
+	}
+}
+
+// While the line stands, the server refuses requests for their age: the
+// gates count as closed the whole time, though the fresh requests it
+// serves start one after another (so that blame, and the demand a tenant
+// controller reads from it, sees the refusals of the age limit alone).
+func TestStandingLineKeepsTheGatesClosed(t *testing.T) {
+	clk := newClock(ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	standUp(p, clk)
+	require.True(t, p.Stats().Standing)
+	before := p.Stats().GatesClosed
+	for range 50 {
+		clk.add(ms)
+		fresh, old := newReq("/"), newReq("/")
+		fresh.Stamp = time.Now().UnixNano() - int64(time.Millisecond)
+		old.Stamp = time.Now().UnixNano() - int64(20*time.Millisecond)
+		require.Equal(t, Admitted, p.Decide(&fresh.Ticket))
+		p.Done(&fresh.Ticket, Outcome{})
+		require.Equal(t, Rejected, p.Decide(&old.Ticket))
+	}
+	assert.Equal(t, 50*time.Millisecond, p.Stats().GatesClosed-before)
+}
+
+// After an overload, silence: an idle server reports the line gone, the
+// full age limit, and gates closed for at most an interval after the last
+// request, however long the silence lasts.
+func TestIdleAfterAnOverload(t *testing.T) {
+	clk := newClock(ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	standUp(p, clk)
+	st := p.Stats()
+	require.True(t, st.Standing)
+	require.Equal(t, DefaultTarget, st.MaxAge)
+	clk.add(int64(10 * time.Second))
+	idle := p.Stats()
+	assert.False(t, idle.Standing)
+	assert.Equal(t, DefaultMaxAge, idle.MaxAge)
+	assert.LessOrEqual(t, idle.GatesClosed-st.GatesClosed, DefaultInterval)
+	clk.add(int64(10 * time.Second))
+	assert.Equal(t, idle.GatesClosed, p.Stats().GatesClosed, "the last 10 s of silence count as open")
+
+	r := newReq("/")
+	r.Stamp = time.Now().UnixNano() - int64(20*time.Millisecond)
+	assert.Equal(t, Admitted, p.Decide(&r.Ticket), "the first request after the silence has the full limit")
+	p.Done(&r.Ticket, Outcome{})
 }

@@ -46,7 +46,7 @@ func (p *Pipeline) Stats() Stats {
 	st.Rejected, st.RejectedBy = p.answers.counts()
 	st.GatesClosed = p.closed.at(p.clock())
 	if p.det != nil {
-		st.Standing = p.det.Standing()
+		st.Standing = p.det.Standing(p.clock())
 	}
 	st.MaxAge = p.ageLimit()
 	if p.q != nil {

@@ -24,7 +24,7 @@ func TestDetectorScript(t *testing.T) {
 	assert.False(t, obs(80, 20))
 	assert.False(t, obs(170, 30), "old for less than an interval since the young one")
 	assert.True(t, obs(180, 30), "old for an interval: standing")
-	assert.True(t, d.Standing())
+	assert.True(t, d.Standing(180*ms))
 	assert.True(t, obs(190, 8))
 	// While standing, the requests served fresh are young: they do not end
 	// the state while old ones keep coming.
@@ -38,7 +38,7 @@ func TestDetectorScript(t *testing.T) {
 	assert.True(t, obs(400, 2), "young since 400 ms")
 	assert.True(t, obs(409, 1), "young for less than the exit time")
 	assert.False(t, obs(410, 2), "young for the exit time: the standing queue is gone")
-	assert.False(t, d.Standing())
+	assert.False(t, d.Standing(410*ms))
 	assert.False(t, obs(420, 30), "and a new interval must pass")
 	assert.False(t, obs(519, 30))
 	assert.True(t, obs(520, 30))
@@ -142,7 +142,7 @@ func makeStanding(t *testing.T, d *Detector, now int64) {
 	d.Observe(now-iv-1, 0)
 	d.Observe(now-iv, int64(time.Second))
 	d.Observe(now, int64(time.Second))
-	require.True(t, d.Standing())
+	require.True(t, d.Standing(now))
 }
 
 // TestCoDelWithClasses: classes still come first in a standing queue; the
@@ -231,4 +231,71 @@ func TestOverloadedUnderFIFO(t *testing.T) {
 	l.push(q, "d", Default)
 	q.Pump(always)
 	assert.Equal(t, []string{"start a", "start b", "start c", "start d"}, l.take(), "FIFO ignores the state")
+}
+
+// TestDetectorWithLimit: with a limit, a line that stands below it never
+// counts as standing, however long it stands; only a line that reached the
+// limit and stayed there for an interval does. These are the cases of
+// docs/design.md ("When a line is an overload"), with the defaults and the
+// sluice pipeline's limit of 100 ms. Each script gives the sojourn observed
+// at each millisecond (-1: nothing observed).
+func TestDetectorWithLimit(t *testing.T) {
+	const limit = 100
+	for _, c := range []struct {
+		name     string
+		sojourn  func(now int64) int64 // ms, at now ms
+		until    int64                 // ms
+		standing int64                 // when it first stands, ms; -1: never
+	}{
+		{"a closed loop of 64 clients, 1 ms each: a line of 63 ms, for ever", func(int64) int64 { return 63 }, 2000, -1},
+		{"a closed loop just under the limit", func(int64) int64 { return 99 }, 2000, -1},
+		{"one request at the limit in a standing line (a stall)", func(now int64) int64 {
+			if now == 500 {
+				return 120
+			}
+			return 63
+		}, 2000, -1},
+		{"stalls to the limit, more than an interval apart", func(now int64) int64 {
+			if now%300 < 20 {
+				return 110
+			}
+			return 63
+		}, 2000, -1},
+		{"an open-loop overload at 2x: the line grows by half a ms each ms", func(now int64) int64 { return min(now/2, limit) }, 2000, 300},
+		{"an overload at 10x: the line reaches the limit at once", func(int64) int64 { return limit }, 2000, 101},
+		{"a line at the limit broken by young requests", func(now int64) int64 {
+			if now%50 == 0 {
+				return 1
+			}
+			return limit
+		}, 2000, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := NewDetector(0, 0)
+			d.SetLimit(limit * time.Millisecond)
+			first := int64(-1)
+			for now := int64(1); now <= c.until; now++ {
+				if d.Observe(now*ms, c.sojourn(now)*ms) && first < 0 {
+					first = now
+				}
+			}
+			assert.Equal(t, c.standing, first)
+		})
+	}
+}
+
+// TestDetectorSilenceEndsTheLine: once nothing has been observed for an
+// interval, there is no line: not standing, and a young request after the
+// silence does not find it standing either.
+func TestDetectorSilenceEndsTheLine(t *testing.T) {
+	d := NewDetector(0, 0)
+	for now := int64(1); now <= 200; now++ {
+		d.Observe(now*ms, 30*ms)
+	}
+	require.True(t, d.Standing(200*ms))
+	assert.True(t, d.Standing(299*ms), "silent for less than an interval")
+	assert.False(t, d.Standing(300*ms), "silent for an interval: the line is gone")
+	assert.False(t, d.Observe(400*ms, ms), "a young request after the silence")
+	assert.False(t, d.Observe(401*ms, 30*ms), "an old one starts a new interval")
+	assert.True(t, d.Observe(501*ms, 30*ms))
 }

@@ -20,7 +20,19 @@ const ExitDivisor = 10
 //     Interval has been at least Target (one young request restarts the
 //     interval);
 //   - it stops standing once every sojourn observed for Interval /
-//     [ExitDivisor] has been under Target.
+//     [ExitDivisor] has been under Target, or once nothing at all has been
+//     observed for an Interval (no one waits: there is no line).
+//
+// A Detector with a limit ([Detector.SetLimit]: the longest a request may
+// wait, after which it is refused) asks more to enter: a line that stands
+// is not an overload as long as it fits in the limit. A closed loop of N
+// clients always has a line of N less the workers, and every one of its
+// requests is served in time; refusing them buys nothing, since each
+// client sends again at once. With a limit, the queue becomes standing only
+// once sojourns at the limit have kept coming for an Interval (none of
+// them more than an Interval apart, and every sojourn between them at
+// least Target): the line reached the limit and stays there, so arrivals
+// outrun what the server completes.
 //
 // The exit is not CoDel's first good sojourn: while the queue stands, the
 // requests that do start are served fresh (newest first, or with a short
@@ -41,18 +53,28 @@ const ExitDivisor = 10
 // sees it first; the state is exact for one observer at a time.
 type Detector struct {
 	target, interval, exit int64
+	// limit is the sojourn at which the line has reached its limit
+	// (SetLimit); 0: none, CoDel's entry.
+	limit atomic.Int64
 
 	standing atomic.Bool
 	// above is, while not standing, since when every sojourn has been at
 	// least target (0: the last one was not).
 	above atomic.Int64
+	// full is, while not standing and with a limit, since when sojourns
+	// at the limit have kept coming (0: none since above began, or the
+	// last was more than an interval ago); lastFull is the last of them.
+	full, lastFull atomic.Int64
 	// young is, while standing, since when every sojourn has been under
 	// target (0: the last one was not).
 	young atomic.Int64
+	// last is when the last sojourn was observed (0: none yet).
+	last atomic.Int64
 }
 
 // NewDetector returns a Detector with the given target and interval; zero
-// or less means [DefaultTarget] and [DefaultInterval].
+// or less means [DefaultTarget] and [DefaultInterval]. It has no limit:
+// see SetLimit.
 func NewDetector(target, interval time.Duration) *Detector {
 	if target <= 0 {
 		target = DefaultTarget
@@ -63,6 +85,12 @@ func NewDetector(target, interval time.Duration) *Detector {
 	return &Detector{target: int64(target), interval: int64(interval), exit: int64(interval) / ExitDivisor}
 }
 
+// SetLimit sets the longest a request may wait before it is refused (the
+// sluice pipeline's age limit, a queue's timeout); zero or less removes
+// it. With a limit, the state is entered only when the line reaches the
+// limit and stays there (see [Detector]). It may be called at any time.
+func (d *Detector) SetLimit(limit time.Duration) { d.limit.Store(max(int64(limit), 0)) }
+
 // Target returns the sojourn time above which a request counts as old.
 func (d *Detector) Target() time.Duration { return time.Duration(d.target) }
 
@@ -70,16 +98,26 @@ func (d *Detector) Target() time.Duration { return time.Duration(d.target) }
 // to count as standing.
 func (d *Detector) Interval() time.Duration { return time.Duration(d.interval) }
 
-// Standing reports whether the queue is standing now.
-func (d *Detector) Standing() bool { return d.standing.Load() }
+// Standing reports whether the queue is standing at now (on the clock of
+// Observe): it is not once nothing has been observed for an Interval.
+func (d *Detector) Standing(now int64) bool {
+	return d.standing.Load() && now-d.last.Load() < d.interval
+}
 
 // Observe records that a request leaves the queue at now (monotonic
 // nanoseconds, on the caller's clock; every observer of one Detector must
 // use the same clock) after waiting sojourn nanoseconds, and returns
 // whether the queue is standing after it.
 func (d *Detector) Observe(now, sojourn int64) bool {
-	now = max(now, 1) // 0 means "none" in above and young
+	now = max(now, 1) // 0 means "none" in above, full and young
+	last := d.last.Swap(now)
 	if d.standing.Load() {
+		if now-last >= d.interval {
+			// Nothing waited for an interval: the line is gone, and this
+			// request starts a new one.
+			d.leave()
+			return d.enter(now, sojourn)
+		}
 		if sojourn >= d.target {
 			if d.young.Load() != 0 {
 				d.young.Store(0)
@@ -91,27 +129,57 @@ func (d *Detector) Observe(now, sojourn int64) bool {
 		case y == 0:
 			d.young.CompareAndSwap(0, now)
 		case now-y >= d.exit:
-			d.above.Store(0)
-			d.young.Store(0)
-			d.standing.Store(false)
+			d.leave()
 			return false
 		}
 		return true
 	}
+	return d.enter(now, sojourn)
+}
+
+// leave ends the standing state.
+func (d *Detector) leave() {
+	d.above.Store(0)
+	d.full.Store(0)
+	d.young.Store(0)
+	d.standing.Store(false)
+}
+
+// enter observes a sojourn while not standing, and enters the state when
+// its rule is met.
+func (d *Detector) enter(now, sojourn int64) bool {
 	if sojourn < d.target {
 		if d.above.Load() != 0 {
 			d.above.Store(0)
 		}
+		if d.full.Load() != 0 {
+			d.full.Store(0)
+		}
 		return false
 	}
 	a := d.above.Load()
-	switch {
-	case a == 0:
+	if a == 0 {
 		d.above.CompareAndSwap(0, now)
-	case now-a >= d.interval:
-		d.young.Store(0)
-		d.standing.Store(true)
-		return true
+		a = now
 	}
-	return false
+	since := a
+	if limit := d.limit.Load(); limit > 0 {
+		// The line must have reached the limit and stood there.
+		if sojourn < limit {
+			return false
+		}
+		lf := d.lastFull.Swap(now)
+		f := d.full.Load()
+		if f == 0 || now-lf > d.interval {
+			d.full.Store(now)
+			return false
+		}
+		since = f
+	}
+	if now-since < d.interval {
+		return false
+	}
+	d.young.Store(0)
+	d.standing.Store(true)
+	return true
 }

@@ -352,7 +352,7 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 	}
 	now := q.clock()
 	arrived = min(arrived, now)
-	standing := q.det.Standing()
+	standing := q.det.Standing(now)
 	timeout := q.timeout
 	if standing && q.order == CoDel {
 		timeout = q.target
@@ -442,7 +442,7 @@ func (q *Queue) pump(admit func(*Entry) bool, limit int) int {
 	now := q.clock()
 	q.expire(now, &b)
 	if admit != nil && q.n > 0 {
-		lifo := q.lifo(q.det.Standing())
+		lifo := q.lifo(q.det.Standing(now))
 		for q.n > 0 && started != limit {
 			e := q.next(lifo)
 			if !admit(e) {

@@ -55,6 +55,6 @@ func (q *Queue) Stats() Stats {
 	for i := range s.Rejected {
 		s.Rejected[i] = q.rejected[i].Load()
 	}
-	s.Overloaded = q.det.Standing()
+	s.Overloaded = q.det.Standing(q.clock())
 	return s
 }
