@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -64,4 +67,35 @@ func TestListenRefusesAdmissionThatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, "nil runtime")
 	_, err = Listen(rt, "127.0.0.1:0", nil, Config{})
 	assert.ErrorContains(t, err, "nil Handler")
+}
+
+// A request's age counts from when its head was all there: a head sent in
+// two writes far apart, on an idle server, is served, on a fresh
+// connection and on a kept one, and a run of them does not make the line
+// stand.
+func TestSplitHeadIsNotOld(t *testing.T) {
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+	br := bufio.NewReader(nc)
+	for i := range 3 {
+		_, err := io.WriteString(nc, "GET /split HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+		// Longer than the age limit (100 ms), the gap a slow client or
+		// Nagle's algorithm can leave between two segments of one head.
+		time.Sleep(150 * time.Millisecond)
+		_, err = io.WriteString(nc, "X-Late: 1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "split head %d: %s", i, resp.Header.Get("Sluice-Reject-Reason"))
+	}
+	st := srv.Stats()
+	assert.False(t, st.Standing)
+	assert.Equal(t, admit.DefaultMaxAge, st.MaxAge)
+	assert.Zero(t, st.Rejected)
 }

@@ -102,9 +102,9 @@ type conn struct {
 	t        admit.Ticket // the current request's passage through admission
 	admitted bool         // the pipeline admitted the current request: call Done
 	refused  bool         // it was rejected: answer with t.Answer
-	// arrived is when the kernel received the first bytes of the request
-	// being read (Unix nanoseconds, from the read that found the buffer
-	// empty), 0 when unknown.
+	// arrived is when the kernel received the bytes that completed the
+	// head of the request being read (Unix nanoseconds; see read), 0 when
+	// unknown.
 	arrived int64
 
 	st         *reqState      // the current request's, from its start to its end
@@ -309,7 +309,7 @@ func (c *conn) readHead() {
 		c.fail(errHeaderTooLarge)
 		return
 	}
-	n, err := c.read()
+	n, err := c.read(true)
 	switch {
 	case err == unix.EAGAIN:
 		if c.state == connIdle {
@@ -326,14 +326,20 @@ func (c *conn) readHead() {
 }
 
 // read reads into the free end of the read buffer. When the server times
-// requests from their arrival and nothing unconsumed is buffered, the bytes
-// read begin a new request: their kernel receive stamp becomes c.arrived.
-func (c *conn) read() (int, error) {
+// requests from their arrival, the kernel receive stamp of the read becomes
+// c.arrived if the bytes read may complete a request's head: always while
+// a head is awaited (head: nothing buffered holds a whole one), and
+// otherwise when nothing unconsumed is buffered (they begin the next
+// request). So a request's age counts from when its head was all there, the
+// earliest the server could have started it: a client slow to send its head
+// (a large cookie over a slow link, a head in two segments) does not count
+// its own upload time as time waiting for the server.
+func (c *conn) read(head bool) (int, error) {
 	if !c.srv.stamps {
 		return c.nc.Read(c.buf[c.n:])
 	}
 	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])
-	if n > 0 && c.r == c.n {
+	if n > 0 && (head || c.r == c.n) {
 		c.arrived = stamp
 	}
 	return n, err
@@ -782,7 +788,7 @@ func (c *conn) readBehind() {
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
 		return
 	}
-	n, err := c.read()
+	n, err := c.read(false)
 	switch {
 	case err == unix.EAGAIN:
 	case err != nil:
