@@ -29,8 +29,9 @@ const (
 
 // Config configures a Pipeline. The zero value protects a sluice server by
 // the age of its requests alone: one that waited 100 ms from its arrival in
-// the kernel is rejected unstarted, and while every request has waited at
-// least 5 ms for 100 ms (a standing line in the sockets), 5 ms is the limit.
+// the kernel (its head complete) is rejected unstarted, and once requests
+// have kept reaching that limit for 10 ms (an overload's line, standing in
+// the sockets), 5 ms is the limit until the line is gone.
 type Config struct {
 	// Policies are asked first, in order, once per request: the first that
 	// refuses rejects the request at once (a quota, a tenant's share,
@@ -55,11 +56,14 @@ type Config struct {
 	// the reason "queue-timeout". Zero means DefaultMaxAge; negative means
 	// no limit, which a queue does not allow.
 	MaxAge time.Duration
-	// Target and Interval set the standing state, CoDel's rule
-	// (queue.Detector): once every request observed for Interval had
-	// waited at least Target, Target is the age limit (and the queue, in
-	// CoDel order, gives newcomers Target and serves the newest first),
-	// until the requests have been younger than Target for Interval / 10.
+	// Target and Interval set the standing state, CoDel's rule with the
+	// age limit (queue.Detector, SetLimit): once requests at MaxAge have
+	// kept coming for Interval / 10, every request between them at least
+	// Target old (or, within Interval of the state's last end, once every
+	// request has been at least Target old for Interval), Target is the age limit (and the queue, in CoDel order,
+	// gives newcomers Target and serves the newest first), until the
+	// requests have been younger than Target for Interval / 10, or none
+	// has come for Interval. A line that stands below MaxAge is served.
 	// Zero means DefaultTarget and DefaultInterval; a negative Target
 	// turns the standing state off.
 	Target, Interval time.Duration

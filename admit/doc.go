@@ -13,10 +13,14 @@
 //     "queue-timeout". On the sluice server the age counts from when the
 //     kernel received the request's first bytes, so it includes the time
 //     the request waited in the socket buffers while every worker was busy:
-//     the wait that no gate sees. While the line is standing (every request
-//     observed for 100 ms had waited at least 5 ms, Config.Target and
-//     Interval: CoDel's rule, see queue.Detector), the limit is 5 ms, so
-//     the old are rejected at once and the fresh are served.
+//     the wait that no gate sees; it counts from the read that completed
+//     the request's head, so a client slow to send it is not counted as
+//     waiting. A line that fits in the limit is served, however long it
+//     stands (a closed loop of clients always has one). Once requests at
+//     the limit have kept coming for 10 ms (Config.Interval / 10: the
+//     line reached the limit and stays there, an overload), the line is
+//     standing and the limit is 5 ms (Config.Target), so the old are
+//     rejected at once and the fresh are served; see queue.Detector.
 //  2. The policies (Config.Policies), in order: per-request rules whose
 //     refusal is final (quotas, tenant shares, shedding). The first refusal
 //     rejects the request, with the policy's reason and status.

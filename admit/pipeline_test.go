@@ -316,7 +316,7 @@ func TestQueueDeadlineCountsFromArrival(t *testing.T) {
 
 // The age limit rejects a request that waited too long before its head was
 // read, whatever the gates say. A line that stands below the limit is
-// served; once requests at the limit have kept coming for an interval, the
+// served; once requests at the limit have kept coming for a tenth of an interval, the
 // limit drops to the target.
 func TestAgeLimitAndStandingState(t *testing.T) {
 	var log events
@@ -341,7 +341,7 @@ func TestAgeLimitAndStandingState(t *testing.T) {
 	assert.False(t, p.Stats().Standing)
 	assert.Equal(t, Rejected, decide(110*time.Millisecond), "at the limit again, 100 ms after the first")
 	st := p.Stats()
-	assert.True(t, st.Standing, "the line reached the limit and stood there for an interval")
+	assert.True(t, st.Standing, "the line reached the limit and stood there")
 	assert.Equal(t, 5*time.Millisecond, st.MaxAge)
 	assert.Equal(t, Rejected, decide(20*time.Millisecond), "standing: the limit is 5 ms")
 	assert.Equal(t, Admitted, decide(time.Millisecond), "the fresh are served")
@@ -381,7 +381,7 @@ func TestTooOld(t *testing.T) {
 	assert.False(t, p.TooOld(0), "no stamp")
 	assert.Zero(t, p.Stats().Rejected, "nothing counted")
 
-	// Requests at the limit for an interval: the standing limit, 5 ms.
+	// Requests at the limit for a while: the standing limit, 5 ms.
 	standUp(p, clk)
 	require.True(t, p.Stats().Standing)
 	assert.True(t, p.TooOld(ago(20*time.Millisecond)), "the standing limit")
@@ -637,8 +637,8 @@ func TestQueueReasonsMatchTheRejectPackage(t *testing.T) {
 	assert.Equal(t, "queue-reason(9)", queueRefusal(9).Reason)
 }
 
-// standUp makes p's line stand: requests at its age limit (100 ms) for an
-// interval, on clk.
+// standUp makes p's line stand: requests at its age limit (100 ms),
+// 100 ms apart, on clk.
 func standUp(p *Pipeline, clk *fakeClock) {
 	for i := range 2 {
 		if i > 0 {

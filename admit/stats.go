@@ -28,8 +28,9 @@ type Stats struct {
 	// MaxAge is the age limit in force now: Config.MaxAge, or Target while
 	// the line is standing; zero without a limit.
 	MaxAge time.Duration
-	// Standing reports whether the requests have all waited at least
-	// Target for a while (see Config.Target).
+	// Standing reports whether an overload's line stands: requests at the
+	// age limit kept coming for a tenth of an interval, and have not yet been young
+	// for a tenth of one or absent for one (see Config.Target).
 	Standing bool
 	// Queue is the queue's own counters (zero without a queue).
 	Queue queue.Stats

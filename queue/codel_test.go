@@ -235,7 +235,7 @@ func TestOverloadedUnderFIFO(t *testing.T) {
 
 // TestDetectorWithLimit: with a limit, a line that stands below it never
 // counts as standing, however long it stands; only a line that reached the
-// limit and stayed there for an interval does. These are the cases of
+// limit and stayed there (for a tenth of an interval) does. These are the cases of
 // docs/design.md ("When a line is an overload"), with the defaults and the
 // sluice pipeline's limit of 100 ms. Each script gives the sojourn observed
 // at each millisecond (-1: nothing observed).
@@ -255,16 +255,22 @@ func TestDetectorWithLimit(t *testing.T) {
 			}
 			return 63
 		}, 2000, -1},
-		{"stalls to the limit, more than an interval apart", func(now int64) int64 {
-			if now%300 < 20 {
+		{"stalls to the limit, 5 ms each, more than an interval apart", func(now int64) int64 {
+			if now%300 < 5 {
 				return 110
 			}
 			return 63
 		}, 2000, -1},
-		{"an open-loop overload at 2x: the line grows by half a ms each ms", func(now int64) int64 { return min(now/2, limit) }, 2000, 300},
-		{"an overload at 10x: the line reaches the limit at once", func(int64) int64 { return limit }, 2000, 101},
-		{"a line at the limit broken by young requests", func(now int64) int64 {
-			if now%50 == 0 {
+		{"stalls to the limit, 5 ms each, every 30 ms: the line keeps reaching it", func(now int64) int64 {
+			if now%30 < 5 {
+				return 110
+			}
+			return 63
+		}, 2000, 30},
+		{"an open-loop overload at 2x: the line grows by half a ms each ms", func(now int64) int64 { return min(now/2, limit) }, 2000, 210},
+		{"an overload at 10x: the line reaches the limit at once", func(int64) int64 { return limit }, 2000, 11},
+		{"a line at the limit broken by young requests every 8 ms", func(now int64) int64 {
+			if now%8 == 0 {
 				return 1
 			}
 			return limit
@@ -298,4 +304,43 @@ func TestDetectorSilenceEndsTheLine(t *testing.T) {
 	assert.False(t, d.Observe(400*ms, ms), "a young request after the silence")
 	assert.False(t, d.Observe(401*ms, 30*ms), "an old one starts a new interval")
 	assert.True(t, d.Observe(501*ms, 30*ms))
+}
+
+// TestDetectorWithLimitReenters: a line that forms again within an
+// interval of the state ending with young sojourns (an overload whose
+// fresh requests were young for a while) enters by CoDel's rule, without
+// reaching the limit again; one that forms later must reach it.
+func TestDetectorWithLimitReenters(t *testing.T) {
+	d := NewDetector(0, 0)
+	d.SetLimit(100 * time.Millisecond)
+	for now := int64(1); now <= 20; now++ {
+		d.Observe(now*ms, 100*ms)
+	}
+	require.True(t, d.Standing(20*ms))
+	for now := int64(21); now <= 31; now++ {
+		d.Observe(now*ms, ms)
+	}
+	require.False(t, d.Standing(31*ms), "young for 10 ms: left at 31 ms")
+	first := int64(-1)
+	for now := int64(40); now <= 400; now++ {
+		if d.Observe(now*ms, 30*ms) && first < 0 {
+			first = now
+		}
+	}
+	assert.Equal(t, int64(140), first, "old for an interval from 40 ms, 9 ms after the exit")
+
+	d = NewDetector(0, 0)
+	d.SetLimit(100 * time.Millisecond)
+	for now := int64(1); now <= 20; now++ {
+		d.Observe(now*ms, 100*ms)
+	}
+	for now := int64(21); now <= 31; now++ {
+		d.Observe(now*ms, ms)
+	}
+	for now := int64(32); now <= 200; now++ {
+		d.Observe(now*ms, ms)
+	}
+	for now := int64(201); now <= 1000; now++ {
+		require.False(t, d.Observe(now*ms, 30*ms), "a line under the limit, formed more than an interval after the exit")
+	}
 }

@@ -29,10 +29,15 @@ const ExitDivisor = 10
 // clients always has a line of N less the workers, and every one of its
 // requests is served in time; refusing them buys nothing, since each
 // client sends again at once. With a limit, the queue becomes standing only
-// once sojourns at the limit have kept coming for an Interval (none of
-// them more than an Interval apart, and every sojourn between them at
-// least Target): the line reached the limit and stays there, so arrivals
-// outrun what the server completes.
+// once sojourns at the limit have kept coming for Interval / [ExitDivisor]
+// (none of them more than an Interval apart, and every sojourn between
+// them at least Target): the line reached the limit and stays there, so
+// arrivals outrun what the server completes. The limit is asked of a line that
+// forms from nothing; one that forms again within an Interval of the state
+// ending with young sojourns enters by CoDel's rule alone: the fresh
+// requests served under an overload can be young for a while without the
+// overload having ended, and waiting for the line to reach the limit again
+// would serve a whole limit's worth of old requests each time.
 //
 // The exit is not CoDel's first good sojourn: while the queue stands, the
 // requests that do start are served fresh (newest first, or with a short
@@ -70,6 +75,8 @@ type Detector struct {
 	young atomic.Int64
 	// last is when the last sojourn was observed (0: none yet).
 	last atomic.Int64
+	// left is when the state last ended with young sojourns (0: never).
+	left atomic.Int64
 }
 
 // NewDetector returns a Detector with the given target and interval; zero
@@ -130,6 +137,7 @@ func (d *Detector) Observe(now, sojourn int64) bool {
 			d.young.CompareAndSwap(0, now)
 		case now-y >= d.exit:
 			d.leave()
+			d.left.Store(now)
 			return false
 		}
 		return true
@@ -162,8 +170,8 @@ func (d *Detector) enter(now, sojourn int64) bool {
 		d.above.CompareAndSwap(0, now)
 		a = now
 	}
-	since := a
-	if limit := d.limit.Load(); limit > 0 {
+	since, window := a, d.interval
+	if limit, l := d.limit.Load(), d.left.Load(); limit > 0 && (l == 0 || a-l > d.interval) {
 		// The line must have reached the limit and stood there.
 		if sojourn < limit {
 			return false
@@ -174,9 +182,9 @@ func (d *Detector) enter(now, sojourn int64) bool {
 			d.full.Store(now)
 			return false
 		}
-		since = f
+		since, window = f, d.exit
 	}
-	if now-since < d.interval {
+	if now-since < window {
 		return false
 	}
 	d.young.Store(0)
