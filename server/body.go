@@ -148,7 +148,9 @@ func (b *body) readFraming(p []byte) (int, error) {
 			if b.excess > maxChunkOverhead {
 				return 0, errChunkOverhead
 			}
-			if b.limit > 0 && b.total+size > b.limit {
+			// Not total+size > limit: the sum of a huge size and what came
+			// before can overflow and pass.
+			if b.limit > 0 && size > b.limit-b.total {
 				return 0, &http.MaxBytesError{Limit: b.limit}
 			}
 			b.total += size

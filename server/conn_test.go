@@ -213,6 +213,15 @@ func TestLimits(t *testing.T) {
 	require.Len(t, resps, 1)
 	assert.Equal(t, 413, resps[0].StatusCode)
 	assert.True(t, closed)
+
+	// A chunk size whose sum with what came before overflows an int64
+	// must not slip past the limit: 1 byte, then 2^63-1 announced and 200
+	// sent.
+	overflow := "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nc\r\n7fffffffffffffff\r\n" + strings.Repeat("c", 200)
+	resps, _, closed = rawExchange(t, addr, overflow, "POST")
+	require.Len(t, resps, 1)
+	assert.Equal(t, 413, resps[0].StatusCode, "the body limit holds whatever the chunk sizes")
+	assert.True(t, closed)
 }
 
 func TestSmugglingDefences(t *testing.T) {

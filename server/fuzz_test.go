@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/stretchr/testify/assert"
 	"io"
 	"math"
@@ -396,7 +397,7 @@ func FuzzChunkedBody(f *testing.F) {
 				return
 			}
 		}
-		got := sluiceChunked(t, data, min(int(split), len(data)))
+		got, _ := sluiceChunked(t, data, min(int(split), len(data)), 0)
 		want, bws := refChunked(data)
 		require.Equal(t, want, got, "sluice against the plain decoder")
 		if !got.ok || bws {
@@ -407,8 +408,10 @@ func FuzzChunkedBody(f *testing.F) {
 }
 
 // sluiceChunked decodes data with sluice's body reader on a connection
-// whose buffer holds data[:split] and whose socket, a pipe, the rest.
-func sluiceChunked(t *testing.T, data []byte, split int) chunkedResult {
+// whose buffer holds data[:split] and whose socket, a pipe, the rest, with
+// the body limit limit (0: none); tooLarge reports that the read ended
+// with *http.MaxBytesError.
+func sluiceChunked(t *testing.T, data []byte, split int, limit int64) (res chunkedResult, tooLarge bool) {
 	t.Helper()
 	var p [2]int
 	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
@@ -426,7 +429,7 @@ func sluiceChunked(t *testing.T, data []byte, split int) chunkedResult {
 	c := &conn{ws: &workerState{}, fd: p[0]}
 	c.buf = make([]byte, max(readBufSize, split))
 	c.n = copy(c.buf, data[:split])
-	b := &body{c: c, ctx: context.Background(), remaining: -1, chunked: true}
+	b := &body{c: c, ctx: context.Background(), remaining: -1, chunked: true, limit: limit}
 	var out bytes.Buffer
 	var err error
 	buf := make([]byte, 7) // small reads: chunks end inside them
@@ -437,11 +440,61 @@ func sluiceChunked(t *testing.T, data []byte, split int) chunkedResult {
 	}
 	rest, rerr := io.ReadAll(rd) // and lets the writer finish
 	require.NoError(t, rerr)
+	if limit > 0 && int64(out.Len()) > limit {
+		t.Fatalf("%d bytes of body read, past the limit of %d", out.Len(), limit)
+	}
 	if !errors.Is(err, io.EOF) {
-		return chunkedResult{}
+		var mbe *http.MaxBytesError
+		return chunkedResult{}, errors.As(err, &mbe)
 	}
 	fromPipe := len(data) - split - len(rest)
-	return chunkedResult{ok: true, body: out.String(), consumed: split + fromPipe - (c.n - c.r)}
+	return chunkedResult{ok: true, body: out.String(), consumed: split + fromPipe - (c.n - c.r)}, false
+}
+
+// FuzzChunkedBodyLimit runs sluice's body reader over a chunked body with
+// a body limit, chunk sizes drawn from the input (so that their sums reach
+// the ends of int64), and checks that no byte past the limit is ever read,
+// and that a body the plain decoder reads whole is refused exactly when it
+// is longer than the limit.
+func FuzzChunkedBodyLimit(f *testing.F) {
+	f.Add(uint64(100), uint64(1), uint64(1<<63-1), []byte("c"))
+	f.Add(uint64(100), uint64(64), uint64(64), []byte("abc"))
+	f.Add(uint64(1<<20), uint64(1<<63-1), uint64(1<<63-1), []byte("x"))
+	f.Add(uint64(10), uint64(5), uint64(5), []byte("0123456789"))
+	f.Fuzz(func(t *testing.T, limit, size1, size2 uint64, fill []byte) {
+		lim := int64(limit%(1<<20)) + 1
+		if len(fill) == 0 {
+			fill = []byte{'x'}
+		}
+		// Two chunks announced with sizes from the input; the data sent
+		// is at most 4 KB of each, so a huge size is left unfinished.
+		var in bytes.Buffer
+		for _, size := range []uint64{size1, size2} {
+			size &= 1<<63 - 1
+			fmt.Fprintf(&in, "%x\r\n", size)
+			n := min(size, 4096)
+			for i := uint64(0); i < n; i++ {
+				in.WriteByte(fill[i%uint64(len(fill))])
+			}
+			if size > 4096 {
+				break
+			}
+			in.WriteString("\r\n")
+		}
+		in.WriteString("0\r\n\r\n")
+		data := in.Bytes()
+		got, tooLarge := sluiceChunked(t, data, min(len(data), 7), lim)
+		want, _ := refChunked(data)
+		if want.ok {
+			require.Equal(t, int64(len(want.body)) > lim, tooLarge, "refused exactly when the body is longer than the limit")
+			if !tooLarge {
+				require.Equal(t, want, got)
+			}
+		}
+		if size1&(1<<63-1) > uint64(lim) {
+			require.True(t, tooLarge, "a first chunk announced beyond the limit is refused")
+		}
+	})
 }
 
 // refChunked decodes a chunked body by RFC 9112 section 7.1 as sluice reads
@@ -490,7 +543,7 @@ func refChunked(data []byte) (res chunkedResult, bws bool) {
 		if n == 0 {
 			break
 		}
-		if int64(len(data)-pos) < n+2 || string(data[pos+int(n):pos+int(n)+2]) != "\r\n" {
+		if int64(len(data)-pos)-2 < n || string(data[pos+int(n):pos+int(n)+2]) != "\r\n" {
 			return chunkedResult{}, bws
 		}
 		body = append(body, data[pos:pos+int(n)]...)
