@@ -223,6 +223,9 @@ func parseFields(s string, h *head, room []string) *reqError {
 	if n > 0 {
 		n-- // the empty line
 	}
+	// The counts are line counts: a head of many continuation or empty
+	// lines must not size the map and the values by them.
+	n = min(n, maxFieldsPresized)
 	h.header = make(http.Header, n)
 	for i, name := range h.pick {
 		h.picked[i] = admit.Field{Name: name}
@@ -241,10 +244,22 @@ func parseFields(s string, h *head, room []string) *reqError {
 		return errMalformed // the first line cannot continue anything
 	}
 	var lastKey string
+	// A run of continuation lines is gathered in fold and set as the
+	// value once, at its end (foldInto: the value it continues), so that
+	// unfolding is linear in the head's length.
+	var fold []byte
+	var foldInto *string
+	flush := func() {
+		if foldInto != nil {
+			*foldInto = string(fold)
+			foldInto, fold = nil, fold[:0]
+		}
+	}
 	for {
 		var line string
 		line, s = nextLine(s)
 		if line == "" {
+			flush()
 			return nil
 		}
 		if line[0] == ' ' || line[0] == '\t' {
@@ -264,13 +279,18 @@ func parseFields(s string, h *head, room []string) *reqError {
 			if !validValue(v) {
 				return errMalformed
 			}
-			if vv[len(vv)-1] == "" {
-				vv[len(vv)-1] = v
+			if foldInto == nil {
+				foldInto = &vv[len(vv)-1]
+				fold = append(fold[:0], *foldInto...)
+			}
+			if len(fold) == 0 {
+				fold = append(fold, v...)
 			} else if v != "" {
-				vv[len(vv)-1] += " " + v
+				fold = append(append(fold, ' '), v...)
 			}
 			continue
 		}
+		flush()
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			return errMalformed
@@ -305,12 +325,20 @@ func parseFields(s string, h *head, room []string) *reqError {
 		if vv := h.header[key]; vv != nil {
 			h.header[key] = append(vv, v)
 		} else {
+			if len(vals) == 0 {
+				vals = make([]string, maxFieldsPresized)
+			}
 			vals[0] = v
 			h.header[key] = vals[:1:1]
 			vals = vals[1:]
 		}
 	}
 }
+
+// maxFieldsPresized bounds the number of fields the header map and the
+// value slices are sized for before the fields are parsed; more are added
+// as they come.
+const maxFieldsPresized = 64
 
 // foldRefused reports whether a continuation line of the field key makes
 // the request malformed.

@@ -91,3 +91,32 @@ func TestParseHeadCopiesAndHoldsValues(t *testing.T) {
 		}
 	}
 }
+
+// Parsing allocates in proportion to the head, whatever its shape: a field
+// folded over 20,000 continuation lines (unfolded by concatenation, each
+// line copied the whole value so far: quadratic), and a head of 20,000
+// empty continuation lines (the map and the value slices were sized by the
+// line count). The value is what net/textproto makes of it.
+func TestParseHeadIsLinear(t *testing.T) {
+	const lines = 20000
+	folded := "GET / HTTP/1.1\r\nHost: h\r\nX-Fold: a\r\n" + strings.Repeat(" b\r\n", lines) + "\r\n"
+	empty := "GET / HTTP/1.1\r\nHost: h\r\nX-Fold: a\r\n" + strings.Repeat(" \r\n", lines) + "\r\n"
+	for _, c := range []struct {
+		name, head, want string
+	}{
+		{"folded", folded, "a" + strings.Repeat(" b", lines)},
+		{"empty continuations", empty, "a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			buf := []byte(c.head)
+			var h head
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			require.Nil(t, parseHead(buf, &h, nil))
+			runtime.ReadMemStats(&after)
+			assert.Equal(t, c.want, h.header.Get("X-Fold"))
+			allocated := after.TotalAlloc - before.TotalAlloc
+			assert.Less(t, allocated, uint64(8*len(buf)), "bytes allocated for a head of %d bytes", len(buf))
+		})
+	}
+}
