@@ -911,11 +911,15 @@ func (c *conn) writeBlocking(p []byte) error {
 func (c *conn) fail(e *reqError) {
 	c.disarm()
 	c.state = connActive // nothing else reads meanwhile
-	resp := "HTTP/1.1 " + e.line() + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + e.body()
+	// A Date, as RFC 9110 section 6.6.1 asks of every 4xx and 5xx from a
+	// server with a clock.
+	resp := append([]byte("HTTP/1.1 "+e.line()+"\r\nDate: "), c.ws.dateHeader()...)
 	if e.empty {
-		resp = "HTTP/1.1 " + e.line() + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		resp = append(resp, "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"...)
+	} else {
+		resp = append(resp, "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+e.body()...)
 	}
-	if _, err := c.nc.WriteNow([]byte(resp)); err != nil {
+	if _, err := c.nc.WriteNow(resp); err != nil {
 		c.close()
 		return
 	}

@@ -200,11 +200,18 @@ func TestLimits(t *testing.T) {
 	resps, _, closed := rawExchange(t, addr, big, "GET")
 	require.Len(t, resps, 1)
 	assert.Equal(t, 431, resps[0].StatusCode)
+	assert.NotEmpty(t, resps[0].Header.Get("Date"), "a 4xx carries a Date")
+
+	resps, _, _ = rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nExpect: 102-processing\r\nContent-Length: 1\r\n\r\nx", "POST")
+	require.Len(t, resps, 1)
+	assert.Equal(t, http.StatusExpectationFailed, resps[0].StatusCode)
+	assert.NotEmpty(t, resps[0].Header.Get("Date"), "a 417 carries a Date")
 	assert.True(t, closed)
 
 	resps, _, closed = rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n", "POST")
 	require.Len(t, resps, 1)
 	assert.Equal(t, 413, resps[0].StatusCode)
+	assert.NotEmpty(t, resps[0].Header.Get("Date"), "a 4xx carries a Date")
 	assert.True(t, closed)
 	assert.Equal(t, int32(0), ran.Load(), "refused before the handler")
 
