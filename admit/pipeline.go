@@ -532,8 +532,8 @@ func (p *Pipeline) AgeLimited() bool { return p.ageLimits }
 
 // TooOld reports whether something that arrived at stamp (Unix
 // nanoseconds, as Ticket.Stamp) has waited past the age limit that holds
-// now: MaxAge, or the standing-line target while every request has waited
-// that long. It decides nothing and counts nothing: a server asks it
+// now: MaxAge, or the standing-line target while an overload's line
+// stands. It decides nothing and counts nothing: a server asks it
 // before work that comes ahead of a request, such as a TLS handshake, so
 // as not to spend that work on a request the age limit would refuse. It
 // is false without an age limit or a stamp.

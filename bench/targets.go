@@ -72,7 +72,7 @@ const SemaphoreTimeout = 100 * time.Millisecond
 // README shows: the default runtime (one worker per CPU, pinned only where
 // the process's cpuset is exclusive) and the age limit, which rejects
 // unstarted a request that has waited 100 ms since the kernel received it
-// (5 ms while every request has waited that long for 100 ms).
+// (5 ms while an overload's line stands: see admit.Config).
 func SluiceConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}}
 }

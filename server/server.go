@@ -132,8 +132,9 @@ type Config struct {
 	// queue, or is rejected unstarted (503 with Retry-After and
 	// Sluice-Not-Started: 1, on a connection that stays open). The zero
 	// value rejects requests that arrived more than 100 ms before their
-	// head was read, counted from the kernel's receive stamp (5 ms while
-	// every request has waited that long for 100 ms): the protection of
+	// head was read, counted from the kernel's receive stamp of the read
+	// that completed the head (5 ms while an overload's line stands: see
+	// admit.Config): the protection of
 	// CPU-bound handlers, whose waiting requests sit in the sockets where
 	// no other signal sees them. Add gate.NewBusy for I/O-bound handlers,
 	// and a queue. See package admit.
