@@ -14,7 +14,8 @@ import (
 // left waiting (a new request that the gates admitted at once, or a
 // waiting one that emptied the queue by starting). While requests wait, the
 // gates are closed even as waiting requests start one by one: new ones
-// queue behind them.
+// queue behind them. While an overload's line stands (queue.Detector), they
+// are closed even as fresh requests start: the age limit refuses the old.
 //
 // Blame follows its definition: each nanosecond the gates are closed is
 // shared equally among the requests running during it. The running

@@ -23,7 +23,9 @@ type Stats struct {
 	RejectedBy map[string]int64
 	// GatesClosed is the total time the gates have been closed, as the
 	// pipeline saw them: from a refusal (by a gate, or by the age limit)
-	// until a request is admitted with no one left waiting.
+	// until a request is admitted with no one left waiting and no
+	// overload's line standing; an interval with no refusal, start or end
+	// counts for at most Config.Interval unless a request waits.
 	GatesClosed time.Duration
 	// MaxAge is the age limit in force now: Config.MaxAge, or Target while
 	// the line is standing; zero without a limit.
