@@ -54,12 +54,13 @@ import (
 // the tests, on a fake clock).
 //
 // The gates count as closed for at most stale (the standing state's
-// Interval) after the last event while no request waits in the queue: a
-// server that nothing reaches refuses no one, so a closing followed by
-// silence (the end of an overload) stops counting once that much time has
-// passed with no refusal, start or end. Under an overload, refusals come
-// far more often than that; a request that waits is refused nothing yet,
-// and keeps the whole interval closed.
+// Interval) after the last event or refusal while no request waits in the
+// queue: a server that nothing reaches refuses no one, so a closing
+// followed by silence (the end of an overload) stops counting once that
+// much time has passed with no refusal, start or end. Under an overload,
+// refusals come far more often than that; a request that waits is refused
+// nothing yet, and keeps the whole interval closed. A refusal while closed
+// is no event (it changes no count): it only stores its time.
 //
 // Limits of the packing: the times of events are kept modulo 2^41 ns
 // (36 minutes), so a closed interval of more than half of that with no
@@ -92,6 +93,8 @@ type closedTime struct {
 	// bound.
 	stale   int64
 	waiting func() bool
+	// refusal is the time of the last refusal.
+	refusal atomic.Int64
 }
 
 const (
@@ -154,7 +157,7 @@ func (c *closedTime) event(now int64, dn int, ep uint64, close, open bool) uint6
 			// reading came after ours): this one happens at that time.
 			d, t = 0, last
 		default:
-			d = c.bound(d)
+			d = c.bound(d, now)
 		}
 		epoch := old >> epochShift & epochMask
 		w := t<<timeShift | epoch<<epochShift
@@ -248,10 +251,15 @@ func (c *closedTime) settle(ep, sum uint64) {
 	}
 }
 
-// refused records a refusal at now: the gates close, if open, and the
-// closed time is charged up to now (so that the bound on a silent interval,
-// stale, counts from the last refusal).
-func (c *closedTime) refused(now int64) { c.event(now, 0, 0, true, false) }
+// refused records a refusal at now: the gates close, if open.
+func (c *closedTime) refused(now int64) {
+	if c.stale > 0 && c.refusal.Load() < now {
+		c.refusal.Store(now)
+	}
+	if c.word.Load()&closedBit == 0 {
+		c.event(now, 0, 0, true, false)
+	}
+}
 
 // start counts a request in on its shard r and records it as starting at
 // now; open says whether the gates are open again from now (no one is left
@@ -294,17 +302,22 @@ func (c *closedTime) at(now int64) time.Duration {
 	if w := c.word.Load(); w&closedBit != 0 {
 		d := (uint64(now) - w>>timeShift) & timeMask
 		if d < 1<<(timeBits-1) {
-			total += int64(c.bound(d))
+			total += int64(c.bound(d, now))
 		}
 	}
 	return time.Duration(total)
 }
 
-// bound returns the part of an interval of d with no event that counts as
-// closed: at most stale.
-func (c *closedTime) bound(d uint64) uint64 {
-	if c.stale > 0 && d > uint64(c.stale) && (c.waiting == nil || !c.waiting()) {
-		return uint64(c.stale)
+// bound returns the part of an interval of d ending at now with no event
+// that counts as closed: up to stale after the later of its start and the
+// last refusal.
+func (c *closedTime) bound(d uint64, now int64) uint64 {
+	if c.stale <= 0 || d <= uint64(c.stale) || (c.waiting != nil && c.waiting()) {
+		return d
 	}
-	return d
+	since := min(uint64(max(now-c.refusal.Load(), 0)), d)
+	if since <= uint64(c.stale) {
+		return d
+	}
+	return d - (since - uint64(c.stale))
 }

@@ -590,7 +590,13 @@ func hammer(t *testing.T, blame bool) {
 		assert.Zero(t, p.closed.running(), "the blame word counts no one")
 		assert.Zero(t, p.closed.word.Load()&settlingBit, "every hand-over done")
 		assert.Positive(t, st.GatesClosed)
-		assert.LessOrEqual(t, time.Duration(sum.total.Load()), st.GatesClosed+time.Duration(admitted.Load()), "within the rounding of each request's blame")
+		// Exact but for each request's rounding when events do not
+		// overlap; here they do, and a start that reads the integral
+		// between another event's compare-and-swap and its addition
+		// misses that one increment (see closedTime): on a loaded
+		// machine that came to 2-7% of the closed time, so 10% is
+		// allowed, where counting an interval twice would double it.
+		assert.LessOrEqual(t, time.Duration(sum.total.Load()), st.GatesClosed+st.GatesClosed/10+time.Duration(admitted.Load()), "within the rounding of each request's blame and the misses of overlapping events")
 	}
 }
 
