@@ -48,14 +48,19 @@ func BusyKnob(g *gate.Busy, workers int) Knob {
 	}
 }
 
-// ConcurrencyKnob is the limit of a concurrency gate, in requests.
+// ConcurrencyKnob is the limit of a concurrency gate, in requests, from 0
+// to maxConcurrencyKnob.
 func ConcurrencyKnob(c *gate.Concurrency) Knob {
 	return Knob{
-		Name: "concurrency limit", Unit: "requests", Min: 0, Step: 1,
+		Name: "concurrency limit", Unit: "requests", Min: 0, Max: maxConcurrencyKnob, Step: 1,
 		Get: func() float64 { return float64(c.Limit()) },
 		Set: func(v float64) error { c.SetLimit(int(v)); return nil },
 	}
 }
+
+// maxConcurrencyKnob bounds ConcurrencyKnob: any value the int conversion
+// takes exactly (a value past an int's range became a negative limit).
+const maxConcurrencyKnob = math.MaxInt32
 
 // MaxAgeKnob is a pipeline's age limit (admit.Pipeline.SetMaxAge), in
 // milliseconds, from 1 ms to 10 s. The value shown is the last one set

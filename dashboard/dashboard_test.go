@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -286,7 +287,7 @@ func TestControls(t *testing.T) {
 	data := fetch(t, off, 0)
 	assert.False(t, data.Controls)
 	require.Len(t, data.Knobs, 3, "shown read-only")
-	assert.Equal(t, KnobState{Name: "concurrency limit", Unit: "requests", Value: 64, Step: 1}, data.Knobs[0])
+	assert.Equal(t, KnobState{Name: "concurrency limit", Unit: "requests", Value: 64, Max: math.MaxInt32, Step: 1}, data.Knobs[0])
 	assert.Equal(t, 1.0, data.Knobs[1].Value, "2 workers at the default half")
 	assert.Equal(t, 100.0, data.Knobs[2].Value)
 
@@ -332,6 +333,7 @@ func TestControls(t *testing.T) {
 		code int
 	}{
 		{`{"knob":"concurrency limit","value":-1}`, nil, http.StatusBadRequest},
+		{`{"knob":"concurrency limit","value":1e19}`, nil, http.StatusBadRequest},
 		{`{"knob":"busy gate limit","value":3}`, nil, http.StatusBadRequest},
 		{`{"knob":"nope","value":1}`, nil, http.StatusBadRequest},
 		{`{"knob":"concurrency limit"}`, nil, http.StatusBadRequest},
