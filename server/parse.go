@@ -244,22 +244,12 @@ func parseFields(s string, h *head, room []string) *reqError {
 		return errMalformed // the first line cannot continue anything
 	}
 	var lastKey string
-	// A run of continuation lines is gathered in fold and set as the
-	// value once, at its end (foldInto: the value it continues), so that
-	// unfolding is linear in the head's length.
-	var fold []byte
-	var foldInto *string
-	flush := func() {
-		if foldInto != nil {
-			*foldInto = string(fold)
-			foldInto, fold = nil, fold[:0]
-		}
-	}
+	var fold folding
 	for {
 		var line string
 		line, s = nextLine(s)
 		if line == "" {
-			flush()
+			fold.end()
 			return nil
 		}
 		if line[0] == ' ' || line[0] == '\t' {
@@ -279,18 +269,10 @@ func parseFields(s string, h *head, room []string) *reqError {
 			if !validValue(v) {
 				return errMalformed
 			}
-			if foldInto == nil {
-				foldInto = &vv[len(vv)-1]
-				fold = append(fold[:0], *foldInto...)
-			}
-			if len(fold) == 0 {
-				fold = append(fold, v...)
-			} else if v != "" {
-				fold = append(append(fold, ' '), v...)
-			}
+			fold.add(&vv[len(vv)-1], v)
 			continue
 		}
-		flush()
+		fold.end()
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			return errMalformed
@@ -332,6 +314,36 @@ func parseFields(s string, h *head, room []string) *reqError {
 			h.header[key] = vals[:1:1]
 			vals = vals[1:]
 		}
+	}
+}
+
+// folding gathers a run of continuation lines and sets the value they
+// continue once, at the run's end, so that unfolding is linear in the
+// head's length (concatenating at each line was quadratic).
+type folding struct {
+	into *string // the value being continued; nil outside a run
+	buf  []byte
+}
+
+// add continues the value at into with v, as net/textproto does: one space
+// between non-empty parts.
+func (f *folding) add(into *string, v string) {
+	if f.into == nil {
+		f.into = into
+		f.buf = append(f.buf[:0], *into...)
+	}
+	if len(f.buf) == 0 {
+		f.buf = append(f.buf, v...)
+	} else if v != "" {
+		f.buf = append(append(f.buf, ' '), v...)
+	}
+}
+
+// end sets the value of the run, if one is under way.
+func (f *folding) end() {
+	if f.into != nil {
+		*f.into = string(f.buf)
+		f.into = nil
 	}
 }
 
