@@ -306,6 +306,30 @@ func TestDetectorSilenceEndsTheLine(t *testing.T) {
 	assert.True(t, d.Observe(501*ms, 30*ms))
 }
 
+// TestDetectorEpisode: Episode counts the entries into the state, once
+// each, whatever the observations in between.
+func TestDetectorEpisode(t *testing.T) {
+	d := NewDetector(0, 0)
+	assert.Zero(t, d.Episode())
+	for now := int64(1); now <= 200; now++ {
+		d.Observe(now*ms, 30*ms)
+	}
+	require.True(t, d.Standing(200*ms))
+	assert.Equal(t, uint64(1), d.Episode(), "one entry, however many old requests")
+	for now := int64(201); now <= 211; now++ {
+		d.Observe(now*ms, ms)
+	}
+	require.False(t, d.Standing(211*ms))
+	assert.Equal(t, uint64(1), d.Episode(), "leaving does not count")
+	for now := int64(212); now <= 400; now++ {
+		d.Observe(now*ms, 30*ms)
+	}
+	require.True(t, d.Standing(400*ms))
+	assert.Equal(t, uint64(2), d.Episode())
+	d.Observe(600*ms, 30*ms) // after a silence: leaves and starts anew
+	assert.Equal(t, uint64(2), d.Episode(), "not standing yet again")
+}
+
 // TestDetectorWithLimitReenters: a line that forms again within an
 // interval of the state ending with young sojourns (an overload whose
 // fresh requests were young for a while) enters by CoDel's rule, without

@@ -77,6 +77,8 @@ type Detector struct {
 	last atomic.Int64
 	// left is when the state last ended with young sojourns (0: never).
 	left atomic.Int64
+	// entries counts the times the state was entered (Episode).
+	entries atomic.Uint64
 }
 
 // NewDetector returns a Detector with the given target and interval; zero
@@ -110,6 +112,12 @@ func (d *Detector) Interval() time.Duration { return time.Duration(d.interval) }
 func (d *Detector) Standing(now int64) bool {
 	return d.standing.Load() && now-d.last.Load() < d.interval
 }
+
+// Episode returns how many times the state has been entered: a caller that
+// decides something for one standing period (the sluice pipeline, when
+// refusing does not shorten the line) tells it from the next by this
+// number.
+func (d *Detector) Episode() uint64 { return d.entries.Load() }
 
 // Observe records that a request leaves the queue at now (monotonic
 // nanoseconds, on the caller's clock; every observer of one Detector must
@@ -188,6 +196,8 @@ func (d *Detector) enter(now, sojourn int64) bool {
 		return false
 	}
 	d.young.Store(0)
-	d.standing.Store(true)
+	if !d.standing.Swap(true) {
+		d.entries.Add(1)
+	}
 	return true
 }
