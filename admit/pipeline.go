@@ -92,6 +92,7 @@ type Pipeline struct {
 	closed  closedTime
 	queued  atomic.Int64
 	shards  []shard
+	window  window // the rate of admissions and the futility of the lower limit (window.go)
 
 	observers observers // see Observe (observe.go)
 
@@ -106,7 +107,10 @@ type shard struct {
 	_        [64]byte
 	inFlight runners
 	admitted atomic.Int64
-	_        [48]byte
+	// lowered counts refusals by the standing line's lower limit alone
+	// (window.go).
+	lowered atomic.Int64
+	_       [40]byte
 }
 
 // New builds the pipeline that cfg describes, on host, and attaches its
@@ -240,10 +244,16 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 		if limit := p.maxAge.Load(); limit > 0 {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
-			if p.det != nil && p.det.Observe(now, age) {
+			lowered := false
+			if p.det != nil && p.det.Observe(now, age) && p.lowered(now) {
+				lowered = age < limit
 				limit = min(limit, int64(p.det.Target()))
 			}
 			if age >= limit {
+				if lowered {
+					p.shard(t).lowered.Add(1)
+					p.measure(now)
+				}
 				// The server is behind its arrivals: as closed as a
 				// gate's refusal (with the age limit alone, it is the
 				// only sign of overload).
@@ -546,7 +556,7 @@ func (p *Pipeline) TooOld(stamp int64) bool {
 // target while the line stands; 0 without an age limit.
 func (p *Pipeline) ageLimit() time.Duration {
 	limit := time.Duration(p.maxAge.Load())
-	if limit > 0 && p.det != nil && p.det.Standing(p.clock()) {
+	if limit > 0 && p.lowered(p.clock()) {
 		limit = min(limit, p.det.Target())
 	}
 	return max(limit, 0)

@@ -1,0 +1,138 @@
+package admit
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-go/sluice/reject"
+)
+
+// The window is a measure the pipeline takes lazily, when a refusal or an
+// adapter asks: the rate of admissions over the last tenth of a second or
+// more, which sizes a closed loop the server can serve (Servable), and the
+// refusals the standing line's lower limit made in that time, which tell
+// whether refusing shortens the line at all (futile).
+const (
+	// windowMin is the shortest window, windowStale the longest: a window
+	// longer than that (a server idle, then busy) tells nothing of now,
+	// so the measure starts again and knows no rate meanwhile.
+	windowMin   = 50 * time.Millisecond
+	windowStale = time.Second
+	// FutileRatio is how many refusals under the standing line's lower
+	// limit (Target) per admission, over a window, make that limit
+	// futile for the rest of the standing period. An open-loop overload
+	// of x times capacity refuses about x-1 per admission, and the lower
+	// limit keeps what it admits fresh; clients that resend the moment
+	// they are refused (a closed loop: wrk, a retry loop without backoff)
+	// put every refused request back in the line at once, the line does
+	// not shorten, and they are refused MaxAge/Target times (20 by
+	// default) or more per admission, each refusal costing CPU that
+	// serves nobody. The limit then stays MaxAge until the line stops
+	// standing.
+	FutileRatio = 12
+)
+
+// window is the measure's state: the counts at the start of the current
+// window and what the last one found.
+type window struct {
+	mu       sync.Mutex // held by the caller that closes a window
+	at       int64      // the current window's start, on the pipeline's clock; 0: none yet
+	admitted int64      // admissions when it started
+	lowered  int64      // refusals under the lowered limit when it started
+	episode  uint64     // the standing episode when it started, +1; 0: not standing
+	rate     atomic.Int64
+	// futile is 1 + the standing episode (queue.Detector.Episode) in which
+	// the lowered limit was found futile; 0: none.
+	futile atomic.Uint64
+}
+
+// measure closes the current window if it is due.
+func (p *Pipeline) measure(now int64) {
+	w := &p.window
+	if now-w.at < int64(windowMin) && w.at != 0 || !w.mu.TryLock() {
+		return
+	}
+	defer w.mu.Unlock()
+	var admitted, lowered int64
+	for i := range p.shards {
+		admitted += p.shards[i].admitted.Load()
+		lowered += p.shards[i].lowered.Load()
+	}
+	var episode uint64
+	if p.det != nil && p.det.Standing(now) {
+		episode = p.det.Episode() + 1
+	}
+	gap := now - w.at
+	switch {
+	case w.at == 0 || gap > int64(windowStale):
+		w.rate.Store(-1)
+	case gap >= int64(windowMin):
+		da, dl := admitted-w.admitted, lowered-w.lowered
+		w.rate.Store(da * int64(time.Second) / gap)
+		// Only a window spent whole in one standing period: the first
+		// one of an overload also refuses the line that built up
+		// before the state was entered, however it arrived.
+		if episode != 0 && episode == w.episode && dl > FutileRatio*max(da, 1) {
+			w.futile.Store(episode)
+		}
+	default:
+		return // another caller closed it meanwhile
+	}
+	w.at, w.admitted, w.lowered, w.episode = now, admitted, lowered, episode
+}
+
+// lowered reports whether the standing line's lower limit (Target) applies
+// at now: the line stands, and refusing has not been found futile in this
+// standing period.
+func (p *Pipeline) lowered(now int64) bool {
+	if p.det == nil || !p.det.Standing(now) {
+		return false
+	}
+	return p.window.futile.Load() != p.det.Episode()+1
+}
+
+// Servable returns how many clients that each resend at once (a closed
+// loop) the server can keep in its line with their requests starting within
+// half of Config.MaxAge (DefaultMaxAge without an age limit): the rate at
+// which it admitted requests over the last tenth of a second or more, times
+// that time, and at least one per shard. It answers math.MaxInt until a
+// window has been measured, and again after a second without a refusal or
+// a call.
+func (p *Pipeline) Servable() int {
+	p.measure(p.clock())
+	rate := p.window.rate.Load()
+	if rate < 0 {
+		return math.MaxInt
+	}
+	horizon := time.Duration(p.maxAge.Load())
+	if horizon <= 0 {
+		horizon = DefaultMaxAge
+	}
+	return int(max(rate*int64(horizon)/int64(2*time.Second), int64(len(p.shards))))
+}
+
+// Hold returns how long the adapter should leave a client unread after
+// answering its rejected ticket t, when clients others are being read:
+// Rejection.RetryAfter (DefaultRetryAfter) when t was refused because its
+// request had waited Config.MaxAge or more, in the sockets or in the queue, the server's own limit and not
+// the standing line's lower one, and clients exceeds Servable; 0
+// otherwise. A client that resends the moment it is refused then waits in
+// its socket, at no cost to the server, as one that honours Retry-After
+// would have; the clients within Servable are served as a closed loop whose
+// line stays under the limit. Fresh refusals under the lower limit, and
+// refusals by gates and policies, are never held: they are the fast answers
+// that an open-loop client, or a pool of connections carrying many
+// clients' requests, retries elsewhere. The sluice server parks the
+// connection (server.Config.HoldRefused).
+func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
+	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known {
+		return 0
+	}
+	limit := p.maxAge.Load()
+	if limit <= 0 || p.clock()-t.arrived < limit || clients <= p.Servable() {
+		return 0
+	}
+	return p.answers.retry
+}

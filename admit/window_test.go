@@ -1,0 +1,184 @@
+package admit
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// admitN admits and ends n requests at the clock's time.
+func admitN(t *testing.T, p *Pipeline, n int) {
+	t.Helper()
+	for range n {
+		r := newReq("/")
+		require.Equal(t, Admitted, p.Decide(&r.Ticket))
+		p.Done(&r.Ticket, Outcome{Status: 200})
+	}
+}
+
+// aged decides a request that arrived age ago, and ends it if admitted.
+func aged(p *Pipeline, age time.Duration) (*req, Decision) {
+	r := newReq("/")
+	r.Stamp = time.Now().UnixNano() - int64(age)
+	d := p.Decide(&r.Ticket)
+	if d == Admitted {
+		p.Done(&r.Ticket, Outcome{Status: 200})
+	}
+	return r, d
+}
+
+func TestServable(t *testing.T) {
+	clk := newClock(10 * ms)
+	p := newPipeline(t, Config{MaxAge: 100 * time.Millisecond}, Host{Clock: clk.now, Shards: 2})
+
+	assert.Equal(t, math.MaxInt, p.Servable(), "nothing measured yet: no bound")
+	admitN(t, p, 10)
+	clk.add(30 * ms)
+	assert.Equal(t, math.MaxInt, p.Servable(), "a window shorter than 50 ms is not closed")
+	admitN(t, p, 40)
+	clk.add(70 * ms)
+	// 50 admitted in 100 ms: 500 a second, 25 within half the limit.
+	assert.Equal(t, 25, p.Servable())
+	admitN(t, p, 200)
+	clk.add(200 * ms)
+	assert.Equal(t, 50, p.Servable(), "1,000 a second")
+
+	clk.add(100 * ms)
+	assert.Equal(t, 2, p.Servable(), "none admitted: one per shard at least")
+
+	require.NoError(t, p.SetMaxAge(300*time.Millisecond))
+	admitN(t, p, 100)
+	clk.add(100 * ms)
+	assert.Equal(t, 150, p.Servable(), "the limit now configured, 300 ms")
+
+	clk.add(2 * time.Second.Nanoseconds())
+	admitN(t, p, 1000)
+	assert.Equal(t, math.MaxInt, p.Servable(), "after a silent second the old rate says nothing")
+	clk.add(100 * ms)
+	assert.Equal(t, 2, p.Servable(), "the window restarted at that call: none admitted since")
+}
+
+// Servable counts clients within the configured limit, not within the
+// standing line's lower one: parking is for clients beyond MaxAge.
+func TestServableCountsTheConfiguredLimitNotTheStandingOne(t *testing.T) {
+	clk := newClock(10 * ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	standUp(p, clk)
+	p.Servable()
+	for range 100 {
+		aged(p, 0)
+	}
+	require.True(t, p.Stats().Standing)
+	require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge)
+	clk.add(100 * ms)
+	assert.Equal(t, 50, p.Servable(), "half of DefaultMaxAge (100 ms), not of the 5 ms of the standing line, at 1,000 a second")
+}
+
+// spin plays clients that resend the moment they are refused while the
+// line stands: for each admission, refused requests aged 6 ms, over the
+// given time in steps of 1 ms.
+func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int) (admitted, refused int) {
+	for range int(d / time.Millisecond) {
+		clk.add(ms)
+		if _, dec := aged(p, time.Millisecond); dec == Admitted {
+			admitted++
+		}
+		for range refusedPerAdmission {
+			if _, dec := aged(p, 6*time.Millisecond); dec == Rejected {
+				refused++
+			}
+		}
+	}
+	return admitted, refused
+}
+
+// The standing line's lower limit is dropped for the rest of the standing
+// period once, over a whole window, it refuses more than FutileRatio
+// requests per admission: clients resending at once, whose line refusing
+// does not shorten. An open-loop overload's x-1 refusals per admission
+// keep it.
+func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ratio  int
+		futile bool
+	}{
+		{"open loop at 10x", 9, false},
+		{"at the ratio", FutileRatio, false},
+		{"closed loop resending", 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(10 * ms)
+			p := newPipeline(t, Config{}, Host{Clock: clk.now})
+			// A window begins, then the line stands 10 ms later: that
+			// window also refuses the line built before, however it
+			// arrived, and judges nothing.
+			p.Servable()
+			aged(p, 150*time.Millisecond)
+			clk.add(10 * ms)
+			aged(p, 150*time.Millisecond)
+			require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "standing")
+			episode := p.det.Episode()
+			spin(p, clk, 39*time.Millisecond, 30)
+			require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "the window the state began in is not judged")
+
+			admitted, refused := spin(p, clk, 120*time.Millisecond, tc.ratio)
+			require.NotZero(t, admitted)
+			st := p.Stats()
+			require.True(t, st.Standing)
+			if !tc.futile {
+				assert.Equal(t, 5*time.Millisecond, st.MaxAge, "refused %d for %d admitted", refused, admitted)
+				return
+			}
+			assert.Equal(t, DefaultMaxAge, st.MaxAge, "futile: the configured limit again")
+			_, d := aged(p, 50*time.Millisecond)
+			assert.Equal(t, Admitted, d, "a request of 50 ms starts")
+
+			// It holds for this standing period only.
+			clk.add(int64(p.det.Interval()) + ms)
+			require.False(t, p.Stats().Standing, "silence ends the line")
+			standUp(p, clk)
+			require.Greater(t, p.det.Episode(), episode)
+			assert.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "a new standing period lowers the limit again")
+		})
+	}
+}
+
+// Hold: a request refused because it waited the configured limit, with
+// more clients than the server can serve in time, holds its client for
+// Retry-After; nothing else does.
+func TestHold(t *testing.T) {
+	clk := newClock(10 * ms)
+	gate := newSwitch("g", true, &events{})
+	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{Clock: clk.now})
+	p.Servable()
+	admitN(t, p, 10)
+	clk.add(100 * ms)
+	require.Equal(t, 5, p.Servable(), "100 a second, 5 in 50 ms")
+
+	late, d := aged(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Equal(t, DefaultRetryAfter, p.Hold(&late.Ticket, 6), "late, beyond what the server serves in time")
+	assert.Zero(t, p.Hold(&late.Ticket, 5), "late, within what it serves: no hold")
+
+	standUp(p, clk)
+	young, d := aged(p, 6*time.Millisecond)
+	require.Equal(t, Rejected, d, "refused by the lower limit")
+	assert.Zero(t, p.Hold(&young.Ticket, 1000), "the lower limit's fresh refusals are never held")
+
+	gate.open.Store(false)
+	shut, d := aged(p, 0)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, p.Hold(&shut.Ticket, 1000), "a gate's refusal is not held")
+
+	// The configured Retry-After is the hold.
+	q := newPipeline(t, Config{Rejection: Rejection{RetryAfter: 3 * time.Second}}, Host{Clock: clk.now})
+	late, d = aged(q, time.Second)
+	require.Equal(t, Rejected, d)
+	q.Servable()
+	clk.add(100 * ms)
+	assert.Equal(t, 3*time.Second, q.Hold(&late.Ticket, 2))
+}
