@@ -15,7 +15,8 @@ import (
 )
 
 // Server is the source of a sluice server (sluice.Listen): its admission
-// (see Admission), its open connections, its TLS handshakes when it serves
+// (see Admission), its open connections and those parked after a refusal
+// (sluice_http_connections, sluice_http_connections_parked), its TLS handshakes when it serves
 // HTTPS (sluice_tls_handshakes_total{result}: completed, failed, refused,
 // late; sluice_tls_handshakes_in_progress), and its runtime's executor
 // (see Executor), all labelled with name (server="name",
@@ -24,6 +25,7 @@ func Server(name string, s *sluice.Server) Source {
 	return Source{kind: "server", name: name, also: []string{"executor"}, open: func(c *Collector) live {
 		p := openPipeline(c, name, s.Server().Pipeline())
 		p.conns = s.Server().OpenConns
+		p.parked = s.Server().ParkedConns
 		if s.Server().HTTPServer().TLSConfig != nil {
 			p.tls = s.Server().TLSStats
 		}
@@ -75,6 +77,7 @@ type pipelineLive struct {
 	name   string
 	p      *admit.Pipeline
 	conns  func() int             // nil: not a server's
+	parked func() int             // nil: not a server's
 	tls    func() server.TLSStats // nil: not an HTTPS server's
 	rec    *obs.Recorder
 	remove func()
@@ -110,6 +113,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 	gauge(ch, d.inFlight, float64(st.InFlight), name)
 	if l.conns != nil {
 		gauge(ch, d.conns, float64(l.conns()), name)
+		gauge(ch, d.parked, float64(l.parked()), name)
 	}
 	if l.tls != nil {
 		t := l.tls()

@@ -30,6 +30,7 @@ func (srv *Server) Pipeline() *admit.Pipeline { return srv.adm }
 // request's ResponseWriter (the request's coroutine).
 func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
+	c.hold = c.holdAfter(a)
 	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)
 	_, _ = w.WriteString(a.Body)

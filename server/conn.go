@@ -33,6 +33,7 @@ const (
 	connClosed
 	connHijacked  // the handler took the connection (Hijack): the server forgot it
 	connHandshake // a TLS connection before the end of its handshake
+	connParked    // after a refusal for overload: nothing read until the hold ends (park)
 )
 
 // How long a closing connection keeps discarding the client's input, so
@@ -102,6 +103,9 @@ type conn struct {
 	t        admit.Ticket // the current request's passage through admission
 	admitted bool         // the pipeline admitted the current request: call Done
 	refused  bool         // it was rejected: answer with t.Answer
+	// hold is how long to park the connection once the current refusal
+	// is written (holdAfter); 0: it waits for its next request at once.
+	hold time.Duration
 	// arrived is when the kernel received the bytes that completed the
 	// head of the request being read (Unix nanoseconds; see read), 0 when
 	// unknown.
@@ -116,7 +120,8 @@ type conn struct {
 	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
 	scratch *http.Request // for the lane routes' ServeMux, reused
 
-	prev, next *conn // in the worker's list
+	prev, next         *conn // in the worker's list
+	parkPrev, parkNext *conn // in the worker's parked stack, while parked
 }
 
 // reqState is what one request needs, allocated together: also the
@@ -191,6 +196,11 @@ func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
 // idle waits for the next request after one was answered: Upstream work,
 // under the idle timeout.
 func (c *conn) idle() {
+	if h := c.hold; h > 0 {
+		c.hold = 0
+		c.park(h)
+		return
+	}
 	c.state = connIdle
 	c.scan, c.lineOK = 0, false
 	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
@@ -274,6 +284,8 @@ func (c *conn) timeout() {
 		c.close()
 	case connActive, connQueued:
 		c.deadlinePassed()
+	case connParked:
+		c.unpark()
 	}
 }
 
@@ -600,6 +612,7 @@ func (c *conn) rejectNow() bool {
 	}
 	a, extra := c.t.Answer()
 	c.refused = false
+	c.hold = c.holdAfter(a)
 	b := c.ws.getOut()
 	b = appendStatusLine(b, 1, a.Status)
 	b = append(b, a.Fields...)
@@ -1014,6 +1027,13 @@ func (c *conn) shutdown(force bool) {
 	case connHandshake:
 		// No request yet: nothing to finish.
 		c.close()
+	case connParked:
+		// Waiting for nothing but its hold: as an idle connection, it
+		// serves a request that came meanwhile, then closes.
+		c.unpark()
+		if c.state == connIdle {
+			c.shutdown(force)
+		}
 	}
 }
 
@@ -1027,6 +1047,9 @@ func (c *conn) inputWaiting() bool {
 func (c *conn) close() {
 	if c.state == connClosed {
 		return
+	}
+	if c.state == connParked {
+		c.unlist()
 	}
 	c.state = connClosed
 	c.stopTimer()

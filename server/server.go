@@ -179,6 +179,17 @@ type Config struct {
 	// the workers from the requests already accepted. Zero means
 	// DefaultMaxHandshakesPerWorker per worker.
 	MaxHandshakes int
+	// HoldRefused is how long an HTTP/1.1 connection whose request was
+	// refused for overload (503 with Retry-After) is left unread, when
+	// more connections are open than the server can serve within its age
+	// limit (admit.Pipeline.Servable): a client that resends at once, as
+	// wrk and retry loops without backoff do, then waits in its socket at
+	// no cost instead of being refused again and again. Zero means the
+	// refusal's Retry-After (1 s by default); negative means never. The
+	// connections within what the server can serve are never held, so a
+	// pool that carries many requests on few connections keeps its fast
+	// refusals. See docs/design.md, "Clients that resend at once".
+	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
 	// on it (package client). Rejections do not carry it.
@@ -214,9 +225,12 @@ type Server struct {
 
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
+	parked   atomic.Int64     // connections parked after a refusal (park.go)
 	stopping atomic.Bool      // Shutdown or Close began
-	closed   chan struct{}
-	once     sync.Once
+	// unhookIdle removes workerIdle from the scheduler's idle hooks.
+	unhookIdle func()
+	closed     chan struct{}
+	once       sync.Once
 }
 
 // Listen opens addr on every worker of rt, which must be started, and
@@ -233,7 +247,7 @@ func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error
 	}
 	l, err := netpoll.Listen(srv.s, addr, lopts, srv.accept)
 	if err != nil {
-		srv.adm.Close()
+		srv.release()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	srv.l = l
@@ -276,7 +290,7 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 	nl, err := netpoll.Adopt(srv.s, fd, lopts, srv.accept)
 	if err != nil {
 		unix.Close(fd)
-		srv.adm.Close()
+		srv.release()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	srv.l = nl
@@ -350,6 +364,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 		return nil, netpoll.Options{}, err
 	}
 	srv.adm = adm
+	srv.unhookIdle = s.OnIdle(srv.workerIdle)
 	srv.picked = adm.PickedHeaders()
 	srv.stamps = adm.AgeLimited()
 	lopts := cfg.Listen
@@ -366,6 +381,10 @@ func (srv *Server) Addr() net.Addr { return srv.l.Addr() }
 // OpenConns returns the number of connections not yet closed, HTTP/2
 // connections included (hijacked ones are not counted).
 func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
+
+// ParkedConns returns the number of connections left unread after a
+// refusal for overload, until their hold ends (Config.HoldRefused).
+func (srv *Server) ParkedConns() int { return int(srv.parked.Load()) }
 
 // Shutdown stops the server gracefully. It stops accepting at once, on
 // every listening socket, whatever the workers are doing: the connections
@@ -451,8 +470,15 @@ func (srv *Server) stop(ctx context.Context, force bool) error {
 func (srv *Server) finished() {
 	srv.once.Do(func() {
 		close(srv.closed)
-		srv.adm.Close()
+		srv.release()
 	})
+}
+
+// release lets go of what the server holds on its runtime: the admission
+// pipeline and the idle hook.
+func (srv *Server) release() {
+	srv.adm.Close()
+	srv.unhookIdle()
 }
 
 // connClosed is called by each connection as it closes.
@@ -465,10 +491,11 @@ func (srv *Server) connClosed() {
 // workerState is the server's state on one worker, touched only there:
 // buffer pools, the list of connections, the cached Date header.
 type workerState struct {
-	bufs  [][]byte      // free read buffers of readBufSize
-	outs  [][]byte      // free output buffers of outBufSize
-	heads []http.Header // free response header maps, empty
-	conns connList
+	bufs   [][]byte      // free read buffers of readBufSize
+	outs   [][]byte      // free output buffers of outBufSize
+	heads  []http.Header // free response header maps, empty
+	conns  connList
+	parked parkStack // connections parked after a refusal, the latest first (park.go)
 
 	dateSec int64
 	date    []byte

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/reject"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// Parking: a client that resends the moment it is refused (wrk, hey, a
+// retry loop without backoff) keeps its request in the line whatever the
+// server answers, and the server spends its CPU refusing the same clients
+// again and again: with 2,048 such connections on two CPUs, a fast handler
+// served 3% of what net/http serves. So, while the server refuses for
+// overload, a connection whose request was refused is parked once its
+// answer is written: nothing of it is read until the refusal's Retry-After
+// has passed, as a client that honours Retry-After would have waited. Its
+// next request waits in the socket, costing nothing, and its age counts
+// from its arrival (the kernel's stamp), so one that waited past the age
+// limit meanwhile is refused cheaply when the hold ends.
+//
+// Only the connections beyond those the server can serve in time are
+// parked: those open beyond admit.Pipeline.Servable, the clients a closed
+// loop may have before its line passes the age limit. A pool that carries
+// many clients' requests on a few connections (a proxy, an open-loop load
+// generator) keeps fast refusals, which it can retry elsewhere; and a
+// closed loop is served as a loop of Servable clients, the others waiting
+// their Retry-After. docs/design.md ("Clients that resend at once") says
+// why, with figures.
+
+// holdAfter returns how long to park the connection after its current
+// refusal, answered with a: admit.Pipeline.Hold's answer for the open
+// connections not parked, or Config.HoldRefused when that is set; 0 for
+// an answer that is not an overload's 503 with a Retry-After.
+func (c *conn) holdAfter(a *reject.Answer) time.Duration {
+	srv := c.srv
+	set := srv.cfg.HoldRefused
+	if set < 0 || a.Status != http.StatusServiceUnavailable || a.RetryAfter <= 0 {
+		return 0
+	}
+	hold := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
+	if hold > 0 && set > 0 {
+		hold = set
+	}
+	return hold
+}
+
+// park stops reading the connection for hold, then waits for its next
+// request as idle does. A client that closes meanwhile is seen then.
+func (c *conn) park(hold time.Duration) {
+	c.state = connParked
+	c.srv.parked.Add(1)
+	c.ws.parked.push(c)
+	if err := c.nc.OnReadable(lanes.Upstream, nil); err != nil {
+		c.close()
+		return
+	}
+	c.arm(hold)
+}
+
+// unpark ends a hold: the connection reads again, and a request sent during
+// the hold starts (or is refused for its age) as any other.
+func (c *conn) unpark() {
+	c.unlist()
+	c.state = connIdle
+	c.idle()
+	c.nc.QueueRead()
+}
+
+// unlist takes a parked connection off its worker's stack and the count.
+func (c *conn) unlist() {
+	c.srv.parked.Add(-1)
+	c.ws.parked.remove(c)
+}
+
+// workerIdle is the server's idle hook: a worker with nothing left to do
+// ends the hold of the connection it parked last, so that a hold never
+// leaves a worker idle. The connection parked last is the one most likely
+// to carry a request that can still start in time: a closed loop's client
+// resent the moment it was refused, and a pool reuses its latest
+// connection first. The read it queues is work, and the worker does not
+// sleep; if that request is refused again, it is the one parked last again,
+// and the next idle moment finds its next request.
+func (srv *Server) workerIdle(w *sched.Worker) {
+	if c := srv.ws[w.ID()].parked.top; c != nil {
+		c.unpark()
+	}
+}
+
+// parkStack is a worker's parked connections, the latest first, linked
+// through the connections.
+type parkStack struct{ top *conn }
+
+func (s *parkStack) push(c *conn) {
+	c.parkPrev, c.parkNext = nil, s.top
+	if s.top != nil {
+		s.top.parkPrev = c
+	}
+	s.top = c
+}
+
+func (s *parkStack) remove(c *conn) {
+	if c.parkPrev != nil {
+		c.parkPrev.parkNext = c.parkNext
+	} else if s.top == c {
+		s.top = c.parkNext
+	}
+	if c.parkNext != nil {
+		c.parkNext.parkPrev = c.parkPrev
+	}
+	c.parkPrev, c.parkNext = nil, nil
+}

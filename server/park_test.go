@@ -1,0 +1,126 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/schedtest"
+)
+
+// The worker's stack of parked connections: the latest on top, any one
+// removed from anywhere.
+func TestParkStack(t *testing.T) {
+	var s parkStack
+	a, b, c := &conn{}, &conn{}, &conn{}
+	assert.Nil(t, s.top)
+	s.push(a)
+	s.push(b)
+	s.push(c)
+	assert.Same(t, c, s.top)
+	s.remove(b)
+	assert.Same(t, c, s.top)
+	assert.Same(t, a, c.parkNext)
+	s.remove(c)
+	assert.Same(t, a, s.top)
+	assert.Nil(t, a.parkPrev)
+	s.push(b)
+	assert.Same(t, b, s.top)
+	s.remove(a)
+	s.remove(b)
+	assert.Nil(t, s.top)
+}
+
+// closedLoop runs clients connections that each send a GET the moment the
+// last answer is in, as wrk does, for warm then d; it returns the answers
+// by status in d, and the most connections seen parked at once then.
+func closedLoop(t *testing.T, srv *Server, addr string, clients int, warm, d time.Duration) (ok, refused int64, parked int) {
+	t.Helper()
+	var nOK, nRefused atomic.Int64
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), warm+d)
+	defer cancel()
+	for range clients {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer nc.Close()
+			stop := context.AfterFunc(ctx, func() { nc.Close() })
+			defer stop()
+			br := bufio.NewReader(nc)
+			for ctx.Err() == nil {
+				if _, err := io.WriteString(nc, "GET /work HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					return
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					nOK.Add(1)
+				case http.StatusServiceUnavailable:
+					nRefused.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(warm)
+	ok0, refused0 := nOK.Load(), nRefused.Load()
+	for ctx.Err() == nil {
+		parked = max(parked, srv.ParkedConns())
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	return nOK.Load() - ok0, nRefused.Load() - refused0, parked
+}
+
+// A closed loop of more clients than one worker serves within the age
+// limit: without holds, the clients refused resend at once and the server
+// spends its time refusing them again and again; with them (the default),
+// the clients beyond what it serves in time wait out their Retry-After
+// unread, and the refusals fall by an order of magnitude. Shutdown then
+// serves or closes the parked connections like idle ones.
+func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
+	work := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for start := time.Now(); time.Since(start) < time.Millisecond; {
+		}
+		io.WriteString(w, "ok")
+	})
+	run := func(hold time.Duration) (ok, refused int64, parked int) {
+		rt := schedtest.Runtime(t, 1)
+		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(work), Config{
+			HoldRefused: hold,
+		})
+		require.NoError(t, err)
+		ok, refused, parked = closedLoop(t, srv, srv.Addr().String(), 200, time.Second, time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		assert.Zero(t, srv.ParkedConns())
+		return ok, refused, parked
+	}
+	okOff, refusedOff, parkedOff := run(-1)
+	require.Zero(t, parkedOff)
+	require.Greater(t, refusedOff, okOff, "premise: without holds, the clients refused resend and are refused again (%d served)", okOff)
+
+	ok, refused, parked := run(0)
+	t.Logf("in the second second, without holds: %d served, %d refused; with: %d served, %d refused, up to %d parked",
+		okOff, refusedOff, ok, refused, parked)
+	assert.Positive(t, parked)
+	assert.Less(t, 3*refused, refusedOff, "holds refuse several times fewer")
+	assert.Greater(t, ok, refused, "most answers are served")
+}
