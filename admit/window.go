@@ -10,10 +10,10 @@ import (
 )
 
 // The window is a measure the pipeline takes lazily, when a refusal or an
-// adapter asks: the rate of admissions over the last tenth of a second or
-// more, which sizes a closed loop the server can serve (Servable), and the
-// refusals the standing line's lower limit made in that time, which tell
-// whether refusing shortens the line at all (futile).
+// adapter asks: the rate of admissions over the last 50 ms or more, which
+// sizes a closed loop the server can serve (Servable), and the refusals the
+// standing line's lower limit made in that time, which tell whether
+// refusing shortens the line at all (futile).
 const (
 	// windowMin is the shortest window, windowStale the longest: a window
 	// longer than that (a server idle, then busy) tells nothing of now,
@@ -21,17 +21,23 @@ const (
 	windowMin   = 50 * time.Millisecond
 	windowStale = time.Second
 	// FutileRatio is how many refusals under the standing line's lower
-	// limit (Target) per admission, over a window, make that limit
-	// futile for the rest of the standing period. An open-loop overload
-	// of x times capacity refuses about x-1 per admission, and the lower
-	// limit keeps what it admits fresh; clients that resend the moment
-	// they are refused (a closed loop: wrk, a retry loop without backoff)
-	// put every refused request back in the line at once, the line does
-	// not shorten, and they are refused MaxAge/Target times (20 by
-	// default) or more per admission, each refusal costing CPU that
-	// serves nobody. The limit then stays MaxAge until the line stops
-	// standing.
+	// limit (Target) per admission, over FutileWindows windows in a row,
+	// make that limit futile for the rest of the standing period. An
+	// open-loop overload of x times capacity refuses about x-1 per
+	// admission, and the lower limit keeps what it admits fresh. Clients
+	// that resend the moment they are refused (a closed loop: wrk, a retry
+	// loop without backoff) put every refused request back in the line at
+	// once, so the line does not shorten; they were refused 15 to 48 times
+	// per admission in the runs of docs/design.md ("Clients that resend at
+	// once"), each refusal costing CPU that serves nobody. The limit then
+	// stays MaxAge until the line stops standing.
 	FutileRatio = 12
+	// FutileWindows is how many windows in a row, each of at least 50 ms
+	// and spent whole in one standing period, must be over FutileRatio:
+	// the line that an open-loop overload built up before the state
+	// began is refused in its first windows, which can look futile (44
+	// refusals per admission in the second window of an overload at 10x).
+	FutileWindows = 2
 )
 
 // window is the measure's state: the counts at the start of the current
@@ -42,6 +48,7 @@ type window struct {
 	admitted int64      // admissions when it started
 	lowered  int64      // refusals under the lowered limit when it started
 	episode  uint64     // the standing episode when it started, +1; 0: not standing
+	over     int        // windows in a row of this standing period over FutileRatio
 	rate     atomic.Int64
 	// futile is 1 + the standing episode (queue.Detector.Episode) in which
 	// the lowered limit was found futile; 0: none.
@@ -71,11 +78,19 @@ func (p *Pipeline) measure(now int64) {
 	case gap >= int64(windowMin):
 		da, dl := admitted-w.admitted, lowered-w.lowered
 		w.rate.Store(da * int64(time.Second) / gap)
-		// Only a window spent whole in one standing period: the first
-		// one of an overload also refuses the line that built up
-		// before the state was entered, however it arrived.
-		if episode != 0 && episode == w.episode && dl > FutileRatio*max(da, 1) {
-			w.futile.Store(episode)
+		// Only windows spent whole in one standing period, and
+		// FutileWindows of them in a row: the first ones of an
+		// overload also refuse the line that built up before the
+		// state was entered, however it arrived.
+		switch {
+		case episode == 0 || episode != w.episode:
+			w.over = 0
+		case dl > FutileRatio*max(da, 1):
+			if w.over++; w.over >= FutileWindows {
+				w.futile.Store(episode)
+			}
+		default:
+			w.over = 0
 		}
 	default:
 		return // another caller closed it meanwhile

@@ -96,19 +96,24 @@ func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int)
 }
 
 // The standing line's lower limit is dropped for the rest of the standing
-// period once, over a whole window, it refuses more than FutileRatio
-// requests per admission: clients resending at once, whose line refusing
-// does not shorten. An open-loop overload's x-1 refusals per admission
-// keep it.
+// period once, over FutileWindows whole windows in a row, it refuses more
+// than FutileRatio requests per admission: clients resending at once, whose
+// line refusing does not shorten. An open-loop overload's x-1 refusals per
+// admission keep it, and so does one window over the ratio.
 func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
+	type phase struct {
+		d     time.Duration
+		ratio int
+	}
 	for _, tc := range []struct {
 		name   string
-		ratio  int
+		phases []phase
 		futile bool
 	}{
-		{"open loop at 10x", 9, false},
-		{"at the ratio", FutileRatio, false},
-		{"closed loop resending", 20, true},
+		{"open loop at 10x", []phase{{120 * time.Millisecond, 9}}, false},
+		{"at the ratio", []phase{{120 * time.Millisecond, FutileRatio}}, false},
+		{"one window over (a backlog), then an open loop", []phase{{51 * time.Millisecond, 40}, {70 * time.Millisecond, 9}}, false},
+		{"closed loop resending", []phase{{120 * time.Millisecond, 20}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock(10 * ms)
@@ -125,7 +130,11 @@ func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
 			spin(p, clk, 39*time.Millisecond, 30)
 			require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "the window the state began in is not judged")
 
-			admitted, refused := spin(p, clk, 120*time.Millisecond, tc.ratio)
+			var admitted, refused int
+			for _, ph := range tc.phases {
+				a, r := spin(p, clk, ph.d, ph.ratio)
+				admitted, refused = admitted+a, refused+r
+			}
 			require.NotZero(t, admitted)
 			st := p.Stats()
 			require.True(t, st.Standing)
