@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -209,12 +211,29 @@ func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ..
 }
 
 func send(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels []string) {
-	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	m, err := prometheus.NewConstMetric(d, t, v, validLabels(labels)...)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(d, err)
 		return
 	}
 	ch <- m
+}
+
+// validLabels returns labels with each value valid UTF-8 (the client
+// library refuses a series otherwise, and one refused series fails the
+// whole scrape): a value from a request, such as a tenant's name, may not
+// be. The slice is returned as it is when every value is valid.
+func validLabels(labels []string) []string {
+	for i, v := range labels {
+		if !utf8.ValidString(v) {
+			fixed := slices.Clone(labels)
+			for j := i; j < len(fixed); j++ {
+				fixed[j] = strings.ToValidUTF8(fixed[j], "\uFFFD")
+			}
+			return fixed
+		}
+	}
+	return labels
 }
 
 // boolValue is 1 for true, 0 for false.

@@ -328,3 +328,33 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 	assert.Zero(t, value(t, mfs, "sluice_tls_handshakes_total", "server=api", "result=refused"))
 	assert.Zero(t, value(t, mfs, "sluice_tls_handshakes_in_progress", "server=api"))
 }
+
+// A tenant's name is the client's choice, obs-text included: four requests
+// of `X-Tenant: \xff\xfe` used to fail every scrape (label value is not
+// valid UTF-8) until the name left the tracker.
+func TestBadTenantNameDoesNotFailTheScrape(t *testing.T) {
+	tracker, err := tenant.New(tenant.Options{})
+	require.NoError(t, err)
+	a := &admit.Attempt{Method: "GET", Path: "/", Header: http.Header{"X-Tenant": {"\xff\xfe"}}}
+	for range 2 {
+		for range 10 {
+			require.Nil(t, tracker.Admit(a))
+			tracker.Done(a, admit.Outcome{Latency: time.Millisecond})
+		}
+		tracker.Collect(time.Second)
+	}
+	c, err := New(Options{}, Tenants("api", tracker))
+	require.NoError(t, err)
+	defer c.Close()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	out, err := serveOnce(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	require.NoError(t, err)
+	assert.Contains(t, out, "tenant=\"\uFFFD\"")
+}
+
+func TestValidLabels(t *testing.T) {
+	ok := []string{"a", "b"}
+	assert.Equal(t, ok, validLabels(ok))
+	assert.Equal(t, []string{"a", "\uFFFDx", "\uFFFD"}, validLabels([]string{"a", "\xffx", "\xfe\xfd"}))
+}

@@ -143,7 +143,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 
 // histogram sends c as a Prometheus histogram on bounds.
 func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, bounds []time.Duration, c obs.Counts, labels ...string) {
-	m, err := prometheus.NewConstHistogram(d, c.Count, c.Sum.Seconds(), c.Cumulative(bounds), labels...)
+	m, err := prometheus.NewConstHistogram(d, c.Count, c.Sum.Seconds(), c.Cumulative(bounds), validLabels(labels)...)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(d, err)
 		return

@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"github.com/sluice-go/sluice/internal/keys"
+
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -439,23 +441,6 @@ func waitFor(a, b, n, quota, elapsed, window int64) int64 {
 }
 
 // shorten returns key, or for a key longer than MaxKeyLen its first bytes
-// followed by "#" and a 64-bit FNV-1a hash of the whole, in hexadecimal:
-// the same name in every process, so that a store counts it as one key.
-func shorten(key string) string {
-	if len(key) <= MaxKeyLen {
-		return key
-	}
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	b := make([]byte, 0, MaxKeyLen)
-	b = append(b, key[:MaxKeyLen-17]...)
-	b = append(b, '#')
-	const digits = "0123456789abcdef"
-	for shift := 60; shift >= 0; shift -= 4 {
-		b = append(b, digits[h>>uint(shift)&15])
-	}
-	return string(b)
-}
+// followed by "#" and a hash of the whole (keys.Shorten): the same name in
+// every process, so that a store counts it as one key.
+func shorten(key string) string { return keys.Shorten(key, MaxKeyLen) }

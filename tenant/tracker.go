@@ -15,11 +15,19 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/keys"
 )
 
 // Reason is the rejection reason of a request dropped for its tenant's
 // share, in Sluice-Reject-Reason and in the pipeline's counters.
 const Reason = "tenant-share"
+
+// MaxNameLen bounds a tenant's name as the tracker keeps and reports it: a
+// longer name (the header's value is the client's choice) becomes its
+// first bytes and a hash of the whole, the same on every server. Names are
+// also made valid UTF-8 (each invalid byte sequence becomes U+FFFD), so
+// that they can be Prometheus labels and JSON strings.
+const MaxNameLen = 256
 
 // Options configures a Tracker. The zero value works: tenants named by the
 // X-Tenant header, the 128 heaviest tracked by name, enforcement on.
@@ -355,6 +363,7 @@ func (t *Tracker) Unasked(a *admit.Attempt, _ *admit.Refusal) {
 func (t *Tracker) slotOf(a *admit.Attempt) *slot {
 	var buf [admit.KeyBufLen]byte
 	if name, ok := t.key.Of(&buf, a); ok {
+		name = keys.Label(name, MaxNameLen)
 		if last, _ := a.Tenant.(*slot); last != nil && last.owner == t && last.name == name && !last.retired.Load() {
 			return last
 		}

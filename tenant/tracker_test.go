@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -392,4 +394,33 @@ func TestEndedCounts(t *testing.T) {
 	}
 	assert.Equal(t, int64(8*20000), n)
 	assert.Equal(t, want, busy)
+}
+
+// Names are the client's choice: the tracker keeps them valid UTF-8 and at
+// most MaxNameLen bytes, so that reports, the store, the metrics and the
+// dashboard carry them safely and bounded.
+func TestNamesAreValidAndBounded(t *testing.T) {
+	tr := newTracker(t, Options{})
+	long := strings.Repeat("n", 64<<10)
+	for range 2 {
+		run(tr, "\xff\xfe", 10, time.Millisecond)
+		run(tr, long, 10, time.Millisecond)
+		run(tr, long+"x", 10, time.Millisecond)
+	}
+	r := tr.Collect(time.Second)
+	names := map[string]bool{}
+	for _, u := range r.Tenants {
+		assert.True(t, utf8.ValidString(u.Tenant), "%q", u.Tenant)
+		assert.LessOrEqual(t, len(u.Tenant), MaxNameLen)
+		names[u.Tenant] = true
+	}
+	assert.True(t, names["\uFFFD"], "the invalid bytes replaced: %v", names)
+	var longs int
+	for n := range names {
+		if strings.HasPrefix(n, "nnnn") {
+			longs++
+			assert.Contains(t, n, "#", "shortened with a hash")
+		}
+	}
+	assert.Equal(t, 2, longs, "two long names with the same start stay two tenants")
 }
