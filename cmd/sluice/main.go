@@ -4,6 +4,7 @@
 //	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray, cluster, shed, tenants, lanes when named)
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
+//	sluice load -url URL   the benchmark's load generator against a service of yours on this machine
 //	sluice simulate [flags] tenant fairness by blame, simulated on virtual time (seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
 //	sluice controller      the fleet's tenant controller over Redis (runs until interrupted)
@@ -69,6 +70,12 @@ commands:
          command when sluice's checks fail)
   lanes  the executor's priority lanes and Await on pinned workers, under a
          load above capacity (a few seconds)
+  load   the benchmark's load generator pointed at a service on this
+         machine: open loop at -rate requests per second (as users arrive),
+         or closed loop of -closed connections (as wrk), printing the 2xx
+         answered within -deadline, the refusals and failures each second,
+         and the latency of the answers in time
+         (sluice load -url URL -rate 2000)
   report print the table of a saved report.json again and redraw its plots:
          sluice report [-out DIR] FILE
   simulate
@@ -99,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return soakCmd(ctx, args[1:], stdout, stderr)
 	case "lanes":
 		return lanesDemo(ctx, args[1:], stdout, stderr)
+	case "load":
+		return loadCmd(ctx, args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdout, stderr)
 	case "simulate":
