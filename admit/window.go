@@ -130,24 +130,36 @@ func (p *Pipeline) Servable() int {
 
 // Hold returns how long the adapter should leave a client unread after
 // answering its rejected ticket t, when clients others are being read:
-// Rejection.RetryAfter (DefaultRetryAfter) when t was refused because its
-// request had waited Config.MaxAge or more, in the sockets or in the queue, the server's own limit and not
-// the standing line's lower one, and clients exceeds Servable; 0
-// otherwise. A client that resends the moment it is refused then waits in
-// its socket, at no cost to the server, as one that honours Retry-After
-// would have; the clients within Servable are served as a closed loop whose
-// line stays under the limit. Fresh refusals under the lower limit, and
-// refusals by gates and policies, are never held: they are the fast answers
-// that an open-loop client, or a pool of connections carrying many
-// clients' requests, retries elsewhere. The sluice server parks the
-// connection (server.Config.HoldRefused).
+// Rejection.RetryAfter (DefaultRetryAfter) when
+//   - t was refused because its request had waited Config.MaxAge or more,
+//     in the sockets or in the queue: the server's own limit, not the
+//     standing line's lower one;
+//   - the line stands and its lower limit was found futile (FutileRatio):
+//     the clients resend at once;
+//   - clients exceeds Servable;
+//
+// and 0 otherwise. A client that resends the moment it is refused then
+// waits in its socket, at no cost to the server, as one that honours
+// Retry-After would have; the clients within Servable are served as a
+// closed loop whose line stays under the limit. The fast refusals of an
+// open-loop overload (under the lower limit, or by gates and policies)
+// are never held: an open-loop client, or a pool of connections carrying
+// many clients' requests, retries them elsewhere. The sluice server parks
+// the connection (server.Config.HoldRefused).
 func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
 	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known {
 		return 0
 	}
+	now := p.clock()
 	limit := p.maxAge.Load()
-	if limit <= 0 || p.clock()-t.arrived < limit || clients <= p.Servable() {
+	if limit <= 0 || now-t.arrived < limit || !p.futile(now) || clients <= p.Servable() {
 		return 0
 	}
 	return p.answers.retry
+}
+
+// futile reports whether the line stands and the lower limit has been
+// found futile in this standing period: clients that resend at once.
+func (p *Pipeline) futile(now int64) bool {
+	return p.det != nil && p.det.Standing(now) && p.window.futile.Load() == p.det.Episode()+1
 }

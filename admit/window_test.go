@@ -156,9 +156,20 @@ func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
 	}
 }
 
-// Hold: a request refused because it waited the configured limit, with
-// more clients than the server can serve in time, holds its client for
-// Retry-After; nothing else does.
+// futileLine makes p's line stand, then has clients resend at once until
+// the lower limit is found futile.
+func futileLine(t *testing.T, p *Pipeline, clk *fakeClock) {
+	t.Helper()
+	standUp(p, clk)
+	spin(p, clk, 120*time.Millisecond, 20)
+	require.True(t, p.Stats().Standing)
+	require.Equal(t, time.Duration(p.maxAge.Load()), p.Stats().MaxAge, "futile")
+}
+
+// Hold: a request refused because it waited the configured limit, while
+// the line stands and its lower limit is futile (clients resending at
+// once), with more clients than the server serves in time, holds its
+// client for Retry-After; nothing else does.
 func TestHold(t *testing.T) {
 	clk := newClock(10 * ms)
 	gate := newSwitch("g", true, &events{})
@@ -166,17 +177,26 @@ func TestHold(t *testing.T) {
 	p.Servable()
 	admitN(t, p, 10)
 	clk.add(100 * ms)
-	require.Equal(t, 5, p.Servable(), "100 a second, 5 in 50 ms")
-
 	late, d := aged(p, 150*time.Millisecond)
 	require.Equal(t, Rejected, d)
-	assert.Equal(t, DefaultRetryAfter, p.Hold(&late.Ticket, 6), "late, beyond what the server serves in time")
-	assert.Zero(t, p.Hold(&late.Ticket, 5), "late, within what it serves: no hold")
+	assert.Zero(t, p.Hold(&late.Ticket, 1000), "no line standing yet: an overload's onset")
 
 	standUp(p, clk)
 	young, d := aged(p, 6*time.Millisecond)
 	require.Equal(t, Rejected, d, "refused by the lower limit")
 	assert.Zero(t, p.Hold(&young.Ticket, 1000), "the lower limit's fresh refusals are never held")
+	late, d = aged(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, p.Hold(&late.Ticket, 1000), "the lower limit works: an open-loop overload, whose stale requests are not held")
+
+	spin(p, clk, 120*time.Millisecond, 20)
+	require.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "futile")
+	late, d = aged(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	servable := p.Servable()
+	require.Equal(t, 50, servable, "1,000 admitted a second over the last window: 50 in half the limit")
+	assert.Equal(t, DefaultRetryAfter, p.Hold(&late.Ticket, servable+1), "late, beyond what the server serves in time")
+	assert.Zero(t, p.Hold(&late.Ticket, servable), "late, within what it serves: no hold")
 
 	gate.open.Store(false)
 	shut, d := aged(p, 0)
@@ -185,9 +205,8 @@ func TestHold(t *testing.T) {
 
 	// The configured Retry-After is the hold.
 	q := newPipeline(t, Config{Rejection: Rejection{RetryAfter: 3 * time.Second}}, Host{Clock: clk.now})
+	futileLine(t, q, clk)
 	late, d = aged(q, time.Second)
 	require.Equal(t, Rejected, d)
-	q.Servable()
-	clk.add(100 * ms)
-	assert.Equal(t, 3*time.Second, q.Hold(&late.Ticket, 2))
+	assert.Equal(t, 3*time.Second, q.Hold(&late.Ticket, 1000))
 }
