@@ -60,7 +60,7 @@ func newH2Server(srv *Server, h Handler) *h2Server {
 	if !ok || srv.cfg.DisableHTTP2 {
 		return nil
 	}
-	s := &h2Server{srv: srv, handler: a.h, conns: map[*h2Conn]struct{}{}}
+	s := &h2Server{srv: srv, handler: withOptionsStar{a.h}, conns: map[*h2Conn]struct{}{}}
 	s.h2 = &http2.Server{}
 	if it := srv.cfg.IdleTimeout; it > 0 {
 		s.h2.IdleTimeout = it

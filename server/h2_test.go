@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -688,4 +689,25 @@ func TestH2HandlerPanic(t *testing.T) {
 	assert.Contains(t, logged.String(), "panic=boom")
 	assert.NotContains(t, logged.String(), "ErrAbortHandler")
 	assert.Contains(t, logged.String(), "stack=")
+}
+
+// "OPTIONS *" over HTTP/2 is answered as over HTTP/1.1, and as net/http
+// answers it: 200, empty, without the handler (a ServeMux would say 400).
+func TestH2OptionsStar(t *testing.T) {
+	var ran atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { ran.Store(true) })
+	_, addr := serveHTTP(t, mux, Config{})
+	for _, c := range []*http.Client{h2cClient(t), http.DefaultClient} {
+		req, err := http.NewRequest(http.MethodOptions, "http://"+addr, nil)
+		require.NoError(t, err)
+		req.URL.Opaque = "*"
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, resp.Proto)
+		assert.Equal(t, "0", resp.Header.Get("Content-Length"), resp.Proto)
+	}
+	assert.False(t, ran.Load(), "the handler never ran")
 }

@@ -153,17 +153,37 @@ func HTTPHandler(h http.Handler) Handler { return httpHandler{h} }
 type httpHandler struct{ h http.Handler }
 
 func (a httpHandler) ServeSluice(w *ResponseWriter, r *Request) {
-	if r.RequestURI == "*" && r.Method == "OPTIONS" {
-		// As net/http's server: "OPTIONS *" asks about the server, not a
-		// resource, and is answered without the handler.
-		if r.ContentLength != 0 {
-			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
-		}
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
+	if answerOptionsStar(w, r.Method, r.RequestURI, r.ContentLength, r.Body) {
 		return
 	}
 	a.h.ServeHTTP(w, r.HTTPRequest())
+}
+
+// answerOptionsStar answers "OPTIONS *" as net/http's server does, and
+// reports whether the request was that: it asks about the server, not a
+// resource, and is answered without the handler (200, empty; a body of up
+// to 256 KiB read and dropped). HTTP/1.1 and HTTP/2 both call it.
+func answerOptionsStar(w http.ResponseWriter, method, uri string, contentLength int64, body io.Reader) bool {
+	if uri != "*" || method != http.MethodOptions {
+		return false
+	}
+	if contentLength != 0 && body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 256<<10))
+	}
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+	return true
+}
+
+// withOptionsStar is an http.Handler answering "OPTIONS *" itself
+// (answerOptionsStar) and passing the rest to h: the HTTP/2 path's, as
+// HTTPHandler is HTTP/1.1's.
+type withOptionsStar struct{ h http.Handler }
+
+func (o withOptionsStar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !answerOptionsStar(w, r.Method, r.RequestURI, r.ContentLength, r.Body) {
+		o.h.ServeHTTP(w, r)
+	}
 }
 
 // parseTarget parses a request-target into u as net/http does: origin-form
