@@ -27,6 +27,12 @@
 // must be POSTed as JSON from the page's own origin (cross-origin requests
 // are refused), and every change is logged, with the old and new values
 // and who asked.
+//
+// The page, its data and its controls answer only requests addressed to
+// the dashboard's own names: an IP address, localhost, or a name listed in
+// Options.Hosts (others get 421). A site whose name an attacker points at
+// the admin address (DNS rebinding) is the page's own origin to the
+// browser; its Host is not one of the dashboard's names.
 package dashboard
 
 import (
@@ -39,8 +45,11 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +109,15 @@ type Options struct {
 	// and tenant enforcement (BusyKnob, ConcurrencyKnob, MaxAgeKnob, or
 	// your own). They are shown, read-only, without Controls.
 	Knobs []Knob
+	// Hosts are the host names the dashboard answers to, besides
+	// "localhost" and IP addresses (which it always answers to): the
+	// names of the admin address it is mounted on, as the browser sends
+	// them in Host, without the port ("admin.internal"). A request for
+	// another name is answered 421 Misdirected Request, so that a page
+	// of another site whose name an attacker points at this address (DNS
+	// rebinding) can neither read the data, tenant names included, nor
+	// use the controls with the page's own origin.
+	Hosts []string
 	// Logger receives each change made from the page; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -120,6 +138,7 @@ type Dashboard struct {
 	interval time.Duration
 	history  int
 	controls bool
+	hosts    []string // Options.Hosts
 	log      *slog.Logger
 
 	p        *admit.Pipeline
@@ -150,6 +169,7 @@ func New(opts Options) (*Dashboard, error) {
 		interval: opts.Interval,
 		history:  opts.History,
 		controls: opts.Controls,
+		hosts:    slices.Clone(opts.Hosts),
 		log:      opts.Logger,
 		tracker:  opts.Tenants,
 		knobs:    map[string]Knob{},
@@ -248,6 +268,29 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
+// hostAllowed reports whether the request's Host names this dashboard: an
+// IP address (no name to rebind), "localhost", or one of Options.Hosts.
+func (d *Dashboard) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, h := range d.hosts {
+		if strings.EqualFold(host, strings.TrimSuffix(h, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServeHTTP serves the page (the mount path itself), its assets, its
 // data ("data") and its controls ("control"), whatever the path it is
 // mounted at.
@@ -256,6 +299,11 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	if !d.hostAllowed(r.Host) {
+		http.Error(w, fmt.Sprintf("dashboard: host %q is not one of this dashboard's: list it in dashboard.Options.Hosts", r.Host),
+			http.StatusMisdirectedRequest)
+		return
+	}
 	name := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 	switch name {
 	case "data":

@@ -70,7 +70,7 @@ func get(t *testing.T, c *http.Client, url, tenantName string, n int) {
 func fetch(t *testing.T, d http.Handler, after uint64) Data {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/sluice/data?after="+strconv.FormatUint(after, 10), nil))
+	d.ServeHTTP(rec, newRequest(http.MethodGet, "/debug/sluice/data?after="+strconv.FormatUint(after, 10), nil))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	var out Data
@@ -222,7 +222,7 @@ func TestPageAndAssets(t *testing.T) {
 		{"/debug/sluice/favicon.svg", "image/svg+xml", "<svg"},
 	} {
 		rec := httptest.NewRecorder()
-		d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+		d.ServeHTTP(rec, newRequest(http.MethodGet, c.path, nil))
 		require.Equal(t, http.StatusOK, rec.Code, c.path)
 		assert.Equal(t, c.ctype, rec.Header().Get("Content-Type"), c.path)
 		assert.Contains(t, rec.Body.String(), c.contains, c.path)
@@ -230,7 +230,7 @@ func TestPageAndAssets(t *testing.T) {
 		assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
 	}
 	rec := httptest.NewRecorder()
-	d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/sluice/", nil))
+	d.ServeHTTP(rec, newRequest(http.MethodGet, "/debug/sluice/", nil))
 	assert.NotContains(t, rec.Body.String(), "<script>alert")
 	// Nothing names another host: no absolute or scheme-relative address,
 	// no CSS url().
@@ -243,17 +243,17 @@ func TestPageAndAssets(t *testing.T) {
 	}
 	for _, path := range []string{"/debug/sluice/nope", "/debug/sluice/assets/index.html"} {
 		rec := httptest.NewRecorder()
-		d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		d.ServeHTTP(rec, newRequest(http.MethodGet, path, nil))
 		assert.Equal(t, http.StatusNotFound, rec.Code, path)
 	}
 	rec = httptest.NewRecorder()
-	d.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/debug/sluice/", nil))
+	d.ServeHTTP(rec, newRequest(http.MethodPost, "/debug/sluice/", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }
 
 // post sends a change to the control endpoint, as the page does.
 func post(d http.Handler, body string, mod func(*http.Request)) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/debug/sluice/control", strings.NewReader(body))
+	req := newRequest(http.MethodPost, "/debug/sluice/control", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if mod != nil {
@@ -371,4 +371,51 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, `Knobs[2] ("b") needs a Name, a Get and a Set`)
 	_, err = New(Options{Pipeline: p, Interval: -1})
 	assert.ErrorContains(t, err, "Interval")
+}
+
+// newRequest is httptest.NewRequest for the dashboard on an admin address
+// reached by its IP (httptest's own Host, example.com, is a name the
+// dashboard does not answer to).
+func newRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "127.0.0.1:8090"
+	return req
+}
+
+// DNS rebinding: a page of another site whose name the attacker points at
+// the dashboard's address sends Host and Origin of that name, so the
+// cross-origin check alone passed it. The dashboard answers only its own
+// names: IP addresses, localhost and Options.Hosts.
+func TestOnlyItsOwnHostNames(t *testing.T) {
+	tracker, err := tenant.New(tenant.Options{})
+	require.NoError(t, err)
+	srv := testServer(t, sluice.Config{Admission: admit.Config{Policies: []admit.Policy{tracker}}}, nil)
+	d, err := New(Options{Server: srv, Tenants: tracker, Controls: true, Hosts: []string{"admin.internal"}})
+	require.NoError(t, err)
+	defer d.Close()
+
+	rebind := func(r *http.Request) {
+		r.Host = "rebind.evil"
+		r.Header.Set("Origin", "http://rebind.evil")
+		r.Header.Del("Sec-Fetch-Site")
+	}
+	rec := post(d, `{"enforce":false}`, rebind)
+	assert.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "Options.Hosts")
+	assert.True(t, tracker.Enforcing(), "enforcement stays on")
+	for _, path := range []string{"/debug/sluice/data", "/debug/sluice/"} {
+		req := newRequest(http.MethodGet, path, nil)
+		req.Host = "rebind.evil:8090"
+		rec := httptest.NewRecorder()
+		d.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusMisdirectedRequest, rec.Code, path)
+	}
+
+	for _, host := range []string{"127.0.0.1:8090", "[::1]:8090", "localhost:8090", "LOCALHOST", "admin.internal:8090", "Admin.Internal."} {
+		req := newRequest(http.MethodGet, "/debug/sluice/data", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		d.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusOK, rec.Code, host)
+	}
 }
