@@ -54,7 +54,12 @@ type reasonAnswers struct {
 }
 
 // count counts a rejection for r and returns its answer.
-func (as *answers) count(r *Refusal) *reject.Answer {
+func (as *answers) count(r *Refusal) *reject.Answer { return as.answer(r, true) }
+
+// answer returns r's answer, counting it as a rejection when count is set
+// (a cancellation has an answer, for a client still there to read it, but
+// is not the server's refusal).
+func (as *answers) answer(r *Refusal, count bool) *reject.Answer {
 	status := r.Status
 	if status == 0 {
 		status = as.status
@@ -72,8 +77,10 @@ func (as *answers) count(r *Refusal) *reject.Answer {
 		v, _ = as.byWhy.LoadOrStore(r.Reason, &reasonAnswers{})
 	}
 	ra := v.(*reasonAnswers)
-	ra.n.Add(1)
-	as.total.Add(1)
+	if count {
+		ra.n.Add(1)
+		as.total.Add(1)
+	}
 	if a := ra.find(status, secs); a != nil {
 		return a
 	}
@@ -110,7 +117,9 @@ func (ra *reasonAnswers) find(status int, secs int64) *reject.Answer {
 func (as *answers) counts() (total int64, by map[string]int64) {
 	by = map[string]int64{}
 	as.byWhy.Range(func(k, v any) bool {
-		by[k.(string)] = v.(*reasonAnswers).n.Load()
+		if n := v.(*reasonAnswers).n.Load(); n > 0 {
+			by[k.(string)] = n
+		}
 		return true
 	})
 	return as.total.Load(), by

@@ -60,10 +60,14 @@ type Config struct {
 	// age limit (queue.Detector, SetLimit): once requests at MaxAge have
 	// kept coming for Interval / 10, every request between them at least
 	// Target old (or, within Interval of the state's last end, once every
-	// request has been at least Target old for Interval), Target is the age limit (and the queue, in CoDel order,
-	// gives newcomers Target and serves the newest first), until the
-	// requests have been younger than Target for Interval / 10, or none
-	// has come for Interval. A line that stands below MaxAge is served.
+	// request has been at least Target old for Interval), Target is the
+	// age limit (and the queue, in CoDel order, gives newcomers Target and
+	// serves the newest first), until the requests have been younger than
+	// Target for Interval / 10, or none has come for Interval. A line that
+	// stands below MaxAge is served. Target is dropped, MaxAge the limit
+	// again, for the rest of a standing period in which it refused more
+	// than FutileRatio requests per admission over a window (clients that
+	// resend at once, whose line refusing does not shorten).
 	// Zero means DefaultTarget and DefaultInterval; a negative Target
 	// turns the standing state off.
 	Target, Interval time.Duration

@@ -11,16 +11,20 @@
 //  1. The age limit (Config.MaxAge, 100 ms by default). A request that
 //     arrived longer ago than that is rejected with the reason
 //     "queue-timeout". On the sluice server the age counts from when the
-//     kernel received the request's first bytes, so it includes the time
-//     the request waited in the socket buffers while every worker was busy:
-//     the wait that no gate sees; it counts from the read that completed
-//     the request's head, so a client slow to send it is not counted as
-//     waiting. A line that fits in the limit is served, however long it
-//     stands (a closed loop of clients always has one). Once requests at
-//     the limit have kept coming for 10 ms (Config.Interval / 10: the
-//     line reached the limit and stays there, an overload), the line is
-//     standing and the limit is 5 ms (Config.Target), so the old are
-//     rejected at once and the fresh are served; see queue.Detector.
+//     kernel received the bytes that completed the request's head, so it
+//     includes the time the request waited in the socket buffers while
+//     every worker was busy (the wait that no gate sees), but not the time
+//     a slow client took to send it. A line that fits in the limit is
+//     served, however long it stands (a closed loop of clients always has
+//     one). Once requests at the limit have kept coming for 10 ms
+//     (Config.Interval / 10: the line reached the limit and stays there,
+//     an overload), the line is standing and the limit is 5 ms
+//     (Config.Target), so the old are rejected at once and the fresh are
+//     served; see queue.Detector. Unless that is futile: clients that
+//     resend the moment they are refused keep their line whatever the
+//     server answers, and when the lower limit refuses more than
+//     FutileRatio requests per admission over a window, the limit is
+//     MaxAge again for the rest of the standing period.
 //  2. The policies (Config.Policies), in order: per-request rules whose
 //     refusal is final (quotas, tenant shares, shedding). The first refusal
 //     rejects the request, with the policy's reason and status.
@@ -35,7 +39,11 @@
 //
 // A rejection is answered 503 (or the policy's status, 429 for a quota),
 // with Retry-After, Sluice-Not-Started: 1 and Sluice-Reject-Reason (package
-// reject has the wire format), on a connection that stays open.
+// reject has the wire format), on a connection that stays open. A client
+// refused because its request waited MaxAge, when more clients are open
+// than the server serves within the limit (Servable), may be left unread
+// until its Retry-After has passed (Hold; the sluice server parks its
+// connection).
 //
 // # Using it
 //

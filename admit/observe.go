@@ -23,7 +23,7 @@ type Observer interface {
 	// receive stamp where the adapter reads it, otherwise the decision) to
 	// its start: its time in the socket buffers and in the queue. A request
 	// admitted from the queue that cannot run after all (Cancel) is
-	// reported Started, then Rejected.
+	// reported Started, then Canceled.
 	Started(a *Attempt, wait time.Duration)
 	// Ended is called when an admitted request ends (Done), after the
 	// policies and gates were told, with its outcome.
@@ -31,6 +31,10 @@ type Observer interface {
 	// Rejected is called for each rejection, with its reason and the
 	// status it is answered with.
 	Rejected(a *Attempt, reason string, status int)
+	// Canceled is called for a request whose client went away after it was
+	// decided and before it ran (Cancel, Withdraw): the server refused
+	// nothing, so it is not a rejection.
+	Canceled(a *Attempt)
 }
 
 // observers is the pipeline's set of observers, replaced whole when one is
@@ -95,6 +99,15 @@ func (obs *observers) ended(t *Ticket, o Outcome) {
 	if l := obs.list.Load(); l != nil {
 		for _, e := range *l {
 			e.o.Ended(&t.Attempt, o)
+		}
+	}
+}
+
+// canceled reports the cancellation of t.
+func (obs *observers) canceled(t *Ticket) {
+	if l := obs.list.Load(); l != nil {
+		for _, e := range *l {
+			e.o.Canceled(&t.Attempt)
 		}
 	}
 }

@@ -24,9 +24,12 @@ func (o logObserver) Rejected(a *Attempt, reason string, status int) {
 	o.log.add("rejected %s %s %d", a.Path, reason, status)
 }
 
+func (o logObserver) Canceled(a *Attempt) { o.log.add("canceled %s", a.Path) }
+
 // An observer hears of each start with the wait before it (from the
-// decision, or from the queue), each end with the pipeline's latency, and
-// each rejection with its reason and status; after its removal, nothing.
+// decision, or from the queue), each end with the pipeline's latency, each
+// rejection with its reason and status, and each cancellation; after its
+// removal, nothing.
 func TestObserverHearsStartsEndsAndRejections(t *testing.T) {
 	var log events
 	gate := newSwitch("g", true, &log)
@@ -56,7 +59,7 @@ func TestObserverHearsStartsEndsAndRejections(t *testing.T) {
 		"ended /1 204 3ms",
 		"started /2 3ms",
 		"ended /2 500 2ms",
-		"rejected /3 queue-canceled 503",
+		"canceled /3",
 	}, heard.take())
 
 	remove()
@@ -119,6 +122,8 @@ func (o *funcObserver) Rejected(_ *Attempt, reason string, status int) {
 		o.rejected(reason, status)
 	}
 }
+
+func (o *funcObserver) Canceled(*Attempt) {}
 
 // Observing costs no allocation per request.
 func TestObserverAllocatesNothing(t *testing.T) {

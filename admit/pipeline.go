@@ -88,11 +88,12 @@ type Pipeline struct {
 
 	deadline deadlineRule // the time left by the caller (deadline.go)
 
-	answers answers
-	closed  closedTime
-	queued  atomic.Int64
-	shards  []shard
-	window  window // the rate of admissions and the futility of the lower limit (window.go)
+	answers  answers
+	closed   closedTime
+	queued   atomic.Int64
+	canceled atomic.Int64 // Cancel and Withdraw
+	shards   []shard
+	window   window // the rate of admissions and the futility of the lower limit (window.go)
 
 	observers observers // see Observe (observe.go)
 
@@ -459,34 +460,57 @@ func (p *Pipeline) Done(t *Ticket, o Outcome) {
 	p.pump(1, false)
 }
 
-// Cancel takes back the admission of a request that waited and will not run
-// after all (its client went away, its connection closed, between OnStart
-// and its handler): the policies learn nothing, it counts as rejected with
-// the reason "queue-canceled" rather than as admitted, and its place goes
-// to the head of the queue. Answer then gives the rejection, if the client
-// is still there to read it.
+// Cancel takes back the admission of a request that will not run after all
+// (its client went away, its connection closed, between its admission and
+// its handler): the policies learn nothing, it counts as canceled
+// (Stats.Canceled) rather than as admitted, and its place goes to the head
+// of the queue. Answer then gives an answer with the reason
+// "queue-canceled", if the client is still there to read it.
 func (p *Pipeline) Cancel(t *Ticket) {
+	p.retract(t)
+	p.cancel(t)
+	p.pump(1, false)
+}
+
+// retract undoes t's admission: the count, its run, what the gates and
+// policies hold for it.
+func (p *Pipeline) retract(t *Ticket) {
 	p.shard(t).admitted.Add(-1)
 	p.end(t, p.clock())
 	giveBack(p.gates, &t.Attempt)
 	p.releasePolicies(t)
-	p.refuse(t, refusedCanceled)
+}
+
+// Expire takes back the admission of a request that waited past the age
+// limit between its admission and its start (an HTTP/2 stream in its
+// worker's queue): as Cancel, except that it counts as rejected, with the
+// reason "queue-timeout", as a request that waited as long in a socket.
+func (p *Pipeline) Expire(t *Ticket) {
+	p.retract(t)
+	p.refuse(t, refusedTooOld)
 	p.pump(1, false)
 }
 
 // Withdraw takes a waiting request out of the queue, for a client that went
 // away, and reports whether it did: then no callback will be called, the
-// request counts as rejected with the reason "queue-canceled", and Answer
-// gives the rejection. It returns false when the request no longer waits:
-// its OnStart or OnReject has been or is about to be called.
+// request counts as canceled (Stats.Canceled), and Answer gives an answer
+// with the reason "queue-canceled". It returns false when the request no
+// longer waits: its OnStart or OnReject has been or is about to be called.
 func (p *Pipeline) Withdraw(t *Ticket) bool {
 	if p.q == nil || !p.q.Remove(&t.entry) {
 		return false
 	}
 	t.phase.Store(phaseIdle)
 	p.releasePolicies(t)
-	p.refuse(t, refusedCanceled)
+	p.cancel(t)
 	return true
+}
+
+// cancel counts t as canceled and gives it its answer.
+func (p *Pipeline) cancel(t *Ticket) {
+	t.answer, t.extra = p.answers.answer(refusedCanceled, false), nil
+	p.canceled.Add(1)
+	p.observers.canceled(t)
 }
 
 // pump starts up to n waiting requests (n <= 0: as many as the gates

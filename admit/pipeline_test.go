@@ -409,8 +409,9 @@ func TestOneStandingStateForSocketsAndQueue(t *testing.T) {
 }
 
 // Withdraw takes a waiting request back; Cancel takes back an admission
-// that will not run. Both count as "queue-canceled" and give back what the
-// policies and gates hold.
+// that will not run. Both count as canceled, not as rejections (the client
+// left; the server refused nothing), answer "queue-canceled" for a client
+// still there, and give back what the policies and gates hold.
 func TestWithdrawAndCancel(t *testing.T) {
 	var log events
 	pol := newSwitch("pol", true, &log)
@@ -434,7 +435,9 @@ func TestWithdrawAndCancel(t *testing.T) {
 	st := p.Stats()
 	assert.Equal(t, int64(0), st.Admitted, "it never ran")
 	assert.Equal(t, int64(0), st.InFlight)
-	assert.Equal(t, map[string]int64{"queue-canceled": 2}, st.RejectedBy)
+	assert.Equal(t, int64(2), st.Canceled)
+	assert.Zero(t, st.Rejected)
+	assert.Empty(t, st.RejectedBy)
 	assert.Equal(t, int64(0), pol.held.Load())
 	assert.Equal(t, int64(0), gate.held.Load())
 }
@@ -702,4 +705,23 @@ func TestIdleAfterAnOverload(t *testing.T) {
 	r.Stamp = time.Now().UnixNano() - int64(20*time.Millisecond)
 	assert.Equal(t, Admitted, p.Decide(&r.Ticket), "the first request after the silence has the full limit")
 	p.Done(&r.Ticket, Outcome{})
+}
+
+// Expire takes back an admission that waited past the age limit before it
+// could start: a rejection for its age (queue-timeout), unlike Cancel.
+func TestExpire(t *testing.T) {
+	var log events
+	gate := newSwitch("g", true, &log)
+	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{})
+	r := newReq("/a")
+	require.Equal(t, Admitted, p.Decide(&r.Ticket))
+	p.Expire(&r.Ticket)
+	ans, _ := r.Answer()
+	assert.Equal(t, reject.QueueTimeout, ans.Reason)
+	st := p.Stats()
+	assert.Zero(t, st.Admitted)
+	assert.Zero(t, st.InFlight)
+	assert.Zero(t, st.Canceled)
+	assert.Equal(t, map[string]int64{reject.QueueTimeout: 1}, st.RejectedBy)
+	assert.Equal(t, int64(0), gate.held.Load())
 }

@@ -17,9 +17,9 @@ import (
 // among them) and Stamp; it sets OnStart and OnReject once.
 type Ticket struct {
 	Attempt
-	// Stamp is when the kernel received the request's first bytes, in
-	// Unix nanoseconds (the sluice server reads it from the socket); zero
-	// when unknown, and the age limit then does not apply.
+	// Stamp is when the request arrived, in Unix nanoseconds: the sluice
+	// server gives the kernel's receive stamp of the read that completed
+	// its head. Zero when unknown, and the age limit then does not apply.
 	Stamp int64
 	// OnStart is called when a request that waited is admitted, on the
 	// goroutine that started it (a worker that went idle, a request that

@@ -355,7 +355,8 @@ func TestQueuedClientGoesAway(t *testing.T) {
 	cancel()
 	r := <-gone
 	require.ErrorIs(t, r.err, context.Canceled)
-	require.Eventually(t, func() bool { return hs.a.Stats().RejectedBy[reject.QueueCanceled] == 1 }, guard, time.Millisecond)
+	require.Eventually(t, func() bool { return hs.a.Stats().Canceled == 1 }, guard, time.Millisecond)
+	assert.Zero(t, hs.a.Stats().Rejected)
 	assert.EqualValues(t, 1, hs.a.Stats().Queue.Removed)
 	b.unblock("first")
 	await(t, first)

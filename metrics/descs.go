@@ -36,6 +36,7 @@ type descs struct {
 	parked                                *prometheus.Desc
 	handshakes, handshaking               *prometheus.Desc
 	admitted, rejected, queued, closed    *prometheus.Desc
+	canceled                              *prometheus.Desc
 	queueLen, queueWait, maxAge, standing *prometheus.Desc
 	closedRatio, waitMean, handlerErrors  *prometheus.Desc
 
@@ -81,11 +82,12 @@ func newDescs() *descs {
 
 	d.admitted = n("admission_admitted_total", "Requests admitted, at once or after waiting in the queue.", s)
 	d.rejected = n("admission_rejected_total", "Requests rejected unstarted, by reason (the Sluice-Reject-Reason field) and status code.", s, "reason", "code")
+	d.canceled = n("admission_canceled_total", "Requests whose client went away after they were decided and before they ran (an HTTP/2 stream reset, a connection closed while its request waited): not the server's refusals, and not in admission_rejected_total.", s)
 	d.queued = n("admission_queued_total", "Requests that had to wait in the timed queue, whatever became of them.", s)
 	d.closed = n("admission_gates_closed_seconds_total", "Time the gates were closed: from a refusal (by a gate, or by the age limit) until a request was admitted with no one left waiting.", s)
 	d.queueLen = n("admission_queue_length", "Requests waiting in the timed queue now.", s)
 	d.queueWait = n("admission_queue_wait_seconds", "Time admitted requests waited before they started, from their arrival (the kernel's receive stamp on the sluice server) to their start: in the socket buffers and in the timed queue.", s)
-	d.maxAge = n("admission_max_age_seconds", "The age limit in force: the configured limit, or the standing line's target while the line stands; zero without a limit.", s)
+	d.maxAge = n("admission_max_age_seconds", "The age limit in force: the configured limit, or the standing line's target while the line stands (unless refusing under the target was found futile: clients that resend at once); zero without a limit.", s)
 	d.standing = n("admission_standing", "1 while an overload's line stands (requests reached the age limit and kept reaching it; the limit is then the target), else 0.", s)
 	d.closedRatio = n("admission_gates_closed_ratio", "Fraction of the recent window (Options.Window, 30 s by default) in which the gates were closed: the autoscaling signal, 0 with room to spare, near 1 when the server turns work away all the time.", s)
 	d.waitMean = n("admission_queue_wait_mean_seconds", "Mean time the requests admitted in the recent window (Options.Window, 30 s by default) waited before they started: the autoscaling signal for servers whose requests wait in a queue.", s)

@@ -33,7 +33,9 @@ const (
 	QueueEvicted = "queue-evicted"
 	// QueueClosed: the server or middleware was stopping.
 	QueueClosed = "queue-closed"
-	// QueueCanceled: the client went away while the request waited.
+	// QueueCanceled: the client went away while the request waited. It
+	// is the reason of the answer a client still there would read, and is
+	// counted as a cancellation, not as a rejection (admit.Stats.Canceled).
 	QueueCanceled = "queue-canceled"
 )
 

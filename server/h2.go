@@ -255,10 +255,16 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status, err, panicked, unstarted := hc.run(wk, lane, w, r, t, arrived)
 	if unstarted {
-		// It waited in the worker's queue past the age limit (as an
-		// HTTP/1.1 request that waited as long in its socket), or its
-		// context ended there: answered unstarted (queue-canceled).
-		srv.adm.Cancel(t)
+		if r.Context().Err() != nil {
+			// The client reset the stream, or the connection ended,
+			// while it waited in the worker's queue: canceled.
+			srv.adm.Cancel(t)
+		} else {
+			// It waited there past the age limit (as an HTTP/1.1
+			// request that waited as long in its socket), or past the
+			// caller's deadline: refused (queue-timeout).
+			srv.adm.Expire(t)
+		}
 		h2Reject(w, t)
 		return
 	}

@@ -60,6 +60,11 @@ func (r *Recorder) Ended(_ *admit.Attempt, o admit.Outcome) {
 	}
 }
 
+// Canceled implements admit.Observer: a request whose client went away has
+// no answer that reached anyone, and counts in no class (the pipeline
+// counts it: admit.Stats.Canceled).
+func (r *Recorder) Canceled(*admit.Attempt) {}
+
 // Rejected counts a rejection by reason and status, and its status class.
 func (r *Recorder) Rejected(_ *admit.Attempt, reason string, status int) {
 	r.classes[class(status)].Add(1)
