@@ -111,7 +111,10 @@ type shard struct {
 	// lowered counts refusals by the standing line's lower limit alone
 	// (window.go).
 	lowered atomic.Int64
-	_       [40]byte
+	// resent counts those of them whose client resent at once
+	// (Ticket.Resent).
+	resent atomic.Int64
+	_      [32]byte
 }
 
 // New builds the pipeline that cfg describes, on host, and attaches its
@@ -252,7 +255,11 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			}
 			if age >= limit {
 				if lowered {
-					p.shard(t).lowered.Add(1)
+					sh := p.shard(t)
+					sh.lowered.Add(1)
+					if t.Resent {
+						sh.resent.Add(1)
+					}
 					p.measure(now)
 				}
 				// The server is behind its arrivals: as closed as a

@@ -21,6 +21,11 @@ type Ticket struct {
 	// server gives the kernel's receive stamp of the read that completed
 	// its head. Zero when unknown, and the age limit then does not apply.
 	Stamp int64
+	// Resent is set by the adapter when the request came on a connection
+	// whose previous request was refused, within ResendWindow of that
+	// answer: a client that resends the moment it is refused (the sluice
+	// server sets it; see FutileRatio).
+	Resent bool
 	// OnStart is called when a request that waited is admitted, on the
 	// goroutine that started it (a worker that went idle, a request that
 	// ended, the queue's timer), after the pipeline has counted it. The

@@ -22,16 +22,27 @@ const (
 	windowStale = time.Second
 	// FutileRatio is how many refusals under the standing line's lower
 	// limit (Target) per admission, over FutileWindows windows in a row,
-	// make that limit futile for the rest of the standing period. An
-	// open-loop overload of x times capacity refuses about x-1 per
-	// admission, and the lower limit keeps what it admits fresh. Clients
-	// that resend the moment they are refused (a closed loop: wrk, a retry
-	// loop without backoff) put every refused request back in the line at
+	// most of them of requests resent at once (Ticket.Resent), make that
+	// limit futile for the rest of the standing period. Clients that
+	// resend the moment they are refused (a closed loop: wrk, a retry loop
+	// without backoff) put every refused request back in the line at
 	// once, so the line does not shorten; they were refused 15 to 48 times
 	// per admission in the runs of docs/design.md ("Clients that resend at
-	// once"), each refusal costing CPU that serves nobody. The limit then
-	// stays MaxAge until the line stops standing.
+	// once"), each refusal costing CPU that serves nobody. An open-loop
+	// overload of x times capacity refuses about x-1 per admission on
+	// average, but over 50 ms windows at 10x that ranged from 12 to 54:
+	// the ratio alone cannot tell them apart, the resends can. Past 8
+	// times FutileRatio the resends do not matter: refusing that much
+	// and admitting next to nothing (2,048 wrk connections admitted none
+	// in most windows, their resends slowed past ResendWindow by wrk's
+	// own load) serves nobody, whoever sends. The limit then stays MaxAge
+	// until the line stops standing.
 	FutileRatio = 12
+	// ResendWindow is how soon after a refusal a request on the same
+	// connection counts as resent at once (Ticket.Resent): wrk's resends
+	// came within it nine times in ten, the benchmark generator's pooled
+	// connections brought a new request that soon one time in five.
+	ResendWindow = time.Millisecond
 	// FutileWindows is how many windows in a row, each of at least 50 ms
 	// and spent whole in one standing period, must be over FutileRatio:
 	// the line that an open-loop overload built up before the state
@@ -47,6 +58,7 @@ type window struct {
 	at       int64      // the current window's start, on the pipeline's clock; 0: none yet
 	admitted int64      // admissions when it started
 	lowered  int64      // refusals under the lowered limit when it started
+	resent   int64      // those of them resent at once (Ticket.Resent)
 	episode  uint64     // the standing episode when it started, +1; 0: not standing
 	over     int        // windows in a row of this standing period over FutileRatio
 	rate     atomic.Int64
@@ -62,10 +74,11 @@ func (p *Pipeline) measure(now int64) {
 		return
 	}
 	defer w.mu.Unlock()
-	var admitted, lowered int64
+	var admitted, lowered, resent int64
 	for i := range p.shards {
 		admitted += p.shards[i].admitted.Load()
 		lowered += p.shards[i].lowered.Load()
+		resent += p.shards[i].resent.Load()
 	}
 	var episode uint64
 	if p.det != nil && p.det.Standing(now) {
@@ -76,7 +89,7 @@ func (p *Pipeline) measure(now int64) {
 	case w.at == 0 || gap > int64(windowStale):
 		w.rate.Store(-1)
 	case gap >= int64(windowMin):
-		da, dl := admitted-w.admitted, lowered-w.lowered
+		da, dl, dr := admitted-w.admitted, lowered-w.lowered, resent-w.resent
 		w.rate.Store(da * int64(time.Second) / gap)
 		// Only windows spent whole in one standing period, and
 		// FutileWindows of them in a row: the first ones of an
@@ -85,7 +98,7 @@ func (p *Pipeline) measure(now int64) {
 		switch {
 		case episode == 0 || episode != w.episode:
 			w.over = 0
-		case dl > FutileRatio*max(da, 1):
+		case dl > FutileRatio*max(da, 1) && (2*dr > dl || dl > 8*FutileRatio*max(da, 1)):
 			if w.over++; w.over >= FutileWindows {
 				w.futile.Store(episode)
 			}
@@ -95,7 +108,7 @@ func (p *Pipeline) measure(now int64) {
 	default:
 		return // another caller closed it meanwhile
 	}
-	w.at, w.admitted, w.lowered, w.episode = now, admitted, lowered, episode
+	w.at, w.admitted, w.lowered, w.resent, w.episode = now, admitted, lowered, resent, episode
 }
 
 // lowered reports whether the standing line's lower limit (Target) applies

@@ -77,17 +77,19 @@ func TestServableCountsTheConfiguredLimitNotTheStandingOne(t *testing.T) {
 	assert.Equal(t, 50, p.Servable(), "half of DefaultMaxAge (100 ms), not of the 5 ms of the standing line, at 1,000 a second")
 }
 
-// spin plays clients that resend the moment they are refused while the
-// line stands: for each admission, refused requests aged 6 ms, over the
-// given time in steps of 1 ms.
-func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int) (admitted, refused int) {
+// spin plays a standing line: each 1 ms of d, one request admitted and
+// refusedPerAdmission refused, aged 6 ms, resent at once or not.
+func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int, resent bool) (admitted, refused int) {
 	for range int(d / time.Millisecond) {
 		clk.add(ms)
 		if _, dec := aged(p, time.Millisecond); dec == Admitted {
 			admitted++
 		}
 		for range refusedPerAdmission {
-			if _, dec := aged(p, 6*time.Millisecond); dec == Rejected {
+			r := newReq("/")
+			r.Stamp = time.Now().UnixNano() - int64(6*time.Millisecond)
+			r.Resent = resent
+			if p.Decide(&r.Ticket) == Rejected {
 				refused++
 			}
 		}
@@ -97,23 +99,27 @@ func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int)
 
 // The standing line's lower limit is dropped for the rest of the standing
 // period once, over FutileWindows whole windows in a row, it refuses more
-// than FutileRatio requests per admission: clients resending at once, whose
-// line refusing does not shorten. An open-loop overload's x-1 refusals per
-// admission keep it, and so does one window over the ratio.
+// than FutileRatio requests per admission, most of them resent at once:
+// clients whose line refusing does not shorten. An open-loop overload
+// keeps it, however many it refuses, and so does one window over the
+// ratio.
 func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
 	type phase struct {
-		d     time.Duration
-		ratio int
+		d      time.Duration
+		ratio  int
+		resent bool
 	}
 	for _, tc := range []struct {
 		name   string
 		phases []phase
 		futile bool
 	}{
-		{"open loop at 10x", []phase{{120 * time.Millisecond, 9}}, false},
-		{"at the ratio", []phase{{120 * time.Millisecond, FutileRatio}}, false},
-		{"one window over (a backlog), then an open loop", []phase{{51 * time.Millisecond, 40}, {70 * time.Millisecond, 9}}, false},
-		{"closed loop resending", []phase{{120 * time.Millisecond, 20}}, true},
+		{"open loop at 10x", []phase{{120 * time.Millisecond, 9, false}}, false},
+		{"resent, at the ratio", []phase{{120 * time.Millisecond, FutileRatio, true}}, false},
+		{"one window over, then an open loop", []phase{{51 * time.Millisecond, 40, true}, {70 * time.Millisecond, 9, false}}, false},
+		{"open loop far over the ratio, new requests", []phase{{120 * time.Millisecond, 30, false}}, false},
+		{"closed loop resending", []phase{{120 * time.Millisecond, 20, true}}, true},
+		{"admitting next to nothing, whoever sends", []phase{{120 * time.Millisecond, 100, false}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock(10 * ms)
@@ -127,12 +133,12 @@ func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
 			aged(p, 150*time.Millisecond)
 			require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "standing")
 			episode := p.det.Episode()
-			spin(p, clk, 39*time.Millisecond, 30)
+			spin(p, clk, 39*time.Millisecond, 30, true)
 			require.Equal(t, 5*time.Millisecond, p.Stats().MaxAge, "the window the state began in is not judged")
 
 			var admitted, refused int
 			for _, ph := range tc.phases {
-				a, r := spin(p, clk, ph.d, ph.ratio)
+				a, r := spin(p, clk, ph.d, ph.ratio, ph.resent)
 				admitted, refused = admitted+a, refused+r
 			}
 			require.NotZero(t, admitted)
@@ -161,7 +167,7 @@ func TestLowerLimitFutileForClientsThatResend(t *testing.T) {
 func futileLine(t *testing.T, p *Pipeline, clk *fakeClock) {
 	t.Helper()
 	standUp(p, clk)
-	spin(p, clk, 120*time.Millisecond, 20)
+	spin(p, clk, 120*time.Millisecond, 20, true)
 	require.True(t, p.Stats().Standing)
 	require.Equal(t, time.Duration(p.maxAge.Load()), p.Stats().MaxAge, "futile")
 }
@@ -189,7 +195,7 @@ func TestHold(t *testing.T) {
 	require.Equal(t, Rejected, d)
 	assert.Zero(t, p.Hold(&late.Ticket, 1000), "the lower limit works: an open-loop overload, whose stale requests are not held")
 
-	spin(p, clk, 120*time.Millisecond, 20)
+	spin(p, clk, 120*time.Millisecond, 20, true)
 	require.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "futile")
 	late, d = aged(p, 150*time.Millisecond)
 	require.Equal(t, Rejected, d)

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -31,6 +33,7 @@ func (srv *Server) Pipeline() *admit.Pipeline { return srv.adm }
 func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
 	c.hold = c.holdAfter(a)
+	c.refusedAt = time.Now().UnixNano()
 	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)
 	_, _ = w.WriteString(a.Body)

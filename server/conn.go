@@ -106,6 +106,10 @@ type conn struct {
 	// hold is how long to park the connection once the current refusal
 	// is written (holdAfter); 0: it waits for its next request at once.
 	hold time.Duration
+	// refusedAt is when the last refusal on the connection was answered
+	// (Unix nanoseconds, as arrived), until the next request starts; 0:
+	// the last answer was not a refusal.
+	refusedAt int64
 	// arrived is when the kernel received the bytes that completed the
 	// head of the request being read (Unix nanoseconds; see read), 0 when
 	// unknown.
@@ -540,6 +544,10 @@ func (c *conn) start(h *head, x *reqState) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
+	// A request that came right after a refusal on this connection: a
+	// client that resends at once (admit.FutileRatio).
+	t.Resent = c.refusedAt != 0 && c.arrived != 0 && c.arrived-c.refusedAt < int64(admit.ResendWindow)
+	c.refusedAt = 0
 	t.Picked = nil
 	if n := len(h.pick); n > 0 && !h.pickFailed {
 		t.Picked = c.picked[:n]
@@ -613,6 +621,7 @@ func (c *conn) rejectNow() bool {
 	a, extra := c.t.Answer()
 	c.refused = false
 	c.hold = c.holdAfter(a)
+	c.refusedAt = time.Now().UnixNano()
 	b := c.ws.getOut()
 	b = appendStatusLine(b, 1, a.Status)
 	b = append(b, a.Fields...)
