@@ -124,8 +124,7 @@ type conn struct {
 	lane    lanes.ID      // the current request's lane; Upstream: the built-in ones
 	scratch *http.Request // for the lane routes' ServeMux, reused
 
-	prev, next         *conn // in the worker's list
-	parkPrev, parkNext *conn // in the worker's parked stack, while parked
+	links [numLinks]connLinks // in the worker's lists (connList)
 }
 
 // reqState is what one request needs, allocated together: also the

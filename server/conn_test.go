@@ -686,7 +686,7 @@ func TestPipelinerThatNeverReadsIsNotReadAhead(t *testing.T) {
 	done := make(chan struct{})
 	require.NoError(t, rt.Worker(0).Submit(lanes.Continuation, func() {
 		defer close(done)
-		for c := srv.ws[0].conns.head; c != nil; c = c.next {
+		for c := srv.ws[0].conns.head; c != nil; c = c.links[linkAll].next {
 			conns++
 			bufSize = max(bufSize, cap(c.buf))
 		}

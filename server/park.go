@@ -13,22 +13,20 @@ import (
 // retry loop without backoff) keeps its request in the line whatever the
 // server answers, and the server spends its CPU refusing the same clients
 // again and again: with 2,048 such connections on two CPUs, a fast handler
-// served 3% of what net/http serves. So, while the server refuses for
-// overload, a connection whose request was refused is parked once its
-// answer is written: nothing of it is read until the refusal's Retry-After
-// has passed, as a client that honours Retry-After would have waited. Its
-// next request waits in the socket, costing nothing, and its age counts
-// from its arrival (the kernel's stamp), so one that waited past the age
-// limit meanwhile is refused cheaply when the hold ends.
+// served 3% of what net/http serves. So once the pipeline has found that
+// its clients resend at once (admit.FutileRatio), a connection whose
+// request was refused for waiting the whole age limit is parked when its
+// answer is written: nothing of it is read until the refusal's
+// Retry-After has passed, as a client that honours Retry-After would have
+// waited. Its next request waits in the socket, costing nothing, and its
+// age counts from its arrival (the kernel's stamp), so one that waited past
+// the age limit meanwhile is refused cheaply when the hold ends.
 //
 // Only the connections beyond those the server can serve in time are
 // parked: those open beyond admit.Pipeline.Servable, the clients a closed
-// loop may have before its line passes the age limit. A pool that carries
-// many clients' requests on a few connections (a proxy, an open-loop load
-// generator) keeps fast refusals, which it can retry elsewhere; and a
-// closed loop is served as a loop of Servable clients, the others waiting
-// their Retry-After. docs/design.md ("Clients that resend at once") says
-// why, with figures.
+// loop may have while its line stays within half the age limit. A worker
+// with nothing to do ends its latest hold (workerIdle). docs/design.md
+// ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
 // refusal, answered with a: admit.Pipeline.Hold's answer for the open
@@ -52,7 +50,7 @@ func (c *conn) holdAfter(a *reject.Answer) time.Duration {
 func (c *conn) park(hold time.Duration) {
 	c.state = connParked
 	c.srv.parked.Add(1)
-	c.ws.parked.push(c)
+	c.ws.parked.add(c)
 	if err := c.nc.OnReadable(lanes.Upstream, nil); err != nil {
 		c.close()
 		return
@@ -69,7 +67,7 @@ func (c *conn) unpark() {
 	c.nc.QueueRead()
 }
 
-// unlist takes a parked connection off its worker's stack and the count.
+// unlist takes a parked connection off its worker's parked list and the count.
 func (c *conn) unlist() {
 	c.srv.parked.Add(-1)
 	c.ws.parked.remove(c)
@@ -84,31 +82,7 @@ func (c *conn) unlist() {
 // sleep; if that request is refused again, it is the one parked last again,
 // and the next idle moment finds its next request.
 func (srv *Server) workerIdle(w *sched.Worker) {
-	if c := srv.ws[w.ID()].parked.top; c != nil {
+	if c := srv.ws[w.ID()].parked.head; c != nil {
 		c.unpark()
 	}
-}
-
-// parkStack is a worker's parked connections, the latest first, linked
-// through the connections.
-type parkStack struct{ top *conn }
-
-func (s *parkStack) push(c *conn) {
-	c.parkPrev, c.parkNext = nil, s.top
-	if s.top != nil {
-		s.top.parkPrev = c
-	}
-	s.top = c
-}
-
-func (s *parkStack) remove(c *conn) {
-	if c.parkPrev != nil {
-		c.parkPrev.parkNext = c.parkNext
-	} else if s.top == c {
-		s.top = c.parkNext
-	}
-	if c.parkNext != nil {
-		c.parkNext.parkPrev = c.parkPrev
-	}
-	c.parkPrev, c.parkNext = nil, nil
 }

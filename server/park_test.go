@@ -17,27 +17,34 @@ import (
 	"github.com/sluice-go/sluice/internal/schedtest"
 )
 
-// The worker's stack of parked connections: the latest on top, any one
-// removed from anywhere.
-func TestParkStack(t *testing.T) {
-	var s parkStack
+// A worker's lists of connections: the latest added first, any one
+// removed from anywhere, each list through its own links, so that a
+// connection is in both at once.
+func TestConnList(t *testing.T) {
+	all, parked := connList{which: linkAll}, connList{which: linkParked}
 	a, b, c := &conn{}, &conn{}, &conn{}
-	assert.Nil(t, s.top)
-	s.push(a)
-	s.push(b)
-	s.push(c)
-	assert.Same(t, c, s.top)
-	s.remove(b)
-	assert.Same(t, c, s.top)
-	assert.Same(t, a, c.parkNext)
-	s.remove(c)
-	assert.Same(t, a, s.top)
-	assert.Nil(t, a.parkPrev)
-	s.push(b)
-	assert.Same(t, b, s.top)
-	s.remove(a)
-	s.remove(b)
-	assert.Nil(t, s.top)
+	for _, x := range []*conn{a, b, c} {
+		all.add(x)
+		parked.add(x)
+	}
+	assert.Same(t, c, parked.head)
+	parked.remove(b)
+	assert.Same(t, c, parked.head)
+	assert.Same(t, a, c.links[linkParked].next)
+	assert.Same(t, b, c.links[linkAll].next, "the other list is untouched")
+	parked.remove(c)
+	assert.Same(t, a, parked.head)
+	assert.Nil(t, a.links[linkParked].prev)
+	parked.add(b)
+	assert.Same(t, b, parked.head)
+	parked.remove(a)
+	parked.remove(b)
+	assert.Nil(t, parked.head)
+	assert.Same(t, c, all.head)
+	all.remove(c)
+	all.remove(a)
+	assert.Same(t, b, all.head)
+	assert.Nil(t, b.links[linkAll].next)
 }
 
 // closedLoop runs clients connections that each send a GET the moment the

@@ -130,7 +130,8 @@ type Config struct {
 	// Admission decides, before each handler and before any of the
 	// request's work, whether the request starts now, waits in a timed
 	// queue, or is rejected unstarted (503 with Retry-After and
-	// Sluice-Not-Started: 1, on a connection that stays open). The zero
+	// Sluice-Not-Started: 1, on a connection that stays open, perhaps
+	// unread until its Retry-After: see HoldRefused). The zero
 	// value rejects requests that arrived more than 100 ms before their
 	// head was read, counted from the kernel's receive stamp of the read
 	// that completed the head (5 ms while an overload's line stands: see
@@ -180,15 +181,16 @@ type Config struct {
 	// DefaultMaxHandshakesPerWorker per worker.
 	MaxHandshakes int
 	// HoldRefused is how long an HTTP/1.1 connection whose request was
-	// refused for overload (503 with Retry-After) is left unread, when
-	// more connections are open than the server can serve within its age
-	// limit (admit.Pipeline.Servable): a client that resends at once, as
-	// wrk and retry loops without backoff do, then waits in its socket at
-	// no cost instead of being refused again and again. Zero means the
-	// refusal's Retry-After (1 s by default); negative means never. The
-	// connections within what the server can serve are never held, so a
-	// pool that carries many requests on few connections keeps its fast
-	// refusals. See docs/design.md, "Clients that resend at once".
+	// refused for its age (503 queue-timeout, with Retry-After) is left
+	// unread, when its clients resend at once and more connections are
+	// open than the server can serve within its age limit
+	// (admit.Pipeline.Hold): a client that resends the moment it is
+	// refused, as wrk and retry loops without backoff do, then waits in
+	// its socket at no cost instead of being refused again and again.
+	// Zero means the refusal's Retry-After (1 s by default); negative
+	// means never. The fast refusals of an open-loop overload are never
+	// held, so a pool that carries many requests on few connections keeps
+	// them. See docs/design.md, "Clients that resend at once".
 	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
@@ -349,7 +351,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	srv.hs = srv.describe(h)
 	srv.h2 = newH2Server(srv, h)
 	for range s.NumWorkers() {
-		srv.ws = append(srv.ws, &workerState{})
+		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}})
 	}
 	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
@@ -430,7 +432,7 @@ func (srv *Server) stop(ctx context.Context, force bool) error {
 		ws := srv.ws[i]
 		serr := w.Submit(lanes.Continuation, func() {
 			for c := ws.conns.head; c != nil; {
-				next := c.next
+				next := c.links[linkAll].next
 				c.shutdown(force)
 				c = next
 			}
@@ -495,7 +497,7 @@ type workerState struct {
 	outs   [][]byte      // free output buffers of outBufSize
 	heads  []http.Header // free response header maps, empty
 	conns  connList
-	parked parkStack // connections parked after a refusal, the latest first (park.go)
+	parked connList // connections parked after a refusal, the latest first (park.go)
 
 	dateSec int64
 	date    []byte
@@ -574,27 +576,42 @@ func (ws *workerState) dateHeader() []byte {
 	return ws.date
 }
 
-// connList is an intrusive list of a worker's connections.
+// Which of a connection's links a connList uses: every connection of a
+// worker is in its conns list, and a parked one in its parked list too.
+const (
+	linkAll    = iota // workerState.conns
+	linkParked        // workerState.parked (park.go)
+	numLinks
+)
+
+// connLinks are a connection's place in one list.
+type connLinks struct{ prev, next *conn }
+
+// connList is an intrusive list of a worker's connections, the latest
+// added first, through their links[which].
 type connList struct {
-	head *conn
+	head  *conn
+	which uint8
 }
 
 func (l *connList) add(c *conn) {
-	c.prev, c.next = nil, l.head
+	k := &c.links[l.which]
+	k.prev, k.next = nil, l.head
 	if l.head != nil {
-		l.head.prev = c
+		l.head.links[l.which].prev = c
 	}
 	l.head = c
 }
 
 func (l *connList) remove(c *conn) {
-	if c.prev != nil {
-		c.prev.next = c.next
+	k := &c.links[l.which]
+	if k.prev != nil {
+		k.prev.links[l.which].next = k.next
 	} else if l.head == c {
-		l.head = c.next
+		l.head = k.next
 	}
-	if c.next != nil {
-		c.next.prev = c.prev
+	if k.next != nil {
+		k.next.links[l.which].prev = k.prev
 	}
-	c.prev, c.next = nil, nil
+	k.prev, k.next = nil, nil
 }
