@@ -54,13 +54,13 @@ const (
 // window is the measure's state: the counts at the start of the current
 // window and what the last one found.
 type window struct {
-	mu       sync.Mutex // held by the caller that closes a window
-	at       int64      // the current window's start, on the pipeline's clock; 0: none yet
-	admitted int64      // admissions when it started
-	lowered  int64      // refusals under the lowered limit when it started
-	resent   int64      // those of them resent at once (Ticket.Resent)
-	episode  uint64     // the standing episode when it started, +1; 0: not standing
-	over     int        // windows in a row of this standing period over FutileRatio
+	mu       sync.Mutex   // held by the caller that closes a window
+	at       atomic.Int64 // the current window's start, on the pipeline's clock; 0: none yet (read before the lock)
+	admitted int64        // admissions when it started
+	lowered  int64        // refusals under the lowered limit when it started
+	resent   int64        // those of them resent at once (Ticket.Resent)
+	episode  uint64       // the standing episode when it started, +1; 0: not standing
+	over     int          // windows in a row of this standing period over FutileRatio
 	rate     atomic.Int64
 	// futile is 1 + the standing episode (queue.Detector.Episode) in which
 	// the lowered limit was found futile; 0: none.
@@ -70,7 +70,7 @@ type window struct {
 // measure closes the current window if it is due.
 func (p *Pipeline) measure(now int64) {
 	w := &p.window
-	if now-w.at < int64(windowMin) && w.at != 0 || !w.mu.TryLock() {
+	if at := w.at.Load(); at != 0 && now-at < int64(windowMin) || !w.mu.TryLock() {
 		return
 	}
 	defer w.mu.Unlock()
@@ -84,9 +84,10 @@ func (p *Pipeline) measure(now int64) {
 	if p.det != nil && p.det.Standing(now) {
 		episode = p.det.Episode() + 1
 	}
-	gap := now - w.at
+	at := w.at.Load()
+	gap := now - at
 	switch {
-	case w.at == 0 || gap > int64(windowStale):
+	case at == 0 || gap > int64(windowStale):
 		w.rate.Store(-1)
 	case gap >= int64(windowMin):
 		da, dl, dr := admitted-w.admitted, lowered-w.lowered, resent-w.resent
@@ -108,7 +109,8 @@ func (p *Pipeline) measure(now int64) {
 	default:
 		return // another caller closed it meanwhile
 	}
-	w.at, w.admitted, w.lowered, w.resent, w.episode = now, admitted, lowered, resent, episode
+	w.at.Store(now)
+	w.admitted, w.lowered, w.resent, w.episode = admitted, lowered, resent, episode
 }
 
 // lowered reports whether the standing line's lower limit (Target) applies
