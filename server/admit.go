@@ -34,7 +34,27 @@ func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
 	c.hold = c.holdAfter(a)
 	c.refusedAt = time.Now().UnixNano()
+	c.boundRejectionWrite()
 	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)
 	_, _ = w.WriteString(a.Body)
+}
+
+// boundRejectionWrite bounds the write of the current rejection, whatever
+// the configuration: a rejection is the server's own answer, and a client
+// that does not read it (one that pipelines requests and never reads the
+// answers) must not keep its connection, and the connection's descriptor,
+// for ever. It has the time it had to send its head (the header timeout,
+// DefaultReadHeaderTimeout when there is none), or WriteTimeout when that
+// is shorter; then the write is abandoned and the connection closed.
+func (c *conn) boundRejectionWrite() {
+	d := c.srv.headTimeout
+	if d <= 0 {
+		d = DefaultReadHeaderTimeout
+	}
+	dl := c.w.Now() + int64(d)
+	if cur := c.writeDL.Load(); cur == 0 || dl < cur {
+		c.writeDL.Store(dl)
+		c.armActive()
+	}
 }

@@ -640,8 +640,9 @@ func (c *conn) rejectNow() bool {
 		c.idle()
 	default:
 		// The socket took part of it: nothing more is read until the
-		// rest is written.
+		// rest is written, within its bound.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
+		c.boundRejectionWrite()
 		err = c.nc.Write(b[n:], func(err error) {
 			c.ws.putOut(b)
 			if err != nil || c.state != connActive {

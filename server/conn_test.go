@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
@@ -752,4 +753,37 @@ func TestWritesAfterTheHandlerReturnedAreRefused(t *testing.T) {
 	_ = nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	_, err = br.ReadByte()
 	assert.Error(t, err, "nothing more on the connection")
+}
+
+// A client that pipelines requests the server refuses and never reads the
+// answers cannot keep its connection for ever, even without WriteTimeout: a
+// rejection is the server's own answer, and its write is bounded by the
+// header timeout. The connection then closes.
+func TestRejectionsToAClientThatNeverReadsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body bool // refused requests with a body take the coroutine's path
+	}{{"plain", false}, {"with a body", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &refusePath{path: "/refuse"}
+			srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{
+				ReadHeaderTimeout: 300 * time.Millisecond,
+				Admission:         admit.Config{Policies: []admit.Policy{pol}},
+			})
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+			}}
+			nc, err := d.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			req := []byte("GET /refuse HTTP/1.1\r\nHost: x\r\n\r\n")
+			if tc.body {
+				req = []byte("POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab")
+			}
+			go func() { _, _ = nc.Write(bytes.Repeat(req, 100000)) }() // 3 MB of requests, 20 MB of answers
+			require.Eventually(t, func() bool { return srv.OpenConns() == 1 }, 5*time.Second, time.Millisecond)
+			assert.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 10*time.Second, 10*time.Millisecond,
+				"the connection closes once an answer has waited the header timeout")
+		})
+	}
 }
