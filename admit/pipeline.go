@@ -249,7 +249,7 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
 			lowered := false
-			if p.det != nil && p.det.Observe(now, age) && p.lowered(now) {
+			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() {
 				lowered = age < limit
 				limit = min(limit, int64(p.det.Target()))
 			}

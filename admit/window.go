@@ -117,17 +117,27 @@ func (p *Pipeline) measure(now int64) {
 // at now: the line stands, and refusing has not been found futile in this
 // standing period.
 func (p *Pipeline) lowered(now int64) bool {
-	if p.det == nil || !p.det.Standing(now) {
-		return false
-	}
-	return p.window.futile.Load() != p.det.Episode()+1
+	return p.det != nil && p.det.Standing(now) && !p.futileEpisode()
+}
+
+// futile reports whether the line stands and the lower limit has been
+// found futile in this standing period: clients that resend at once.
+func (p *Pipeline) futile(now int64) bool {
+	return p.det != nil && p.det.Standing(now) && p.futileEpisode()
+}
+
+// futileEpisode reports whether the lower limit was found futile in the
+// detector's current (or last) standing period; the caller knows the line
+// stands.
+func (p *Pipeline) futileEpisode() bool {
+	return p.window.futile.Load() == p.det.Episode()+1
 }
 
 // Servable returns how many clients that each resend at once (a closed
 // loop) the server can keep in its line with their requests starting within
 // half of Config.MaxAge (DefaultMaxAge without an age limit): the rate at
-// which it admitted requests over the last tenth of a second or more, times
-// that time, and at least one per shard. It answers math.MaxInt until a
+// which it admitted requests over the last 50 ms or more, times that time,
+// and at least one per shard. It answers math.MaxInt until a
 // window has been measured, and again after a second without a refusal or
 // a call.
 func (p *Pipeline) Servable() int {
@@ -145,7 +155,8 @@ func (p *Pipeline) Servable() int {
 
 // Hold returns how long the adapter should leave a client unread after
 // answering its rejected ticket t, when clients others are being read:
-// Rejection.RetryAfter (DefaultRetryAfter) when
+// Rejection.RetryAfter (DefaultRetryAfter; none when the answers carry no
+// Retry-After) when
 //   - t was refused because its request had waited Config.MaxAge or more,
 //     in the sockets or in the queue: the server's own limit, not the
 //     standing line's lower one;
@@ -167,14 +178,8 @@ func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
 	}
 	now := p.clock()
 	limit := p.maxAge.Load()
-	if limit <= 0 || now-t.arrived < limit || !p.futile(now) || clients <= p.Servable() {
+	if limit <= 0 || p.answers.retry <= 0 || now-t.arrived < limit || !p.futile(now) || clients <= p.Servable() {
 		return 0
 	}
 	return p.answers.retry
-}
-
-// futile reports whether the line stands and the lower limit has been
-// found futile in this standing period: clients that resend at once.
-func (p *Pipeline) futile(now int64) bool {
-	return p.det != nil && p.det.Standing(now) && p.window.futile.Load() == p.det.Episode()+1
 }

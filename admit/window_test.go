@@ -216,6 +216,13 @@ func TestHold(t *testing.T) {
 	late, d = aged(q, time.Second)
 	require.Equal(t, Rejected, d)
 	assert.Equal(t, 3*time.Second, q.Hold(&late.Ticket, 1000))
+
+	// Answers without Retry-After hold nobody.
+	n := newPipeline(t, Config{Rejection: Rejection{RetryAfter: -1}}, Host{Clock: clk.now})
+	futileLine(t, n, clk)
+	late, d = aged(n, time.Second)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, n.Hold(&late.Ticket, 1000))
 }
 
 // The window is measured from any worker: concurrent refusals under the

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -32,8 +30,7 @@ func (srv *Server) Pipeline() *admit.Pipeline { return srv.adm }
 // request's ResponseWriter (the request's coroutine).
 func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
-	c.hold = c.holdAfter(a)
-	c.refusedAt = time.Now().UnixNano()
+	c.refusing()
 	c.boundRejectionWrite()
 	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)

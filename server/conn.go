@@ -619,8 +619,7 @@ func (c *conn) rejectNow() bool {
 	}
 	a, extra := c.t.Answer()
 	c.refused = false
-	c.hold = c.holdAfter(a)
-	c.refusedAt = time.Now().UnixNano()
+	c.refusing()
 	b := c.ws.getOut()
 	b = appendStatusLine(b, 1, a.Status)
 	b = append(b, a.Fields...)

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/sluice-go/sluice/lanes"
-	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -29,13 +27,12 @@ import (
 // ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
-// refusal, answered with a: admit.Pipeline.Hold's answer for the open
-// connections not parked, or Config.HoldRefused when that is set; 0 for
-// an answer that is not an overload's 503 with a Retry-After.
-func (c *conn) holdAfter(a *reject.Answer) time.Duration {
+// refusal: admit.Pipeline.Hold's answer for the open connections not
+// parked, or Config.HoldRefused when that is set.
+func (c *conn) holdAfter() time.Duration {
 	srv := c.srv
 	set := srv.cfg.HoldRefused
-	if set < 0 || a.Status != http.StatusServiceUnavailable || a.RetryAfter <= 0 {
+	if set < 0 {
 		return 0
 	}
 	hold := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
@@ -43,6 +40,13 @@ func (c *conn) holdAfter(a *reject.Answer) time.Duration {
 		hold = set
 	}
 	return hold
+}
+
+// refusing notes the current refusal as its answer goes out: the hold it
+// earns, and when it was answered (a request right after it is resent).
+func (c *conn) refusing() {
+	c.hold = c.holdAfter()
+	c.refusedAt = time.Now().UnixNano()
 }
 
 // park stops reading the connection for hold, then waits for its next
@@ -62,7 +66,6 @@ func (c *conn) park(hold time.Duration) {
 // the hold starts (or is refused for its age) as any other.
 func (c *conn) unpark() {
 	c.unlist()
-	c.state = connIdle
 	c.idle()
 	c.nc.QueueRead()
 }
