@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-go/sluice/internal/keys"
 	"github.com/sluice-go/sluice/internal/monotime"
 )
 
@@ -228,7 +228,7 @@ func validLabels(labels []string) []string {
 		if !utf8.ValidString(v) {
 			fixed := slices.Clone(labels)
 			for j := i; j < len(fixed); j++ {
-				fixed[j] = strings.ToValidUTF8(fixed[j], "\uFFFD")
+				fixed[j] = keys.Valid(fixed[j])
 			}
 			return fixed
 		}

@@ -45,9 +45,13 @@ func Shorten(key string, max int) string {
 // JSON document, a dashboard): valid UTF-8, each invalid byte sequence
 // replaced by U+FFFD, and at most max bytes (Shorten). It returns name
 // itself, without allocating, when that is already so.
-func Label(name string, max int) string {
-	if !utf8.ValidString(name) {
-		name = strings.ToValidUTF8(name, "\uFFFD")
+func Label(name string, max int) string { return Shorten(Valid(name), max) }
+
+// Valid returns s with each invalid UTF-8 byte sequence replaced by
+// U+FFFD: s itself, without allocating, when it is valid.
+func Valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
 	}
-	return Shorten(name, max)
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
