@@ -36,6 +36,10 @@ type Conn struct {
 	readQueued bool // a read callback is queued: don't queue another
 	flushQd    bool // a flush is queued
 
+	onHangup func() // OnHangup's callback
+	hangupFn func() // c.hangupReady, bound once
+	hangupQd bool   // a hang-up callback is queued
+
 	pending   []byte // bytes of a write that would have blocked
 	onWritten func(error)
 	closed    bool
@@ -391,8 +395,11 @@ const idleEvents = unix.EPOLLET
 
 func (c *Conn) wantEvents() uint32 {
 	ev := uint32(0)
-	if c.onReadable != nil {
+	switch {
+	case c.onReadable != nil:
 		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+	case c.onHangup != nil:
+		ev |= unix.EPOLLRDHUP
 	}
 	if c.pending != nil {
 		ev |= unix.EPOLLOUT
@@ -432,6 +439,34 @@ func (c *Conn) ready(ev uint32) {
 	}
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		c.QueueRead()
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.onReadable == nil && c.onHangup != nil && !c.hangupQd {
+		c.hangupQd = true
+		c.w.Push(c.readLane, c.hangupFn)
+	}
+}
+
+// OnHangup asks for fn to be queued, in the read callback's lane, when the
+// peer closes or resets the connection while nobody reads it (OnReadable
+// with nil): data arriving does not call it, and nothing is read. A
+// connection left unread for a while (the sluice server's held
+// connections) learns so that its client has gone. nil stops it; a read
+// callback set meanwhile takes precedence.
+func (c *Conn) OnHangup(fn func()) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if fn != nil && c.hangupFn == nil {
+		c.hangupFn = c.hangupReady
+	}
+	c.onHangup = fn
+	return c.setEvents(c.wantEvents())
+}
+
+func (c *Conn) hangupReady() {
+	c.hangupQd = false
+	if !c.closed && c.onReadable == nil && c.onHangup != nil {
+		c.onHangup()
 	}
 }
 

@@ -619,3 +619,38 @@ func TestConnJoinsEpollWithItsFirstInterest(t *testing.T) {
 	_, err = nc2.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "closed by the server")
 }
+
+// OnHangup: a connection nobody reads learns that its peer has gone,
+// without reading, and data arriving does not wake it.
+func TestOnHangupWithoutReading(t *testing.T) {
+	s := schedtest.Start(t, 1)
+	hung := make(chan int, 2)
+	watched := make(chan struct{})
+	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+		assert.NoError(t, c.OnHangup(func() {
+			n, _ := unix.IoctlGetInt(c.FD(), unix.SIOCINQ)
+			hung <- n
+			assert.NoError(t, c.Close())
+		}))
+		close(watched)
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	<-watched
+	_, err = nc.Write([]byte("unread"))
+	require.NoError(t, err)
+	select {
+	case <-hung:
+		t.Fatal("data woke a connection that only watches for a hang-up")
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, nc.Close())
+	select {
+	case n := <-hung:
+		assert.Equal(t, len("unread"), n, "nothing was read")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hang-up was not reported")
+	}
+}
