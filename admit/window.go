@@ -162,6 +162,9 @@ func (p *Pipeline) Servable() int {
 //     standing line's lower one;
 //   - the line stands and its lower limit was found futile (FutileRatio):
 //     the clients resend at once;
+//   - t's own client resent it at once (Ticket.Resent): a pool that
+//     carries new requests on its connections, and seldom that soon, is
+//     not held for the clients that do;
 //   - clients exceeds Servable;
 //
 // and 0 otherwise. A client that resends the moment it is refused then
@@ -173,7 +176,7 @@ func (p *Pipeline) Servable() int {
 // many clients' requests, retries them elsewhere. The sluice server parks
 // the connection (server.Config.HoldRefused).
 func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
-	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known {
+	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known || !t.Resent {
 		return 0
 	}
 	now := p.clock()

@@ -78,6 +78,15 @@ func TestServableCountsTheConfiguredLimitNotTheStandingOne(t *testing.T) {
 	assert.Equal(t, 50, p.Servable(), "half of DefaultMaxAge (100 ms), not of the 5 ms of the standing line, at 1,000 a second")
 }
 
+// resent decides a request that arrived age ago, resent at once after a
+// refusal.
+func resent(p *Pipeline, age time.Duration) (*req, Decision) {
+	r := newReq("/")
+	r.Stamp = time.Now().UnixNano() - int64(age)
+	r.Resent = true
+	return r, p.Decide(&r.Ticket)
+}
+
 // spin plays a standing line: each 1 ms of d, one request admitted and
 // refusedPerAdmission refused, aged 6 ms, resent at once or not.
 func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int, resent bool) (admitted, refused int) {
@@ -173,10 +182,10 @@ func futileLine(t *testing.T, p *Pipeline, clk *fakeClock) {
 	require.Equal(t, time.Duration(p.maxAge.Load()), p.Stats().MaxAge, "futile")
 }
 
-// Hold: a request refused because it waited the configured limit, while
-// the line stands and its lower limit is futile (clients resending at
-// once), with more clients than the server serves in time, holds its
-// client for Retry-After; nothing else does.
+// Hold: a request resent at once and refused because it waited the
+// configured limit, while the line stands and its lower limit is futile
+// (clients resending at once), with more clients than the server serves in
+// time, holds its client for Retry-After; nothing else does.
 func TestHold(t *testing.T) {
 	clk := newClock(10 * ms)
 	gate := newSwitch("g", true, &events{})
@@ -198,7 +207,10 @@ func TestHold(t *testing.T) {
 
 	spin(p, clk, 120*time.Millisecond, 20, true)
 	require.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "futile")
-	late, d = aged(p, 150*time.Millisecond)
+	fresh, d := aged(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, p.Hold(&fresh.Ticket, 1000), "not resent at once: a pool's new request")
+	late, d = resent(p, 150*time.Millisecond)
 	require.Equal(t, Rejected, d)
 	servable := p.Servable()
 	require.Equal(t, 50, servable, "1,000 admitted a second over the last window: 50 in half the limit")
@@ -213,14 +225,14 @@ func TestHold(t *testing.T) {
 	// The configured Retry-After is the hold.
 	q := newPipeline(t, Config{Rejection: Rejection{RetryAfter: 3 * time.Second}}, Host{Clock: clk.now})
 	futileLine(t, q, clk)
-	late, d = aged(q, time.Second)
+	late, d = resent(q, time.Second)
 	require.Equal(t, Rejected, d)
 	assert.Equal(t, 3*time.Second, q.Hold(&late.Ticket, 1000))
 
 	// Answers without Retry-After hold nobody.
 	n := newPipeline(t, Config{Rejection: Rejection{RetryAfter: -1}}, Host{Clock: clk.now})
 	futileLine(t, n, clk)
-	late, d = aged(n, time.Second)
+	late, d = resent(n, time.Second)
 	require.Equal(t, Rejected, d)
 	assert.Zero(t, n.Hold(&late.Ticket, 1000))
 }

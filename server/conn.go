@@ -110,6 +110,7 @@ type conn struct {
 	// (Unix nanoseconds, as arrived), until the next request starts; 0:
 	// the last answer was not a refusal.
 	refusedAt int64
+	unparkFn  func() // c.unpark, bound at the first hold (park.go)
 	// arrived is when the kernel received the bytes that completed the
 	// head of the request being read (Unix nanoseconds; see read), 0 when
 	// unknown.

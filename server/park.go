@@ -11,10 +11,11 @@ import (
 // retry loop without backoff) keeps its request in the line whatever the
 // server answers, and the server spends its CPU refusing the same clients
 // again and again: with 2,048 such connections on two CPUs, a fast handler
-// served 3% of what net/http serves. So once the pipeline has found that
-// its clients resend at once (admit.FutileRatio), a connection whose
-// request was refused for waiting the whole age limit is parked when its
-// answer is written: nothing of it is read until the refusal's
+// served 3% of what net/http serves. So, with Config.HoldRefused set, once
+// the pipeline has found that its clients resend at once
+// (admit.FutileRatio), a connection whose request was resent at once and
+// refused for waiting the whole age limit is parked when its answer is
+// written: nothing of it is read until the refusal's
 // Retry-After has passed, as a client that honours Retry-After would have
 // waited. Its next request waits in the socket, costing nothing, and its
 // age counts from its arrival (the kernel's stamp), so one that waited past
@@ -27,19 +28,15 @@ import (
 // ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
-// refusal: admit.Pipeline.Hold's answer for the open connections not
-// parked, or Config.HoldRefused when that is set.
+// refusal: Config.HoldRefused when it is set and admit.Pipeline.Hold holds
+// the refusal, for the open connections not parked; 0 otherwise.
 func (c *conn) holdAfter() time.Duration {
 	srv := c.srv
 	set := srv.cfg.HoldRefused
-	if set < 0 {
+	if set <= 0 || srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load())) <= 0 {
 		return 0
 	}
-	hold := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
-	if hold > 0 && set > 0 {
-		hold = set
-	}
-	return hold
+	return set
 }
 
 // refusing notes the current refusal as its answer goes out: the hold it
@@ -55,17 +52,34 @@ func (c *conn) park(hold time.Duration) {
 	c.state = connParked
 	c.srv.parked.Add(1)
 	c.ws.parked.add(c)
-	if err := c.nc.OnReadable(lanes.Upstream, nil); err != nil {
+	c.releaseBuf()
+	if c.unparkFn == nil {
+		c.unparkFn = c.unpark
+	}
+	// Nothing is read, but a client that leaves ends the hold at once
+	// (its socket would sit in CLOSE_WAIT until then): Continuation work,
+	// as freeing what the server holds comes before new work.
+	if err := c.nc.OnReadable(lanes.Continuation, nil); err != nil {
+		c.close()
+		return
+	}
+	if err := c.nc.OnHangup(c.unparkFn); err != nil {
 		c.close()
 		return
 	}
 	c.arm(hold)
 }
 
-// unpark ends a hold: the connection reads again, and a request sent during
-// the hold starts (or is refused for its age) as any other.
+// unpark ends a hold (its time is up, its client hung up, the worker went
+// idle, the server shuts down): the connection reads again, and a request
+// sent during the hold starts (or is refused for its age) as any other,
+// and a hang-up is read as one.
 func (c *conn) unpark() {
+	if c.state != connParked {
+		return
+	}
 	c.unlist()
+	_ = c.nc.OnHangup(nil)
 	c.idle()
 	c.nc.QueueRead()
 }

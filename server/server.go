@@ -180,17 +180,19 @@ type Config struct {
 	// the workers from the requests already accepted. Zero means
 	// DefaultMaxHandshakesPerWorker per worker.
 	MaxHandshakes int
-	// HoldRefused is how long an HTTP/1.1 connection whose request was
-	// refused for its age (503 queue-timeout, with Retry-After) is left
-	// unread, when its clients resend at once and more connections are
-	// open than the server can serve within its age limit
-	// (admit.Pipeline.Hold): a client that resends the moment it is
-	// refused, as wrk and retry loops without backoff do, then waits in
-	// its socket at no cost instead of being refused again and again.
-	// Zero means the refusal's Retry-After (1 s by default); negative
-	// means never. The fast refusals of an open-loop overload are never
-	// held, so a pool that carries many requests on few connections keeps
-	// them. See docs/design.md, "Clients that resend at once".
+	// HoldRefused, when positive, is how long an HTTP/1.1 connection
+	// whose request was refused for its age (503 queue-timeout) is left
+	// unread, when its client resent that request the moment it was
+	// refused, the pipeline has found that its clients do so, and more
+	// connections are open than the server can serve within its age limit
+	// (admit.Pipeline.Hold): such a client, as wrk and retry loops without
+	// backoff are, then waits in its socket at no cost instead of being
+	// refused again and again. 1 s, the default Retry-After, is the value
+	// to use. Zero or negative means never, the default: in the soak
+	// benchmark (an open-loop overload with misbehaving clients beside
+	// it), holds cut goodput from 0.84 to under 0.5 of capacity, for
+	// reasons not yet understood. See docs/design.md, "Clients that
+	// resend at once".
 	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
