@@ -121,6 +121,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 		counter(ch, d.handshakes, float64(t.Completed), name, "completed")
 		counter(ch, d.handshakes, float64(t.Failed), name, "failed")
 		counter(ch, d.handshakes, float64(t.Refused), name, "refused")
+		counter(ch, d.handshakes, float64(t.Evicted), name, "evicted")
 		counter(ch, d.handshakes, float64(t.Late), name, "late")
 		gauge(ch, d.handshaking, float64(t.InProgress), name)
 	}

@@ -68,6 +68,13 @@ type conn struct {
 	respStarted bool // the current response's header has been sent
 	peerGone    bool // the client closed or reset the connection
 	handshaking bool // the TLS handshake's coroutine runs
+	evicted     bool // its handshake was closed for a newer one (takeHandshake)
+
+	// hello holds the first bytes of a TLS client's hello until its first
+	// record is complete (readHello); hsBegan is when its handshake took
+	// a place, on the worker's clock, 0 when it holds none.
+	hello   []byte
+	hsBegan int64
 
 	// tlsState describes the TLS session, nil on a plain connection.
 	tlsState *tls.ConnectionState
@@ -1059,6 +1066,10 @@ func (c *conn) close() {
 	}
 	if c.state == connParked {
 		c.unlist()
+	}
+	if c.state == connHandshake && c.hello != nil {
+		c.hello = nil
+		c.srv.tlsc.failed.Add(1) // its hello never came whole
 	}
 	c.state = connClosed
 	c.stopTimer()

@@ -173,12 +173,17 @@ type Config struct {
 	// "net/http differences" and docs/design.md ("HTTP/2") say what
 	// differs from HTTP/1.1.
 	DisableHTTP2 bool
-	// MaxHandshakes bounds the TLS handshakes in progress at once, from
-	// the first bytes of a client's hello to the end of its handshake:
-	// the connection of a hello beyond it is closed at once, unanswered
-	// (TLSStats.Refused), so that a flood of new connections cannot take
-	// the workers from the requests already accepted. Zero means
-	// DefaultMaxHandshakesPerWorker per worker.
+	// MaxHandshakes bounds the TLS handshakes in progress at once, shared
+	// out evenly among the workers, counted from the moment a client's
+	// hello is complete to the end of its handshake. It bounds the memory
+	// of handshakes that wait for their clients. When a worker's share is
+	// taken, a new hello takes the place of the oldest handshake if that
+	// one has waited a second for its client (TLSStats.Evicted), and is
+	// closed at once, unanswered, otherwise (TLSStats.Refused): clients
+	// that stall cannot keep the others out, and a flood of new
+	// connections cannot take the workers from those already accepted.
+	// A client that has sent part of its hello holds no place. Zero
+	// means DefaultMaxHandshakesPerWorker per worker.
 	MaxHandshakes int
 	// HoldRefused, when positive, is how long an HTTP/1.1 connection
 	// whose request was refused for its age (503 queue-timeout) is left
@@ -222,10 +227,10 @@ type Server struct {
 	// describe.
 	hs *http.Server
 
-	tls           *tls.Config // nil: plain HTTP
-	maxHandshakes int
-	h2            *h2Server // nil: no HTTP/2 (DisableHTTP2, or a native Handler)
-	tlsc          tlsCounters
+	tls         *tls.Config // nil: plain HTTP
+	hsPerWorker int         // each worker's share of Config.MaxHandshakes
+	h2          *h2Server   // nil: no HTTP/2 (DisableHTTP2, or a native Handler)
+	tlsc        tlsCounters
 
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
@@ -347,13 +352,13 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	if srv.tls, err = serverTLS(cfg.TLS, h2); err != nil {
 		return nil, netpoll.Options{}, err
 	}
-	if srv.maxHandshakes, err = maxHandshakes(cfg, s.NumWorkers()); err != nil {
+	if srv.hsPerWorker, err = handshakesPerWorker(cfg, s.NumWorkers()); err != nil {
 		return nil, netpoll.Options{}, err
 	}
 	srv.hs = srv.describe(h)
 	srv.h2 = newH2Server(srv, h)
 	for range s.NumWorkers() {
-		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}})
+		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}, handshakes: connList{which: linkHandshake}})
 	}
 	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
@@ -500,6 +505,10 @@ type workerState struct {
 	heads  []http.Header // free response header maps, empty
 	conns  connList
 	parked connList // connections parked after a refusal, the latest first (park.go)
+	// handshakes are the TLS handshakes in progress, the latest first, and
+	// nHandshakes their number (tls.go).
+	handshakes  connList
+	nHandshakes int
 
 	dateSec int64
 	date    []byte
@@ -581,8 +590,9 @@ func (ws *workerState) dateHeader() []byte {
 // Which of a connection's links a connList uses: every connection of a
 // worker is in its conns list, and a parked one in its parked list too.
 const (
-	linkAll    = iota // workerState.conns
-	linkParked        // workerState.parked (park.go)
+	linkAll       = iota // workerState.conns
+	linkParked           // workerState.parked (park.go)
+	linkHandshake        // workerState.handshakes (tls.go)
 	numLinks
 )
 
@@ -590,10 +600,11 @@ const (
 type connLinks struct{ prev, next *conn }
 
 // connList is an intrusive list of a worker's connections, the latest
-// added first, through their links[which].
+// added first (head) and the oldest last (tail), through their
+// links[which].
 type connList struct {
-	head  *conn
-	which uint8
+	head, tail *conn
+	which      uint8
 }
 
 func (l *connList) add(c *conn) {
@@ -601,6 +612,8 @@ func (l *connList) add(c *conn) {
 	k.prev, k.next = nil, l.head
 	if l.head != nil {
 		l.head.links[l.which].prev = c
+	} else {
+		l.tail = c
 	}
 	l.head = c
 }
@@ -614,6 +627,8 @@ func (l *connList) remove(c *conn) {
 	}
 	if k.next != nil {
 		k.next.links[l.which].prev = k.prev
+	} else if l.tail == c {
+		l.tail = k.prev
 	}
 	k.prev, k.next = nil, nil
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,12 +25,16 @@ type TLSStats struct {
 	Completed uint64
 	// Failed handshakes: the client's hello was not TLS, or not one the
 	// configuration accepts, or the client went away or ran out of time
-	// (Config.ReadHeaderTimeout) before the end.
+	// (Config.ReadHeaderTimeout) before the end, also while its hello was
+	// incomplete.
 	Failed uint64
-	// Refused connections: their ClientHello came while
-	// Config.MaxHandshakes handshakes were in progress, and they were
-	// closed at once, unanswered.
+	// Refused connections: their ClientHello was complete while their
+	// worker's share of Config.MaxHandshakes handshakes were in progress,
+	// none of them stalled, and they were closed at once, unanswered.
 	Refused uint64
+	// Evicted handshakes: they had waited a second or more for their
+	// client when a newer hello needed their place, and were closed.
+	Evicted uint64
 	// Late connections: their ClientHello had waited past the admission's
 	// age limit (Config.Admission.MaxAge, or its standing target) when the
 	// worker came to it, and they were closed unanswered, as the request
@@ -43,8 +47,8 @@ type TLSStats struct {
 
 // tlsCounters are the server's TLSStats.
 type tlsCounters struct {
-	completed, failed, refused, late atomic.Uint64
-	inProgress                       atomic.Int64
+	completed, failed, refused, evicted, late atomic.Uint64
+	inProgress                                atomic.Int64
 }
 
 // TLSStats returns the server's handshake counts; all zero on a plain
@@ -54,6 +58,7 @@ func (srv *Server) TLSStats() TLSStats {
 		Completed:  srv.tlsc.completed.Load(),
 		Failed:     srv.tlsc.failed.Load(),
 		Refused:    srv.tlsc.refused.Load(),
+		Evicted:    srv.tlsc.evicted.Load(),
 		Late:       srv.tlsc.late.Load(),
 		InProgress: srv.tlsc.inProgress.Load(),
 	}
@@ -81,14 +86,56 @@ func serverTLS(cfg *tls.Config, h2 bool) (*tls.Config, error) {
 	return c, nil
 }
 
-// helloBytes is how much of a ClientHello the worker reads before it
-// starts the handshake; crypto/tls reads the rest.
-const helloBytes = 2048
+// A TLS server's handshakes
+//
+// A handshake takes one of its worker's places (Config.MaxHandshakes,
+// shared out among the workers) from the moment its client's first record,
+// the ClientHello, is complete, to the end of the handshake. Until then the
+// connection waits as an idle one does, its bytes kept, under the header
+// timeout: a client that sends a few bytes of a hello and stalls holds no
+// place, and a thousand of them do not keep one other client out.
+//
+// A worker whose places are all taken when a new hello is complete closes
+// the oldest of its handshakes, if that one has waited for its client for
+// stalledHandshake (TLSStats.Evicted); otherwise it closes the newcomer
+// (TLSStats.Refused). Only a handshake waiting for its client can be the
+// oldest: the worker computes one at a time, and it is computing none while
+// it reads a hello. So a client that sends a whole hello and then stalls
+// keeps its place for a second at most once the places are wanted, and the
+// handshakes of clients that answer in time are never thrown away for
+// newer ones: under a flood of real clients, it is the newcomers that are
+// turned away, before any work is spent on them.
 
-// readHello reads the first bytes of a TLS connection and starts its
-// handshake, in the current task (Upstream: a new connection's work), or
-// closes the connection when the hello is too old for the age limit or
-// Config.MaxHandshakes are in progress.
+// maxHelloRecord is the largest first record a hello may be kept waiting
+// for: a TLS record's plaintext is at most 2^14 bytes (RFC 8446 section
+// 5.1). A header announcing more is handed to crypto/tls, which refuses it.
+const maxHelloRecord = 1 << 14
+
+// stalledHandshake is how long a handshake must have waited for its client
+// before a newer hello may take its place when the worker's places are
+// all taken.
+const stalledHandshake = time.Second
+
+// helloComplete reports whether b, the first bytes of a TLS connection,
+// hold the whole first record: the ClientHello, or all crypto/tls needs to
+// refuse what is not one.
+func helloComplete(b []byte) bool {
+	switch {
+	case len(b) == 0:
+		return false
+	case b[0] != tlsHandshakeRecord:
+		return true // not a hello: crypto/tls answers it (plain HTTP gets a 400)
+	case len(b) < 5:
+		return false
+	}
+	size := int(b[3])<<8 | int(b[4])
+	return size > maxHelloRecord || len(b) >= 5+size
+}
+
+// readHello reads the first bytes of a TLS connection, in the current task
+// (Upstream: a new connection's work), until its first record is complete,
+// then starts its handshake; or closes the connection when the hello is
+// too old for the age limit, or the worker's places are taken (see above).
 func (c *conn) readHello() {
 	if c.buf == nil {
 		c.buf = c.ws.getBuf()
@@ -97,9 +144,9 @@ func (c *conn) readHello() {
 	var stamp int64
 	var err error
 	if c.srv.stamps {
-		n, stamp, err = c.nc.ReadStamped(c.buf[:min(len(c.buf), helloBytes)])
+		n, stamp, err = c.nc.ReadStamped(c.buf)
 	} else {
-		n, err = c.nc.Read(c.buf[:min(len(c.buf), helloBytes)])
+		n, err = c.nc.Read(c.buf)
 	}
 	switch {
 	case err != nil && err != unix.EAGAIN:
@@ -109,20 +156,25 @@ func (c *conn) readHello() {
 		c.releaseBuf()
 		return
 	}
-	hello := bytes.Clone(c.buf[:n])
+	hello := append(c.hello, c.buf[:n]...)
 	c.releaseBuf()
+	if !helloComplete(hello) {
+		c.hello = hello // the rest is on its way: wait, holding no place
+		return
+	}
+	c.hello = nil
 	t := &c.srv.tlsc
 	if c.srv.adm.TooOld(stamp) {
 		t.late.Add(1)
 		c.close()
 		return
 	}
-	if t.inProgress.Add(1) > int64(c.srv.maxHandshakes) {
-		t.inProgress.Add(-1)
+	if !c.ws.takeHandshake(c) {
 		t.refused.Add(1)
 		c.close()
 		return
 	}
+	t.inProgress.Add(1)
 	c.handshaking = true
 	if err := c.nc.StartTLS(c.srv.tls, hello); err != nil {
 		c.handshakeDone(err)
@@ -130,6 +182,37 @@ func (c *conn) readHello() {
 	}
 	_ = c.nc.OnReadable(lanes.Continuation, nil)
 	c.w.GoNow(&c.cctx, c.handshake)
+}
+
+// takeHandshake gives c one of the worker's places for handshakes, closing
+// the oldest handshake to make room if it has stalled; false when none can
+// be had.
+func (ws *workerState) takeHandshake(c *conn) bool {
+	now := c.w.Now()
+	if ws.nHandshakes >= c.srv.hsPerWorker {
+		old := ws.handshakes.tail
+		if old == nil || now-old.hsBegan < int64(stalledHandshake) {
+			return false
+		}
+		ws.endHandshake(old)
+		old.evicted = true
+		c.srv.tlsc.evicted.Add(1)
+		old.close() // its coroutine wakes, and fails with ErrClosed
+	}
+	c.hsBegan = now
+	ws.nHandshakes++
+	ws.handshakes.add(c)
+	return true
+}
+
+// endHandshake gives c's place back, once.
+func (ws *workerState) endHandshake(c *conn) {
+	if c.hsBegan == 0 {
+		return
+	}
+	c.hsBegan = 0
+	ws.nHandshakes--
+	ws.handshakes.remove(c)
 }
 
 // handshake is the coroutine of a TLS handshake: its computing runs on the
@@ -142,10 +225,13 @@ func (c *conn) handshake(ctx context.Context) {
 // request, or closes.
 func (c *conn) handshakeDone(err error) {
 	c.handshaking = false
+	c.ws.endHandshake(c)
 	t := &c.srv.tlsc
 	t.inProgress.Add(-1)
 	if err != nil {
-		t.failed.Add(1)
+		if !c.evicted {
+			t.failed.Add(1)
+		}
 		if c.state == connClosed {
 			return // timed out, or the server closed it
 		}
@@ -188,13 +274,14 @@ func looksLikeHTTP(hdr [5]byte) bool {
 	return false
 }
 
-// maxHandshakes checks Config.MaxHandshakes and applies its default.
-func maxHandshakes(cfg Config, workers int) (int, error) {
+// handshakesPerWorker checks Config.MaxHandshakes and returns each
+// worker's share of it (at least one), or the default.
+func handshakesPerWorker(cfg Config, workers int) (int, error) {
 	switch {
 	case cfg.MaxHandshakes < 0:
 		return 0, fmt.Errorf("server: Config.MaxHandshakes is %d: it must be positive, or zero for %d per worker", cfg.MaxHandshakes, DefaultMaxHandshakesPerWorker)
 	case cfg.MaxHandshakes == 0:
-		return DefaultMaxHandshakesPerWorker * workers, nil
+		return DefaultMaxHandshakesPerWorker, nil
 	}
-	return cfg.MaxHandshakes, nil
+	return max(1, (cfg.MaxHandshakes+workers-1)/workers), nil
 }

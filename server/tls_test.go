@@ -259,23 +259,80 @@ func TestTLSHandshakeBoundedInTime(t *testing.T) {
 	assert.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
-// TestTLSMaxHandshakes: beyond MaxHandshakes handshakes in progress, a
-// new client's connection is closed at once; once one ends, the next is
-// served.
+// stallAfterHello opens a connection that sends a whole ClientHello and
+// then nothing: its handshake waits for the client's next flight.
+func stallAfterHello(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	_, err = nc.Write(clientHello(t))
+	require.NoError(t, err)
+	return nc
+}
+
+// TestTLSMaxHandshakes: when the worker's places are taken by handshakes
+// that wait for their clients, a new client's connection is closed at
+// once; once one has waited stalledHandshake, the next hello takes its
+// place and it is closed.
 func TestTLSMaxHandshakes(t *testing.T) {
 	scfg, ccfg := testTLS(t)
-	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
-	stall := stallHandshake(t, addr)
+	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(http.HandlerFunc(echoPath)),
+		Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
+	stall := stallAfterHello(t, addr)
 	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
+	began := time.Now()
 
 	_, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, ccfg)
-	require.Error(t, err, "refused while the stalled handshake holds the only place")
-	assert.Equal(t, uint64(1), srv.TLSStats().Refused)
+	if time.Since(began) < stalledHandshake/2 {
+		require.Error(t, err, "refused while the stalled handshake, still young, holds the only place")
+		assert.Equal(t, uint64(1), srv.TLSStats().Refused)
+	}
 
-	stall.Close()
-	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 0 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(stalledHandshake - time.Since(began) + 50*time.Millisecond)
 	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/after")
 	assert.Equal(t, "GET /after", body)
+	st := srv.TLSStats()
+	assert.Equal(t, uint64(1), st.Evicted, "the stalled handshake made room")
+	assert.Equal(t, uint64(0), st.Failed, "an evicted handshake is not also failed")
+	_ = stall.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, stall)
+	require.NoError(t, err, "the stalled client's connection was closed by the server")
+}
+
+// TestTLSIncompleteHellosHoldNoPlace: clients that send the first bytes of
+// a hello and stall (the record header announces more) hold no place, so
+// many more of them than MaxHandshakes keep no other client out; they are
+// closed at the header timeout, and counted as failed.
+func TestTLSIncompleteHellosHoldNoPlace(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg, MaxHandshakes: 4,
+		ReadHeaderTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	const stalled = 60
+	for range stalled {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { nc.Close() })
+		// A handshake record of 512 bytes, of which 6 come.
+		_, err = nc.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return srv.OpenConns() == stalled }, 10*time.Second, 5*time.Millisecond)
+
+	tr := &http.Transport{TLSClientConfig: ccfg, DisableKeepAlives: true}
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for i := range 20 {
+		resp, err := c.Get(fmt.Sprintf("https://%s/legit%d", addr, i))
+		require.NoError(t, err, "request %d beside %d stalled hellos", i, stalled)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("GET /legit%d", i), string(b))
+	}
+	assert.Zero(t, srv.TLSStats().Refused)
+	require.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the stalled connections close at the header timeout")
+	assert.Equal(t, uint64(stalled), srv.TLSStats().Failed)
 }
 
 // TestTLSWebSocket: a WebSocket over TLS (wss) hijacks the TLS session
@@ -385,12 +442,13 @@ func TestTLSHijackedDeadlines(t *testing.T) {
 }
 
 // TestTLSShutdownClosesHandshakes: Shutdown does not wait for a
-// connection still in its handshake.
+// connection still in its handshake, or still sending its hello.
 func TestTLSShutdownClosesHandshakes(t *testing.T) {
 	scfg, _ := testTLS(t)
 	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{TLS: scfg})
 	stallHandshake(t, addr)
-	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
+	stallAfterHello(t, addr)
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 && srv.OpenConns() == 2 }, 10*time.Second, 5*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, srv.Shutdown(ctx))
@@ -543,4 +601,27 @@ func TestTLSHelperWritesWhileTheWorkerReads(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, "small", string(b))
+}
+
+// TestHelloComplete: a handshake record is kept until it is whole; what is
+// not a handshake record, or announces more than a record may hold, goes to
+// crypto/tls at once.
+func TestHelloComplete(t *testing.T) {
+	for _, c := range []struct {
+		b    []byte
+		want bool
+	}{
+		{nil, false},
+		{[]byte{0x16}, false},
+		{[]byte{0x16, 3, 1, 0}, false},
+		{[]byte{0x16, 3, 1, 0, 2, 1}, false},
+		{[]byte{0x16, 3, 1, 0, 2, 1, 0}, true},
+		{[]byte{0x16, 3, 1, 0, 2, 1, 0, 9}, true},
+		{[]byte{0x16, 3, 1, 0x40, 0x01}, true}, // over 2^14: crypto/tls refuses it
+		{append([]byte{0x16, 3, 1, 0x40, 0x00}, make([]byte, 1<<14-1)...), false},
+		{[]byte("G"), true},
+		{[]byte("GET / HTTP/1.1\r\n"), true},
+	} {
+		assert.Equal(t, c.want, helloComplete(c.b), "%q", c.b)
+	}
 }
