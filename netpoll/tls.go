@@ -79,8 +79,12 @@ type rawConn struct {
 	readDL, writeDL       Deadline
 
 	// gc is the connection moved to Go's poller (Detach): every call goes
-	// to it.
-	gc net.Conn
+	// to it. flushed, when set, closes once the records the worker had
+	// queued at the move are written, by a goroutine of their own, with
+	// flushErr its error: a write waits for it.
+	gc       net.Conn
+	flushed  chan struct{}
+	flushErr error
 }
 
 // StartTLS makes c a TLS server connection configured by cfg: call
@@ -255,6 +259,12 @@ func (r *rawConn) Read(p []byte) (int, error) {
 // WriteBlocking it waits for room.
 func (r *rawConn) Write(p []byte) (int, error) {
 	if r.gc != nil {
+		if r.flushed != nil {
+			<-r.flushed
+			if err := r.flushErr; err != nil {
+				return 0, err
+			}
+		}
 		return r.gc.Write(p)
 	}
 	c := r.c
@@ -388,18 +398,24 @@ func (c *Conn) WriteBlocking(p []byte, dl Deadline) error {
 // server giving the connection away (http.Hijacker): gc is a net.Conn on a
 // duplicate of the socket, and the returned tls.Conn reads and writes
 // through it from now on, with what it had buffered. Records queued for
-// the socket are sent first, blocking the caller while the client does not
-// read them. The worker's Conn must be closed after.
+// the socket are written first, through gc by a goroutine of their own,
+// so that the caller never waits for a client that does not read: a write
+// on the tls.Conn waits for them (under gc's write deadline), a read does
+// not, and closing gc ends them. The worker's Conn must be closed after.
 func (c *Conn) Detach(gc net.Conn) (*tls.Conn, error) {
 	if c.tls == nil {
 		return nil, errors.New("netpoll: Detach of a plain connection")
 	}
-	if c.pending != nil {
-		if err := WriteBlocking(c.fd, c.pending); err != nil {
-			return nil, err
-		}
+	r := c.tls.raw
+	r.gc = gc
+	if p := c.pending; p != nil {
 		c.pending = nil
+		done := make(chan struct{})
+		r.flushed = done
+		go func() {
+			defer close(done)
+			_, r.flushErr = gc.Write(p)
+		}()
 	}
-	c.tls.raw.gc = gc
 	return c.tls.conn, nil
 }

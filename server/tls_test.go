@@ -625,3 +625,4 @@ func TestHelloComplete(t *testing.T) {
 		assert.Equal(t, c.want, helloComplete(c.b), "%q", c.b)
 	}
 }
+
