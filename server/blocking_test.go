@@ -86,3 +86,71 @@ func TestBlockingHandlerDoesNotStallItsWorker(t *testing.T) {
 	require.Eventually(t, func() bool { return rt.Snapshot().Spares == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the spare thread retires")
 }
+
+// A handler that waits, blocking its thread, while a goroutine of its own
+// writes the response (net/http/pprof's trace does this) has its worker
+// taken over meanwhile, and the worker serves other connections: the
+// goroutine's writes must not touch what the worker uses for them (its
+// buffer pools, its scratch, its cached Date). Run with -race.
+func TestWriteFromAGoroutineWhileTheWorkerServesOthers(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	chunk := strings.Repeat("x", 1500)
+	const chunks = 40
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/helper" {
+			w.Header().Set("X-Info", "1")
+			_, _ = io.WriteString(w, "info")
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(100 * time.Millisecond) // the worker has been handed over
+			w.Header().Set("Trailer", "X-End")
+			w.WriteHeader(http.StatusOK)
+			for range chunks {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+				http.NewResponseController(w).Flush()
+				time.Sleep(time.Millisecond)
+			}
+			w.Header().Set("X-End", "yes")
+		}()
+		<-done // blocks the worker's thread: the watchdog hands the worker over
+	})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get("http://" + addr + "/info")
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	for range 3 {
+		resp, err := http.Get("http://" + addr + "/helper")
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, strings.Repeat(chunk, chunks), string(b))
+		assert.Equal(t, "yes", resp.Trailer.Get("X-End"))
+	}
+	close(stop)
+	wg.Wait()
+	assert.GreaterOrEqual(t, rt.Snapshot().Handovers, int64(1))
+}

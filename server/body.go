@@ -111,7 +111,7 @@ func (b *body) read(p []byte) (int, error) {
 	if err != nil {
 		b.err = err
 		if err != io.EOF {
-			b.c.closeAfter = true
+			b.c.closeAfter.Store(true)
 		}
 	}
 	if b.done {

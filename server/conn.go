@@ -61,14 +61,14 @@ type conn struct {
 	scan int    // how much of buf[r:n] findHeadEnd has searched
 
 	state       uint8
-	fresh       bool // no request yet: the header timeout runs from accept
-	lineOK      bool // the request line of the head arriving has been checked (checkStart)
-	lastPost    bool // the previous request was a POST (tolerate a stray CRLF)
-	closeAfter  bool // close once the current response is written
-	respStarted bool // the current response's header has been sent
-	peerGone    bool // the client closed or reset the connection
-	handshaking bool // the TLS handshake's coroutine runs
-	evicted     bool // its handshake was closed for a newer one (takeHandshake)
+	fresh       bool        // no request yet: the header timeout runs from accept
+	lineOK      bool        // the request line of the head arriving has been checked (checkStart)
+	lastPost    bool        // the previous request was a POST (tolerate a stray CRLF)
+	closeAfter  atomic.Bool // close once the current response is written (atomic: a handler's goroutine may set it)
+	respStarted bool        // the current response's header has been sent
+	peerGone    bool        // the client closed or reset the connection
+	handshaking bool        // the TLS handshake's coroutine runs
+	evicted     bool        // its handshake was closed for a newer one (takeHandshake)
 
 	// hello holds the first bytes of a TLS client's hello until its first
 	// record is complete (readHello); hsBegan is when its handshake took
@@ -522,7 +522,7 @@ func (c *conn) start(h *head, x *reqState) {
 		return
 	}
 	c.state = connActive
-	c.closeAfter = h.wantsClose || c.srv.stopping.Load()
+	c.closeAfter.Store(h.wantsClose || c.srv.stopping.Load())
 	host := u.Host
 	if host == "" {
 		host = h.host
@@ -621,7 +621,7 @@ func (c *conn) run() {
 // coroutine answers).
 func (c *conn) rejectNow() bool {
 	r := c.cur
-	if !c.body.done || r.ProtoMinor != 1 || r.Method == http.MethodHead || c.closeAfter ||
+	if !c.body.done || r.ProtoMinor != 1 || r.Method == http.MethodHead || c.closeAfter.Load() ||
 		c.peerGone || c.srv.stopping.Load() {
 		return false
 	}
@@ -720,10 +720,10 @@ func (c *conn) serve(ctx context.Context) {
 		c.close()
 		return
 	}
-	if !b.done && !c.closeAfter && !b.failed() {
+	if !b.done && !c.closeAfter.Load() && !b.failed() {
 		c.drainBody(ctx, b, rw)
 	}
-	if c.closeAfter || !b.done || b.failed() {
+	if c.closeAfter.Load() || !b.done || b.failed() {
 		c.linger()
 		return
 	}
@@ -753,7 +753,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 			rw.err = err
 			return
 		}
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 		rw.reset()
 		rw.header.Set("Content-Type", "text/plain; charset=utf-8")
 		rw.header.Set("X-Content-Type-Options", "nosniff")
@@ -786,17 +786,17 @@ func (c *conn) drainBody(ctx context.Context, b *body, rw *ResponseWriter) {
 	if b.continueWanted && !b.continueSent {
 		// The client waits for 100 Continue that will not come: it may or
 		// may not send the body, so the connection cannot be reused.
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 		return
 	}
 	if !b.chunked && b.remaining > maxDrainBody {
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 		return
 	}
 	b.ctx = ctx
 	n, _ := io.CopyN(io.Discard, leftover{b}, maxDrainBody+1)
 	if n > maxDrainBody {
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 	}
 }
 
@@ -1002,10 +1002,10 @@ func (c *conn) shutdown(force bool) {
 		case c.r < c.n || c.inputWaiting():
 			// A request arrived and was not read yet: serve it, then
 			// close.
-			c.closeAfter = true
+			c.closeAfter.Store(true)
 		case c.fresh:
 			// Accepted a moment ago: its first request is on its way.
-			c.closeAfter = true
+			c.closeAfter.Store(true)
 			grace := NewConnGrace
 			if ht := c.srv.headTimeout; ht > 0 {
 				grace = min(grace, ht)
@@ -1018,10 +1018,10 @@ func (c *conn) shutdown(force bool) {
 		if force {
 			c.close()
 		} else {
-			c.closeAfter = true
+			c.closeAfter.Store(true)
 		}
 	case connActive:
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 		if force {
 			// Wake whoever waits on the socket: reads see the end.
 			_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
@@ -1032,7 +1032,7 @@ func (c *conn) shutdown(force bool) {
 			}
 		}
 	case connQueued:
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 		if force && c.srv.adm.Withdraw(&c.t) {
 			c.close()
 		}

@@ -158,7 +158,7 @@ func (w *ResponseWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
 		status = w.status
 	}
 	w.hijacked = true
-	c.ws.putOut(w.out)
+	w.putOut(w.out)
 	w.out = nil
 	if b := c.body; b != nil {
 		b.err = http.ErrHijacked

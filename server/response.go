@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluice-go/sluice/sched"
 )
 
 // ResponseWriter writes a response. It implements http.ResponseWriter,
@@ -147,12 +150,12 @@ func (w *ResponseWriter) sendInformational(code int) {
 	if w.req.ProtoMajor == 1 && w.req.ProtoMinor == 0 {
 		return // an HTTP/1.0 client does not expect them
 	}
-	b := w.c.ws.getOut()
+	b := w.getOut()
 	b = appendStatusLine(b, 1, code)
 	b = w.appendFields(b, w.collectFields(true), -1, nil)
 	b = append(b, "\r\n"...)
 	w.fail(w.c.send(w.ctx, b))
-	w.c.ws.putOut(b)
+	w.putOut(b)
 }
 
 // Write buffers p as body, sending what the buffer cannot hold. After
@@ -277,7 +280,7 @@ func (w *ResponseWriter) flush(final bool) error {
 	if !w.headerSent {
 		w.headerSent = true
 		c.respStarted = true
-		b := c.ws.getOut()
+		b := w.getOut()
 		b = w.appendHead(b, final)
 		if w.chunking && len(w.out) > 0 {
 			b = appendChunkHead(b, len(w.out))
@@ -293,7 +296,7 @@ func (w *ResponseWriter) flush(final bool) error {
 		}
 		w.out = w.out[:0]
 		err := c.send(w.ctx, b)
-		c.ws.putOut(b)
+		w.putOut(b)
 		return w.fail(err)
 	}
 	if len(w.out) > 0 {
@@ -304,9 +307,9 @@ func (w *ResponseWriter) flush(final bool) error {
 		}
 	}
 	if final && w.chunking {
-		b := w.appendLastChunk(c.ws.getOut())
+		b := w.appendLastChunk(w.getOut())
 		err := c.send(w.ctx, b)
-		c.ws.putOut(b)
+		w.putOut(b)
 		return w.fail(err)
 	}
 	return nil
@@ -319,8 +322,7 @@ func (w *ResponseWriter) flush(final bool) error {
 func (w *ResponseWriter) appendLastChunk(b []byte) []byte {
 	b = append(b, "0\r\n"...)
 	if w.trailers {
-		ws := w.c.ws
-		fields := ws.fields[:0]
+		fields := w.scratch()
 		for k, vv := range w.header {
 			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
 				fields = append(fields, field{name, vv})
@@ -334,7 +336,7 @@ func (w *ResponseWriter) appendLastChunk(b []byte) []byte {
 				}
 			}
 		}
-		b = ws.appendSorted(b, fields)
+		b = w.appendSorted(b, fields)
 	}
 	return append(b, "\r\n"...)
 }
@@ -360,7 +362,7 @@ func (w *ResponseWriter) sendBody(p []byte) error {
 func (w *ResponseWriter) fail(err error) error {
 	if err != nil && w.err == nil {
 		w.err = err
-		w.c.closeAfter = true
+		w.c.closeAfter.Store(true)
 	}
 	return err
 }
@@ -375,7 +377,7 @@ func (w *ResponseWriter) finish() {
 	}
 	if w.declared >= 0 && w.written < w.declared && !w.bodyless {
 		// The handler promised more than it wrote: the framing is broken.
-		w.c.closeAfter = true
+		w.c.closeAfter.Store(true)
 	}
 	w.c.ws.putOut(w.out)
 	w.out = nil
@@ -397,7 +399,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	noBody := !bodyAllowed(code)
 	fs := w.collectFields(false)
 	if hasToken(fs.conn, "close") {
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 	}
 	var extra [4][2]string
 	ne := 0
@@ -429,7 +431,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 			add("Transfer-Encoding", "chunked")
 		} else {
 			// HTTP/1.0, or identity asked for: the close delimits the body.
-			c.closeAfter = true
+			c.closeAfter.Store(true)
 		}
 	}
 	// The body is sniffed for a Content-Type unless the handler set one,
@@ -439,13 +441,13 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 		add("Content-Type", http.DetectContentType(w.out))
 	}
 	if c.srv.stopping.Load() {
-		c.closeAfter = true
+		c.closeAfter.Store(true)
 	}
 	switch {
 	case code == http.StatusSwitchingProtocols:
 		// The handler's Connection (Upgrade) says it all: the connection
 		// becomes another protocol's, through Hijack.
-	case c.closeAfter:
+	case c.closeAfter.Load():
 		// The Connection field says what happens, as in net/http: a
 		// handler's keep-alive is replaced by close (HTTP/1.0 closes
 		// by default: nothing to say).
@@ -473,7 +475,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 // headFields are the handler's header fields as they go out, gathered in
 // one pass over its map, with what the framing needs to know of them.
 type headFields struct {
-	fields   []field  // the worker's scratch
+	fields   []field  // scratch (ResponseWriter.scratch)
 	date     bool     // a Date field
 	ctype    bool     // a Content-Type field
 	te       string   // the Transfer-Encoding field's first value
@@ -486,7 +488,7 @@ type headFields struct {
 // after the body) and the fields that frame a body, which the server
 // writes itself (a 1xx carries none: RFC 9110 section 8.6, as net/http).
 func (w *ResponseWriter) collectFields(informational bool) headFields {
-	fs := headFields{fields: w.c.ws.fields[:0]}
+	fs := headFields{fields: w.scratch()}
 	for k, vv := range w.header {
 		switch {
 		case strings.HasPrefix(k, http.TrailerPrefix):
@@ -523,11 +525,14 @@ func (fs *headFields) omit(key string) {
 // (appended as digits: no string to allocate), and the server's extra
 // fields, and gives the scratch back to the worker.
 func (w *ResponseWriter) appendFields(b []byte, fs headFields, length int64, extra [][2]string) []byte {
-	ws := w.c.ws
-	b = ws.appendSorted(b, fs.fields)
+	b = w.appendSorted(b, fs.fields)
 	if !fs.date {
 		b = append(b, "Date: "...)
-		b = append(b, ws.dateHeader()...)
+		if w.foreign() {
+			b = appendDate(b, time.Now())
+		} else {
+			b = append(b, w.c.ws.dateHeader()...)
+		}
 		b = append(b, "\r\n"...)
 	}
 	if length >= 0 {
@@ -541,10 +546,10 @@ func (w *ResponseWriter) appendFields(b []byte, fs headFields, length int64, ext
 	return b
 }
 
-// appendSorted appends fields, taken from the worker's scratch, sorted by
-// name (a name there twice, a trailer declared twice, once), and gives the
+// appendSorted appends fields, taken from scratch, sorted by name (a name
+// there twice, a trailer declared twice, once), and gives the worker's
 // scratch back, cleared so that it keeps no handler's strings alive.
-func (ws *workerState) appendSorted(b []byte, fields []field) []byte {
+func (w *ResponseWriter) appendSorted(b []byte, fields []field) []byte {
 	slices.SortStableFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
 	for i, f := range fields {
 		if i > 0 && fields[i-1].key == f.key {
@@ -555,8 +560,49 @@ func (ws *workerState) appendSorted(b []byte, fields []field) []byte {
 		}
 	}
 	clear(fields)
-	ws.fields = fields[:0]
+	if !w.foreign() {
+		w.c.ws.fields = fields[:0]
+	}
 	return b
+}
+
+// The worker's state (its buffer pools, its scratch for header fields,
+// its cached Date) is the worker's alone. The handler's coroutine uses it,
+// as every method takes the worker back first (enter). A goroutine of the
+// handler's may call the writer too, one at a time, while the handler
+// waits for it; it must not touch the worker's state, for the worker may be
+// serving other connections meanwhile (the handler, blocked waiting, has
+// been taken off it). Such a goroutine allocates what it needs instead.
+
+// foreign reports whether the caller is a goroutine other than the
+// handler's coroutine.
+func (w *ResponseWriter) foreign() bool {
+	return w.c.w != nil && !sched.InCoroutine(w.ctx)
+}
+
+// getOut returns an empty output buffer: the worker's, or a new one.
+func (w *ResponseWriter) getOut() []byte {
+	if w.foreign() {
+		return make([]byte, 0, outBufSize)
+	}
+	return w.c.ws.getOut()
+}
+
+// putOut gives a buffer of getOut back to the worker's pool, from the
+// handler's coroutine.
+func (w *ResponseWriter) putOut(b []byte) {
+	if !w.foreign() {
+		w.c.ws.putOut(b)
+	}
+}
+
+// scratch returns an empty slice to gather header fields in: the
+// worker's scratch (given back by appendSorted), or nil.
+func (w *ResponseWriter) scratch() []field {
+	if w.foreign() {
+		return nil
+	}
+	return w.c.ws.fields[:0]
 }
 
 // firstValue is h.Get(key) for a key already canonical: the map lookup

@@ -582,9 +582,14 @@ func (ws *workerState) dateHeader() []byte {
 	now := time.Now()
 	if sec := now.Unix(); sec != ws.dateSec || ws.date == nil {
 		ws.dateSec = sec
-		ws.date = now.UTC().AppendFormat(ws.date[:0], "Mon, 02 Jan 2006 15:04:05 GMT")
+		ws.date = appendDate(ws.date[:0], now)
 	}
 	return ws.date
+}
+
+// appendDate appends t as a Date header value (RFC 9110 section 5.6.7).
+func appendDate(b []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(b, "Mon, 02 Jan 2006 15:04:05 GMT")
 }
 
 // Which of a connection's links a connList uses: every connection of a

@@ -625,4 +625,3 @@ func TestHelloComplete(t *testing.T) {
 		assert.Equal(t, c.want, helloComplete(c.b), "%q", c.b)
 	}
 }
-
