@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/bench/attack"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 )
@@ -54,6 +55,9 @@ type childSpec struct {
 	LoadHint bool   `json:"load_hint,omitempty"`
 	// TLS makes the target serve HTTPS with a throwaway certificate.
 	TLS bool `json:"tls,omitempty"`
+	// Attack makes the child serve the attack suite's target
+	// (attack.Serve) instead of the weather service.
+	Attack bool `json:"attack,omitempty"`
 	// Tenants, when set, gives a sluice target a tenant tracker and an
 	// agent over Redis (the tenants scenario, see TenantChild).
 	Tenants *TenantChild `json:"tenants,omitempty"`
@@ -145,7 +149,11 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if cs.Lanes != nil {
 		h, work = lanesHandler(cs)
 	}
-	rn, err := t.Serve(h)
+	serve := t.Serve
+	if cs.Attack {
+		serve = func(http.Handler) (*Running, error) { return attackTarget(cs) }
+	}
+	rn, err := serve(h)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", cs.Target, err)
 	}
@@ -356,6 +364,45 @@ func startProbe(out io.Writer, interval time.Duration) (stop func()) {
 		close(quit)
 		<-done
 	}
+}
+
+// attackTarget serves the attack suite's target named by cs: its stats are
+// what the target counted (attack.Server.Counters), as a JSON string.
+func attackTarget(cs childSpec) (*Running, error) {
+	srv, err := attack.Serve(cs.Target, cs.TLS)
+	if err != nil {
+		return nil, err
+	}
+	rn := &Running{URL: "tcp://" + srv.Addr, Stop: srv.Stop}
+	if srv.Counters != nil {
+		rn.Stats = func() any { return srv.Counters() }
+	}
+	return rn, nil
+}
+
+// StartAttackTarget starts the attack suite's named target (attack.Serve),
+// over TLS when https is set, in a child process made by launch (nil: this
+// executable), and returns it as the suite runs it: Usage reads the
+// child's CPU time and memory, and Counters what it counted, once stopped.
+func StartAttackTarget(ctx context.Context, launch Launcher, target string, https bool) (*attack.Server, error) {
+	p, err := startChild(ctx, launch, childSpec{Target: target, Attack: true, TLS: https}, nil)
+	if err != nil {
+		return nil, err
+	}
+	pid := p.pid()
+	return &attack.Server{
+		Addr: strings.TrimPrefix(p.URL, "tcp://"),
+		Usage: func() (attack.Usage, error) {
+			rss, _, err := procStatus(pid)
+			return attack.Usage{CPU: processCPU(pid), RSS: rss}, err
+		},
+		Counters: func() string {
+			var s string
+			_ = json.Unmarshal(p.Stats, &s)
+			return s
+		},
+		Stop: p.Stop,
+	}, nil
 }
 
 // Launcher returns the command that runs the program as a target's child:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -75,6 +76,7 @@ type conn struct {
 	// a place, on the worker's clock, 0 when it holds none.
 	hello   []byte
 	hsBegan int64
+	hsPeer  netip.Addr // the address its place counts against (peerKey)
 
 	// tlsState describes the TLS session, nil on a plain connection.
 	tlsState *tls.ConnectionState

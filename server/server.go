@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -175,15 +176,12 @@ type Config struct {
 	DisableHTTP2 bool
 	// MaxHandshakes bounds the TLS handshakes in progress at once, shared
 	// out evenly among the workers, counted from the moment a client's
-	// hello is complete to the end of its handshake. It bounds the memory
+	// hello is complete to the end of its handshake: it bounds the memory
 	// of handshakes that wait for their clients. When a worker's share is
-	// taken, a new hello takes the place of the oldest handshake if that
-	// one has waited a second for its client (TLSStats.Evicted), and is
-	// closed at once, unanswered, otherwise (TLSStats.Refused): clients
-	// that stall cannot keep the others out, and a flood of new
-	// connections cannot take the workers from those already accepted.
-	// A client that has sent part of its hello holds no place. Zero
-	// means DefaultMaxHandshakesPerWorker per worker.
+	// taken, a new hello takes the place of the oldest handshake, which is
+	// closed (TLSStats.Evicted), so that clients that stall cannot keep
+	// the others out. A client that has sent part of its hello holds no
+	// place. Zero means DefaultMaxHandshakesPerWorker per worker.
 	MaxHandshakes int
 	// HoldRefused, when positive, is how long an HTTP/1.1 connection
 	// whose request was refused for its age (503 queue-timeout) is left
@@ -509,6 +507,7 @@ type workerState struct {
 	// nHandshakes their number (tls.go).
 	handshakes  connList
 	nHandshakes int
+	hsPeers     map[netip.Addr]int // places held by client address
 
 	dateSec int64
 	date    []byte

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -17,7 +17,7 @@ import (
 
 // DefaultMaxHandshakesPerWorker is Config.MaxHandshakes's default, per
 // worker.
-const DefaultMaxHandshakesPerWorker = 64
+const DefaultMaxHandshakesPerWorker = 256
 
 // TLSStats counts a TLS server's handshakes since it started.
 type TLSStats struct {
@@ -28,12 +28,13 @@ type TLSStats struct {
 	// (Config.ReadHeaderTimeout) before the end, also while its hello was
 	// incomplete.
 	Failed uint64
-	// Refused connections: their ClientHello was complete while their
-	// worker's share of Config.MaxHandshakes handshakes were in progress,
-	// none of them stalled, and they were closed at once, unanswered.
+	// Refused connections: their hello was complete while their client's
+	// address held its share of the worker's places (a quarter), and they
+	// were closed at once, unanswered.
 	Refused uint64
-	// Evicted handshakes: they had waited a second or more for their
-	// client when a newer hello needed their place, and were closed.
+	// Evicted handshakes: the oldest of their worker's share of
+	// Config.MaxHandshakes, still waiting for their client, when a newer
+	// hello needed a place; they were closed.
 	Evicted uint64
 	// Late connections: their ClientHello had waited past the admission's
 	// age limit (Config.Admission.MaxAge, or its standing target) when the
@@ -95,26 +96,40 @@ func serverTLS(cfg *tls.Config, h2 bool) (*tls.Config, error) {
 // timeout: a client that sends a few bytes of a hello and stalls holds no
 // place, and a thousand of them do not keep one other client out.
 //
+// One client address (an IPv4 address, or an IPv6 /64, which one user
+// commonly has whole) holds at most a quarter of a worker's places: a hello
+// from an address that holds its share is closed at once, before any work
+// is spent on it (TLSStats.Refused). So clients that send whole hellos and
+// stall, reconnecting when closed, keep a quarter of the places and cost a
+// read and a close per attempt, where the others keep the rest.
+//
 // A worker whose places are all taken when a new hello is complete closes
-// the oldest of its handshakes, if that one has waited for its client for
-// stalledHandshake (TLSStats.Evicted); otherwise it closes the newcomer
-// (TLSStats.Refused). Only a handshake waiting for its client can be the
-// oldest: the worker computes one at a time, and it is computing none while
-// it reads a hello. So a client that sends a whole hello and then stalls
-// keeps its place for a second at most once the places are wanted, and the
-// handshakes of clients that answer in time are never thrown away for
-// newer ones: under a flood of real clients, it is the newcomers that are
-// turned away, before any work is spent on them.
+// the oldest of its handshakes to make room (TLSStats.Evicted). That one
+// is waiting for its client: the worker computes one handshake at a time,
+// and it is computing none while it reads a hello.
+
+// peerShare is the part of a worker's handshake places one client address
+// may hold: 1/peerShare of them, at least one.
+const peerShare = 4
+
+// peerKey is what a client's address counts as for its share of places:
+// an IPv4 address, or the /64 of an IPv6 one.
+func peerKey(ap netip.AddrPort) netip.Addr {
+	a := ap.Addr().Unmap()
+	if a.Is4() {
+		return a
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
 
 // maxHelloRecord is the largest first record a hello may be kept waiting
 // for: a TLS record's plaintext is at most 2^14 bytes (RFC 8446 section
 // 5.1). A header announcing more is handed to crypto/tls, which refuses it.
 const maxHelloRecord = 1 << 14
-
-// stalledHandshake is how long a handshake must have waited for its client
-// before a newer hello may take its place when the worker's places are
-// all taken.
-const stalledHandshake = time.Second
 
 // helloComplete reports whether b, the first bytes of a TLS connection,
 // hold the whole first record: the ClientHello, or all crypto/tls needs to
@@ -134,8 +149,8 @@ func helloComplete(b []byte) bool {
 
 // readHello reads the first bytes of a TLS connection, in the current task
 // (Upstream: a new connection's work), until its first record is complete,
-// then starts its handshake; or closes the connection when the hello is
-// too old for the age limit, or the worker's places are taken (see above).
+// then starts its handshake, or closes the connection when the hello is
+// too old for the age limit.
 func (c *conn) readHello() {
 	if c.buf == nil {
 		c.buf = c.ws.getBuf()
@@ -184,22 +199,29 @@ func (c *conn) readHello() {
 	c.w.GoNow(&c.cctx, c.handshake)
 }
 
-// takeHandshake gives c one of the worker's places for handshakes, closing
-// the oldest handshake to make room if it has stalled; false when none can
-// be had.
+// takeHandshake gives c one of the worker's places for handshakes,
+// closing the oldest handshake to make room when they are all taken; false
+// when c's address holds its share of them.
 func (ws *workerState) takeHandshake(c *conn) bool {
-	now := c.w.Now()
-	if ws.nHandshakes >= c.srv.hsPerWorker {
-		old := ws.handshakes.tail
-		if old == nil || now-old.hsBegan < int64(stalledHandshake) {
-			return false
-		}
-		ws.endHandshake(old)
-		old.evicted = true
-		c.srv.tlsc.evicted.Add(1)
-		old.close() // its coroutine wakes, and fails with ErrClosed
+	per := c.srv.hsPerWorker
+	peer := peerKey(c.nc.RemoteAddr())
+	if ws.hsPeers[peer] >= max(1, per/peerShare) {
+		return false
 	}
-	c.hsBegan = now
+	if ws.nHandshakes >= per {
+		if old := ws.handshakes.tail; old != nil {
+			ws.endHandshake(old)
+			old.evicted = true
+			c.srv.tlsc.evicted.Add(1)
+			old.close() // its coroutine wakes, and fails with ErrClosed
+		}
+	}
+	if ws.hsPeers == nil {
+		ws.hsPeers = make(map[netip.Addr]int)
+	}
+	c.hsBegan = c.w.Now()
+	c.hsPeer = peer
+	ws.hsPeers[peer]++
 	ws.nHandshakes++
 	ws.handshakes.add(c)
 	return true
@@ -213,6 +235,11 @@ func (ws *workerState) endHandshake(c *conn) {
 	c.hsBegan = 0
 	ws.nHandshakes--
 	ws.handshakes.remove(c)
+	if n := ws.hsPeers[c.hsPeer] - 1; n > 0 {
+		ws.hsPeers[c.hsPeer] = n
+	} else {
+		delete(ws.hsPeers, c.hsPeer)
+	}
 }
 
 // handshake is the coroutine of a TLS handshake: its computing runs on the

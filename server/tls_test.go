@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -260,10 +261,15 @@ func TestTLSHandshakeBoundedInTime(t *testing.T) {
 }
 
 // stallAfterHello opens a connection that sends a whole ClientHello and
-// then nothing: its handshake waits for the client's next flight.
-func stallAfterHello(t *testing.T, addr string) net.Conn {
+// then nothing: its handshake waits for the client's next flight. from,
+// when set, is the loopback address it comes from (127.0.0.2, say).
+func stallAfterHello(t *testing.T, addr string, from ...string) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	var d net.Dialer
+	if len(from) > 0 {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from[0])}
+	}
+	nc, err := d.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
 	_, err = nc.Write(clientHello(t))
@@ -272,32 +278,67 @@ func stallAfterHello(t *testing.T, addr string) net.Conn {
 }
 
 // TestTLSMaxHandshakes: when the worker's places are taken by handshakes
-// that wait for their clients, a new client's connection is closed at
-// once; once one has waited stalledHandshake, the next hello takes its
-// place and it is closed.
+// that wait for their clients, a new client's hello takes the place of the
+// oldest, which is closed, and the new client is served.
 func TestTLSMaxHandshakes(t *testing.T) {
 	scfg, ccfg := testTLS(t)
 	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(http.HandlerFunc(echoPath)),
-		Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
-	stall := stallAfterHello(t, addr)
+		Config{TLS: scfg, MaxHandshakes: 2, Logger: slog.New(slog.DiscardHandler)})
+	first := stallAfterHello(t, addr, "127.0.0.2")
 	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
-	began := time.Now()
+	second := stallAfterHello(t, addr, "127.0.0.3")
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 2 }, 10*time.Second, 5*time.Millisecond)
 
-	_, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, ccfg)
-	if time.Since(began) < stalledHandshake/2 {
-		require.Error(t, err, "refused while the stalled handshake, still young, holds the only place")
-		assert.Equal(t, uint64(1), srv.TLSStats().Refused)
-	}
-
-	time.Sleep(stalledHandshake - time.Since(began) + 50*time.Millisecond)
 	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/after")
 	assert.Equal(t, "GET /after", body)
 	st := srv.TLSStats()
-	assert.Equal(t, uint64(1), st.Evicted, "the stalled handshake made room")
+	assert.Equal(t, uint64(1), st.Evicted, "the oldest stalled handshake made room")
 	assert.Equal(t, uint64(0), st.Failed, "an evicted handshake is not also failed")
-	_ = stall.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.Copy(io.Discard, stall)
-	require.NoError(t, err, "the stalled client's connection was closed by the server")
+	assert.Equal(t, int64(1), st.InProgress, "the second still waits")
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, first)
+	require.NoError(t, err, "the oldest stalled client's connection was closed by the server")
+	_ = second.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err = io.Copy(io.Discard, second)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "the newer stalled client's connection is still open")
+	assert.True(t, ne.Timeout())
+}
+
+// TestTLSHandshakesPerAddress: one client address holds at most a quarter
+// of a worker's places; its hellos beyond them are closed at once, and
+// the places left serve the other addresses.
+func TestTLSHandshakesPerAddress(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(http.HandlerFunc(echoPath)),
+		Config{TLS: scfg, MaxHandshakes: 8, Logger: slog.New(slog.DiscardHandler)})
+	for range 2 {
+		stallAfterHello(t, addr, "127.0.0.2")
+	}
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 2 }, 10*time.Second, 5*time.Millisecond)
+	third := stallAfterHello(t, addr, "127.0.0.2")
+	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, third)
+	require.NoError(t, err, "closed by the server: its address holds its 2 places of 8")
+	st := srv.TLSStats()
+	assert.Equal(t, uint64(1), st.Refused)
+	assert.Equal(t, int64(2), st.InProgress)
+
+	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/other")
+	assert.Equal(t, "GET /other", body, "another address is served")
+	assert.Zero(t, srv.TLSStats().Evicted)
+}
+
+// TestPeerKey: an IPv4 address counts alone, an IPv6 one by its /64.
+func TestPeerKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:80":           "127.0.0.1",
+		"[::ffff:10.0.0.1]:80":   "10.0.0.1",
+		"[2001:db8:1:2:3::4]:80": "2001:db8:1:2::",
+		"[2001:db8:1:2::9]:443":  "2001:db8:1:2::",
+	} {
+		assert.Equal(t, want, peerKey(netip.MustParseAddrPort(in)).String(), in)
+	}
 }
 
 // TestTLSIncompleteHellosHoldNoPlace: clients that send the first bytes of
@@ -329,7 +370,7 @@ func TestTLSIncompleteHellosHoldNoPlace(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprintf("GET /legit%d", i), string(b))
 	}
-	assert.Zero(t, srv.TLSStats().Refused)
+	assert.Zero(t, srv.TLSStats().Evicted)
 	require.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the stalled connections close at the header timeout")
 	assert.Equal(t, uint64(stalled), srv.TLSStats().Failed)

@@ -5,6 +5,7 @@
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice load -url URL   the benchmark's load generator against a service of yours on this machine
+//	sluice attack [flags]  the attack suite: hostile inputs against sluice and net/http, with verdicts
 //	sluice simulate [flags] tenant fairness by blame, simulated on virtual time (seconds)
 //	sluice report FILE     the table and plots of a saved report.json, again
 //	sluice controller      the fleet's tenant controller over Redis (runs until interrupted)
@@ -76,6 +77,11 @@ commands:
          answered within -deadline, the refusals and failures each second,
          and the latency of the answers in time
          (sluice load -url URL -rate 2000)
+  attack the attack suite: malformed, slow, huge and endless inputs against
+         sluice and net/http in child processes, beside probes of new
+         connections; what the probes got, each server's CPU and memory,
+         and a verdict per attack (fails when sluice does worse; a minute
+         or two)
   report print the table of a saved report.json again and redraw its plots:
          sluice report [-out DIR] FILE
   simulate
@@ -108,6 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return lanesDemo(ctx, args[1:], stdout, stderr)
 	case "load":
 		return loadCmd(ctx, args[1:], stdout, stderr)
+	case "attack":
+		return attackCmd(ctx, args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdout, stderr)
 	case "simulate":
