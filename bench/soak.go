@@ -404,14 +404,17 @@ func EvaluateSoak(s *Sample) []Check {
 	}
 	checks = append(checks, up)
 
+	beyond := func(x Resources) float64 {
+		if x.Conns < 0 {
+			return -1
+		}
+		return float64(max(x.FDs-x.Conns, 0))
+	}
+	fc := flat(CheckFDs, "beyond the open connections, ", si, beyond, float64(r.FDSlack), "%.0f")
+	fc.Detail += closeWaitAtPeak(si, beyond)
 	checks = append(checks,
 		flat(CheckGoroutines, "", si, func(x Resources) float64 { return float64(x.Goroutines) }, float64(r.GoroutineSlack), "%.0f"),
-		flat(CheckFDs, "beyond the open connections, ", si, func(x Resources) float64 {
-			if x.Conns < 0 {
-				return -1
-			}
-			return float64(max(x.FDs-x.Conns, 0))
-		}, float64(r.FDSlack), "%.0f"),
+		fc,
 		flat(CheckRSS, "", si, func(x Resources) float64 { return float64(x.RSS) / (1 << 20) }, float64(r.RSSSlack)/(1<<20), "%.1f MiB"),
 	)
 
@@ -460,6 +463,28 @@ func EvaluateSoak(s *Sample) []Check {
 // flat checks that value, from Settle to the end, stays at most Growth
 // times its highest reading up to Settle plus slack; what, if not empty,
 // starts the detail with what value is, and format prints a value.
+// closeWaitAtPeak says how many of the descriptors beyond the open
+// connections were sockets in CLOSE_WAIT (their client gone, the server's
+// close not yet done) at the reading where they were most: a busy server
+// that has not yet come to its clients' hang-ups shows them there, a
+// server that leaks descriptors does not.
+func closeWaitAtPeak(si *SoakInfo, beyond func(Resources) float64) string {
+	var peak *Resources
+	for i := range si.Resources {
+		x := &si.Resources[i]
+		if x.At > 0 && (!x.Up || beyond(*x) < 0 || x.CloseWait < 0) {
+			return "" // flat said why not
+		}
+		if x.At >= si.Settle && (peak == nil || beyond(*x) > beyond(*peak)) {
+			peak = x
+		}
+	}
+	if peak == nil {
+		return ""
+	}
+	return fmt.Sprintf("; in CLOSE_WAIT at %v: %d", peak.At, peak.CloseWait)
+}
+
 func flat(name, what string, si *SoakInfo, value func(Resources) float64, slack float64, format string) Check {
 	c := Check{Name: name}
 	f := func(v float64) string { return fmt.Sprintf(format, v) }

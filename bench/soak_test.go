@@ -459,6 +459,7 @@ func TestEvaluateSoakCountsDescriptorsBeyondConnections(t *testing.T) {
 	})
 	c = byName(EvaluateSoak(s))[CheckFDs]
 	assert.False(t, c.Pass, c.Detail)
+	assert.Regexp(t, `; in CLOSE_WAIT at \d+s: \d+$`, c.Detail, "the detail says how many of them wait for the server's close")
 	// Connections unknown: no verdict but a failure.
 	s = soakSample("sluice", goodOK(), func(k int) Resources {
 		r := steady(k)
