@@ -76,7 +76,7 @@ func newDescs() *descs {
 	d.inFlight = n("http_requests_in_flight", "Admitted requests that have not ended.", s)
 	d.conns = n("http_connections", "Open client connections.", s)
 	d.parked = n("http_connections_parked", "Open client connections left unread after a refusal for overload until its Retry-After has passed: clients beyond what the server serves within its age limit, which resend at once (server.Config.HoldRefused).", s)
-	d.handshakes = n("tls_handshakes_total", "TLS handshakes of an HTTPS server, by result: completed; failed (not TLS, refused by the configuration, the client gone or out of time); refused (the client's address held its share of the worker's places); evicted (the oldest of the worker's share of Config.MaxHandshakes, closed for a newer hello); late (the hello had waited past the age limit: closed before any work).", s, "result")
+	d.handshakes = n("tls_handshakes_total", "TLS handshakes of an HTTPS server, by result: completed; failed (not TLS, refused by the configuration, the client gone or out of time); waited (the client's address held its share of the worker's places: the hello waited for one); evicted (the oldest of the worker's share of Config.MaxHandshakes, closed for a newer hello); late (the hello had waited past the age limit: closed before any work).", s, "result")
 	d.handshaking = n("tls_handshakes_in_progress", "TLS handshakes running now.", s)
 	d.handlerErrors = n("http_handler_errors_total", "Admitted requests whose handler failed: it panicked, or its answer could not be written.", s)
 

@@ -120,7 +120,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 		t := l.tls()
 		counter(ch, d.handshakes, float64(t.Completed), name, "completed")
 		counter(ch, d.handshakes, float64(t.Failed), name, "failed")
-		counter(ch, d.handshakes, float64(t.Refused), name, "refused")
+		counter(ch, d.handshakes, float64(t.Waited), name, "waited")
 		counter(ch, d.handshakes, float64(t.Evicted), name, "evicted")
 		counter(ch, d.handshakes, float64(t.Late), name, "late")
 		gauge(ch, d.handshaking, float64(t.InProgress), name)

@@ -70,6 +70,9 @@ type conn struct {
 	peerGone    bool        // the client closed or reset the connection
 	handshaking bool        // the TLS handshake's coroutine runs
 	evicted     bool        // its handshake was closed for a newer one (takeHandshake)
+	// waitingPlace: its whole hello waits for a place of its address
+	// (waitForPlace).
+	waitingPlace bool
 
 	// hello holds the first bytes of a TLS client's hello until its first
 	// record is complete (readHello); hsBegan is when its handshake took
@@ -77,6 +80,7 @@ type conn struct {
 	hello   []byte
 	hsBegan int64
 	hsPeer  netip.Addr // the address its place counts against (peerKey)
+	closeFn func()     // c.close, bound once it is wanted (waitForPlace)
 
 	// tlsState describes the TLS session, nil on a plain connection.
 	tlsState *tls.ConnectionState
@@ -1069,9 +1073,15 @@ func (c *conn) close() {
 	if c.state == connParked {
 		c.unlist()
 	}
-	if c.state == connHandshake && c.hello != nil {
-		c.hello = nil
-		c.srv.tlsc.failed.Add(1) // its hello never came whole
+	if c.state == connHandshake {
+		c.ws.unwait(c)
+		if !c.handshaking {
+			c.ws.endHandshake(c) // a place granted, its handshake not begun
+		}
+		if c.hello != nil {
+			c.hello = nil
+			c.srv.tlsc.failed.Add(1) // its handshake never began
+		}
 	}
 	c.state = connClosed
 	c.stopTimer()

@@ -177,11 +177,14 @@ type Config struct {
 	// MaxHandshakes bounds the TLS handshakes in progress at once, shared
 	// out evenly among the workers, counted from the moment a client's
 	// hello is complete to the end of its handshake: it bounds the memory
-	// of handshakes that wait for their clients. When a worker's share is
-	// taken, a new hello takes the place of the oldest handshake, which is
-	// closed (TLSStats.Evicted), so that clients that stall cannot keep
-	// the others out. A client that has sent part of its hello holds no
-	// place. Zero means DefaultMaxHandshakesPerWorker per worker.
+	// of handshakes that wait for their clients. So that clients that stall
+	// cannot keep the others out, a client that has sent part of its hello
+	// holds no place, one address holds at most a quarter of a worker's
+	// places (its hellos beyond them wait unread for one,
+	// TLSStats.Waited), and when a worker's share is taken, a new hello
+	// takes the place of the oldest handshake, which is closed
+	// (TLSStats.Evicted). Zero means DefaultMaxHandshakesPerWorker per
+	// worker.
 	MaxHandshakes int
 	// HoldRefused, when positive, is how long an HTTP/1.1 connection
 	// whose request was refused for its age (503 queue-timeout) is left
@@ -507,7 +510,7 @@ type workerState struct {
 	// nHandshakes their number (tls.go).
 	handshakes  connList
 	nHandshakes int
-	hsPeers     map[netip.Addr]int // places held by client address
+	hsPeers     map[netip.Addr]*peerPlaces // places held and waited for, by client address
 
 	dateSec int64
 	date    []byte

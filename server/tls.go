@@ -28,10 +28,10 @@ type TLSStats struct {
 	// (Config.ReadHeaderTimeout) before the end, also while its hello was
 	// incomplete.
 	Failed uint64
-	// Refused connections: their hello was complete while their client's
-	// address held its share of the worker's places (a quarter), and they
-	// were closed at once, unanswered.
-	Refused uint64
+	// Waited hellos: they were complete while their client's address held
+	// its share of the worker's places (a quarter), and waited unread for
+	// one of them.
+	Waited uint64
 	// Evicted handshakes: the oldest of their worker's share of
 	// Config.MaxHandshakes, still waiting for their client, when a newer
 	// hello needed a place; they were closed.
@@ -48,8 +48,8 @@ type TLSStats struct {
 
 // tlsCounters are the server's TLSStats.
 type tlsCounters struct {
-	completed, failed, refused, evicted, late atomic.Uint64
-	inProgress                                atomic.Int64
+	completed, failed, waited, evicted, late atomic.Uint64
+	inProgress                               atomic.Int64
 }
 
 // TLSStats returns the server's handshake counts; all zero on a plain
@@ -58,7 +58,7 @@ func (srv *Server) TLSStats() TLSStats {
 	return TLSStats{
 		Completed:  srv.tlsc.completed.Load(),
 		Failed:     srv.tlsc.failed.Load(),
-		Refused:    srv.tlsc.refused.Load(),
+		Waited:     srv.tlsc.waited.Load(),
 		Evicted:    srv.tlsc.evicted.Load(),
 		Late:       srv.tlsc.late.Load(),
 		InProgress: srv.tlsc.inProgress.Load(),
@@ -97,11 +97,12 @@ func serverTLS(cfg *tls.Config, h2 bool) (*tls.Config, error) {
 // place, and a thousand of them do not keep one other client out.
 //
 // One client address (an IPv4 address, or an IPv6 /64, which one user
-// commonly has whole) holds at most a quarter of a worker's places: a hello
-// from an address that holds its share is closed at once, before any work
-// is spent on it (TLSStats.Refused). So clients that send whole hellos and
-// stall, reconnecting when closed, keep a quarter of the places and cost a
-// read and a close per attempt, where the others keep the rest.
+// commonly has whole) holds at most a quarter of a worker's places: a whole
+// hello from an address that holds its share waits, unread, for one of its
+// places (TLSStats.Waited), under its header timeout. So clients that send
+// whole hellos and stall keep a quarter of the places and cost nothing
+// more, and the others keep the rest (docs/design.md, "HTTPS", says why
+// they wait rather than close).
 //
 // A worker whose places are all taken when a new hello is complete closes
 // the oldest of its handshakes to make room (TLSStats.Evicted). That one
@@ -178,18 +179,24 @@ func (c *conn) readHello() {
 		return
 	}
 	c.hello = nil
-	t := &c.srv.tlsc
 	if c.srv.adm.TooOld(stamp) {
-		t.late.Add(1)
+		c.srv.tlsc.late.Add(1)
 		c.close()
 		return
 	}
+	c.hsPeer = peerKey(c.nc.RemoteAddr())
 	if !c.ws.takeHandshake(c) {
-		t.refused.Add(1)
-		c.close()
+		c.waitForPlace(hello)
 		return
 	}
-	t.inProgress.Add(1)
+	c.startHandshake(hello)
+}
+
+// startHandshake starts the handshake of c, which holds a place, with its
+// whole hello, in a coroutine of its own. Call it from a task, not from a
+// coroutine.
+func (c *conn) startHandshake(hello []byte) {
+	c.srv.tlsc.inProgress.Add(1)
 	c.handshaking = true
 	if err := c.nc.StartTLS(c.srv.tls, hello); err != nil {
 		c.handshakeDone(err)
@@ -199,45 +206,119 @@ func (c *conn) readHello() {
 	c.w.GoNow(&c.cctx, c.handshake)
 }
 
-// takeHandshake gives c one of the worker's places for handshakes,
-// closing the oldest handshake to make room when they are all taken; false
-// when c's address holds its share of them.
+// peerPlaces are one client address's handshakes on a worker: how many
+// places it holds, and its connections waiting for one, the oldest last.
+type peerPlaces struct {
+	held    int
+	waiting connList
+}
+
+// peer returns the places of c's address, created if need be.
+func (ws *workerState) peer(c *conn) *peerPlaces {
+	p := ws.hsPeers[c.hsPeer]
+	if p == nil {
+		if ws.hsPeers == nil {
+			ws.hsPeers = make(map[netip.Addr]*peerPlaces)
+		}
+		p = &peerPlaces{waiting: connList{which: linkHandshake}}
+		ws.hsPeers[c.hsPeer] = p
+	}
+	return p
+}
+
+// takeHandshake gives c one of the worker's places for handshakes, closing
+// the oldest handshake to make room when they are all taken; false when
+// c's address holds its share of them.
 func (ws *workerState) takeHandshake(c *conn) bool {
 	per := c.srv.hsPerWorker
-	peer := peerKey(c.nc.RemoteAddr())
-	if ws.hsPeers[peer] >= max(1, per/peerShare) {
+	if p := ws.hsPeers[c.hsPeer]; p != nil && p.held >= max(1, per/peerShare) {
 		return false
 	}
 	if ws.nHandshakes >= per {
 		if old := ws.handshakes.tail; old != nil {
-			ws.endHandshake(old)
+			ws.release(old)
 			old.evicted = true
 			c.srv.tlsc.evicted.Add(1)
 			old.close() // its coroutine wakes, and fails with ErrClosed
 		}
 	}
-	if ws.hsPeers == nil {
-		ws.hsPeers = make(map[netip.Addr]int)
-	}
-	c.hsBegan = c.w.Now()
-	c.hsPeer = peer
-	ws.hsPeers[peer]++
-	ws.nHandshakes++
-	ws.handshakes.add(c)
+	ws.grant(c)
 	return true
 }
 
-// endHandshake gives c's place back, once.
-func (ws *workerState) endHandshake(c *conn) {
+// grant gives c a place.
+func (ws *workerState) grant(c *conn) {
+	c.hsBegan = c.w.Now()
+	ws.peer(c).held++
+	ws.nHandshakes++
+	ws.handshakes.add(c)
+}
+
+// release gives c's place back, if it holds one.
+func (ws *workerState) release(c *conn) bool {
 	if c.hsBegan == 0 {
-		return
+		return false
 	}
 	c.hsBegan = 0
 	ws.nHandshakes--
 	ws.handshakes.remove(c)
-	if n := ws.hsPeers[c.hsPeer] - 1; n > 0 {
-		ws.hsPeers[c.hsPeer] = n
-	} else {
+	ws.peer(c).held--
+	return true
+}
+
+// endHandshake gives c's place back, once, to the oldest connection of its
+// address waiting for one, if there is one, whose handshake then starts.
+func (ws *workerState) endHandshake(c *conn) {
+	if !ws.release(c) {
+		return
+	}
+	p := ws.hsPeers[c.hsPeer]
+	next := p.waiting.tail
+	if next == nil {
+		if p.held == 0 {
+			delete(ws.hsPeers, c.hsPeer)
+		}
+		return
+	}
+	p.waiting.remove(next)
+	next.waitingPlace = false
+	_ = next.nc.OnHangup(nil)
+	ws.grant(next)
+	hello := next.hello
+	next.hello = nil
+	next.w.Push(lanes.Upstream, func() {
+		if next.state == connClosed {
+			return // closed meanwhile: close gave the place back
+		}
+		next.startHandshake(hello)
+	})
+}
+
+// waitForPlace leaves c, whose address holds its share of places, unread
+// with its whole hello until one of them is free (endHandshake), its
+// header timeout passes, or its client leaves.
+func (c *conn) waitForPlace(hello []byte) {
+	c.hello = hello
+	c.waitingPlace = true
+	c.srv.tlsc.waited.Add(1)
+	c.ws.peer(c).waiting.add(c)
+	if c.closeFn == nil {
+		c.closeFn = c.close
+	}
+	if c.nc.OnReadable(lanes.Continuation, nil) != nil || c.nc.OnHangup(c.closeFn) != nil {
+		c.close()
+	}
+}
+
+// unwait takes c off its address's waiting list, if it is on it.
+func (ws *workerState) unwait(c *conn) {
+	if !c.waitingPlace {
+		return
+	}
+	c.waitingPlace = false
+	p := ws.hsPeers[c.hsPeer]
+	p.waiting.remove(c)
+	if p.held == 0 && p.waiting.head == nil {
 		delete(ws.hsPeers, c.hsPeer)
 	}
 }

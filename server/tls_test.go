@@ -306,27 +306,52 @@ func TestTLSMaxHandshakes(t *testing.T) {
 }
 
 // TestTLSHandshakesPerAddress: one client address holds at most a quarter
-// of a worker's places; its hellos beyond them are closed at once, and
-// the places left serve the other addresses.
+// of a worker's places; its hellos beyond them wait, unread, for one of its
+// places, while the places left serve the other addresses.
 func TestTLSHandshakesPerAddress(t *testing.T) {
 	scfg, ccfg := testTLS(t)
 	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(http.HandlerFunc(echoPath)),
 		Config{TLS: scfg, MaxHandshakes: 8, Logger: slog.New(slog.DiscardHandler)})
-	for range 2 {
-		stallAfterHello(t, addr, "127.0.0.2")
-	}
+	first := stallAfterHello(t, addr, "127.0.0.2")
+	stallAfterHello(t, addr, "127.0.0.2")
 	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 2 }, 10*time.Second, 5*time.Millisecond)
-	third := stallAfterHello(t, addr, "127.0.0.2")
-	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err := io.Copy(io.Discard, third)
-	require.NoError(t, err, "closed by the server: its address holds its 2 places of 8")
-	st := srv.TLSStats()
-	assert.Equal(t, uint64(1), st.Refused)
-	assert.Equal(t, int64(2), st.InProgress)
+
+	// A real client from the same address waits for a place of its own.
+	tr := &http.Transport{TLSClientConfig: ccfg, DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	third := make(chan string, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Get("https://" + addr + "/third")
+		if err != nil {
+			third <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		third <- string(b)
+	}()
+	require.Eventually(t, func() bool { return srv.TLSStats().Waited == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int64(2), srv.TLSStats().InProgress, "it holds no place while it waits")
 
 	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/other")
-	assert.Equal(t, "GET /other", body, "another address is served")
-	assert.Zero(t, srv.TLSStats().Evicted)
+	assert.Equal(t, "GET /other", body, "another address is served meanwhile")
+	select {
+	case got := <-third:
+		t.Fatalf("the third client of 127.0.0.2 was answered while its address held its share: %q", got)
+	default:
+	}
+
+	first.Close() // a place of 127.0.0.2 frees: the waiting hello takes it
+	select {
+	case got := <-third:
+		assert.Equal(t, "GET /third", got)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting client was not served once its address had a place")
+	}
+	st := srv.TLSStats()
+	assert.Zero(t, st.Evicted)
+	assert.Equal(t, uint64(1), st.Waited)
 }
 
 // TestPeerKey: an IPv4 address counts alone, an IPv6 one by its /64.

@@ -80,7 +80,7 @@ type Server struct {
 	// include the attacker's.
 	Usage func() (Usage, error)
 	// Counters, when set, says what the server counted that explains
-	// its probes' fate (sluice's TLS handshakes refused, evicted, late);
+	// its probes' fate (sluice's TLS handshakes waited, evicted, late);
 	// Run reads it after Stop.
 	Counters func() string
 	// Stop stops it, closing every connection.
@@ -164,7 +164,7 @@ func serveSluice(cfg *tls.Config) (*Server, error) {
 			return ""
 		}
 		t := srv.Server().TLSStats()
-		return fmt.Sprintf("handshakes: %d completed, %d failed, %d refused, %d evicted, %d late", t.Completed, t.Failed, t.Refused, t.Evicted, t.Late)
+		return fmt.Sprintf("handshakes: %d completed, %d failed, %d waited, %d evicted, %d late", t.Completed, t.Failed, t.Waited, t.Evicted, t.Late)
 	}
 	return &Server{Addr: srv.Addr().String(), Counters: counters, Stop: func() error {
 		cancel()
