@@ -101,8 +101,8 @@ func serverTLS(cfg *tls.Config, h2 bool) (*tls.Config, error) {
 // hello from an address that holds its share waits, unread, for one of its
 // places (TLSStats.Waited), under its header timeout. So clients that send
 // whole hellos and stall keep a quarter of the places and cost nothing
-// more, and the others keep the rest (docs/design.md, "HTTPS", says why
-// they wait rather than close).
+// more, and the others keep the rest (docs/design.md, "TLS on the
+// workers", says why they wait rather than close).
 //
 // A worker whose places are all taken when a new hello is complete closes
 // the oldest of its handshakes to make room (TLSStats.Evicted). That one
