@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -16,14 +17,15 @@ import (
 )
 
 // The README's protected server, as written there: any http.Handler,
-// served until Ctrl-C, then shut down gracefully. What protects it is the
+// served until Ctrl-C or SIGTERM (what Kubernetes sends a pod it
+// stops), then shut down gracefully. What protects it is the
 // age limit: a request that has waited 100 ms since the kernel received it
 // is rejected, unstarted, before its handler runs.
 func Example() {
 	mux := http.NewServeMux() // any http.Handler: routers and middleware run unchanged
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // run until Ctrl-C
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // until Ctrl-C or SIGTERM (Kubernetes)
 	defer stop()
 	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
 		Admission: admit.Config{MaxAge: 100 * time.Millisecond}, // reject what waited 100 ms, unstarted

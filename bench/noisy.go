@@ -10,9 +10,9 @@ import (
 )
 
 // DefaultNoisyRates are the noisy scenario's offered loads, in requests
-// per second: the two of issue 13's measurement on the project's 2-CPU
-// machine, where the weather handler's capacity on both CPUs is about
-// 1800/s.
+// per second: the two of the noisy-neighbour measurement in
+// docs/benchmarks.md, on a 2-CPU machine where the weather handler's
+// capacity on both CPUs is about 1800/s.
 var DefaultNoisyRates = []float64{800, 1200}
 
 // NoisyConfig shapes the noisy scenario: each target serves the suite's

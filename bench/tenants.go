@@ -25,7 +25,7 @@ import (
 	"github.com/sluice-go/sluice/tenant"
 )
 
-// ScenarioTenants is issue 14's flood run for real: three sluice servers,
+// ScenarioTenants is the tenant flood run for real: three sluice servers,
 // each in a child process with a tenant tracker and an agent over a
 // redis-server the bench starts, offered a heavy tenant and ten light ones
 // (see TenantsConfig).
@@ -73,7 +73,7 @@ const (
 	DefaultTenantsBucket   = 100 * time.Millisecond
 )
 
-// Targets of issue 14 for the flood, which TenantsInfo is checked against.
+// Targets for the flood, which TenantsInfo is checked against.
 const (
 	// TenantsConvergeMax is the most control periods the loop may take
 	// to converge.
@@ -375,7 +375,7 @@ type TenantsInfo struct {
 	TenantsFigures
 }
 
-// TenantsFigures are a tenants run measured against issue 14's targets.
+// TenantsFigures are a tenants run measured against the flood targets.
 // Shares are in multiples of C; a tenant's fair share is its max-min fair
 // share of C at the rates offered (the heavy tenant's is what the light
 // ones leave).
@@ -425,7 +425,7 @@ type TenantsFigures struct {
 	FirstDrop time.Duration `json:"first_drop"`
 }
 
-// Met reports which of issue 14's flood targets the figures meet, by name:
+// Met reports which of the flood targets the figures meet, by name:
 // "converge", "light", "heavy", "jain", "blame".
 func (f TenantsFigures) Met() map[string]bool {
 	return map[string]bool{

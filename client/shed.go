@@ -19,7 +19,7 @@ import (
 // ErrShed is the error of a call that a ShedTransport shed: refused
 // locally, before anything was sent. errors.Is(err, ErrShed) tells it, also
 // through the *url.Error of an http.Client.
-var ErrShed = errors.New("call shed before it was sent")
+var ErrShed = errors.New("client: call shed before it was sent")
 
 // ShedError is the error a ShedTransport returns for a call it shed
 // without a Fallback. It matches ErrShed.
@@ -35,7 +35,7 @@ type ShedError struct {
 
 // Error says that the call was shed, and why.
 func (e *ShedError) Error() string {
-	return fmt.Sprintf("client: %v (%s)", ErrShed, e.Reason)
+	return fmt.Sprintf("%v (%s)", ErrShed, e.Reason)
 }
 
 // Is reports whether target is ErrShed.

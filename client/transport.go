@@ -20,7 +20,7 @@ import (
 var (
 	// ErrNoBackend: no backend can take the request: none is known, or
 	// every breaker is open. It comes at once (fail fast).
-	ErrNoBackend = errors.New("no backend available")
+	ErrNoBackend = errors.New("client: no backend available")
 )
 
 // Config configures a Transport. The zero value of each part works; only

@@ -143,9 +143,9 @@ type RedisStats struct {
 // The quota can be exceeded by what the processes admit between two
 // flushes, before each sees the others' increments (the share rule holds
 // it to about a third of that for smooth load, less for bursts after a
-// pause): see docs/design.md
-// and docs/benchmarks.md ("Rate limits (issue 15): distributed over
-// Redis") for how much, by interval and number of processes.
+// pause): see docs/design.md and docs/benchmarks.md ("Rate limits:
+// distributed over Redis") for how much, by interval and number of
+// processes.
 type RedisSync struct {
 	l        *Limiter
 	client   redis.UniversalClient

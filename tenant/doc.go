@@ -24,8 +24,9 @@
 //     the fleet is overloaded.
 //  4. Enforcement. Each server reads the drop table and drops each
 //     tenant's fraction before anything of the request starts: 429,
-//     Retry-After, Sluice-Reject-Reason: tenant-share, Sluice-Not-Started:
-//  1. Drops are spread evenly (a credit counter, not a coin flip).
+//     Retry-After, Sluice-Reject-Reason: tenant-share and
+//     Sluice-Not-Started: 1. Drops are spread evenly (a credit counter,
+//     not a coin flip).
 //
 // When the store is down or slow, nothing waits for it: each server keeps
 // enforcing the last table it read for a while (AgentOptions.StaleAfter),

@@ -46,7 +46,7 @@ type TenantsRow struct {
 	DemandBlameHeavy float64 `json:"demand_blame_heavy"`
 	HeavyDropped     float64 `json:"heavy_dropped"`
 	LightDropped     float64 `json:"light_dropped"`
-	// Met counts, per target of issue 14 (bench.TenantsFigures.Met), the
+	// Met counts, per flood target (bench.TenantsFigures.Met), the
 	// runs counted that met it.
 	Met map[string]int `json:"met"`
 }
@@ -113,7 +113,7 @@ func tenantsRow(target, part string, samples []bench.Sample) TenantsRow {
 	return r
 }
 
-// tenantsTargets are issue 14's flood targets in the order WriteTenants
+// tenantsTargets are the flood targets in the order WriteTenants
 // checks them, with how it names them.
 var tenantsTargets = []struct{ key, text string }{
 	{"converge", fmt.Sprintf("converges within %g periods", bench.TenantsConvergeMax)},
@@ -125,7 +125,7 @@ var tenantsTargets = []struct{ key, text string }{
 
 // WriteTenants writes the tenants samples of rep to w: a line on the setup,
 // a table with one row per target and part, and, for the enforcing part,
-// issue 14's targets with the runs that met them. It writes nothing for a
+// the flood targets with the runs that met them. It writes nothing for a
 // report without tenants samples.
 func WriteTenants(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
@@ -165,7 +165,7 @@ func WriteTenants(w io.Writer, rep *bench.Report) error {
 		if r.Part != bench.TenantsOn {
 			continue
 		}
-		fmt.Fprintf(&buf, "%s, enforcing, against issue 14's targets (kept runs that met each):\n", r.Target)
+		fmt.Fprintf(&buf, "%s, enforcing, against the flood targets (kept runs that met each):\n", r.Target)
 		n := r.Runs
 		if n == 0 {
 			n = r.Behind // every run behind: they are the ones counted

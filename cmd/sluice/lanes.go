@@ -107,8 +107,9 @@ before new (upstream) work, so a started request finishes close to its own
 cost while new work queues; with equal shares the two compete and started
 requests are slowed by new ones. While requests wait on the database their
 worker serves others: Await releases it (try -load 0.5 and watch the busy
-count fall). This demo has no admission gate yet, so the upstream queue grows
-without bound; the gate and the timed queue come next.`)
+count fall). This demo runs the executor alone, without admission, so the
+upstream queue grows without bound above capacity: a sluice server refuses
+what cannot start in time instead (sluice demo shows it).`)
 	return nil
 }
 
