@@ -81,7 +81,7 @@ func WithBlockedAfter(d time.Duration) Option {
 }
 
 // WithMaxSpares bounds the spare threads that run workers whose threads
-// are blocked (sched.Config.MaxSpares; default 8 per worker).
+// are blocked (sched.Config.MaxSpares; default sched.DefaultMaxSpares).
 func WithMaxSpares(n int) Option { return func(c *config) { c.maxSpares = n } }
 
 // WithBlockedStacks logs the stack of a handler found blocking its worker,

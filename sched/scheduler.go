@@ -101,9 +101,12 @@ type Config struct {
 	// on after BlockedAfter to 1.5×BlockedAfter.
 	BlockedAfter time.Duration
 	// MaxSpares bounds the spare threads, over all workers, that run
-	// workers whose threads are blocked; zero means 8 per worker. A worker
-	// whose thread blocks when the bound is reached waits, as it would
-	// without spares, and the blocking is still counted and logged.
+	// workers whose threads are blocked; zero means DefaultMaxSpares, or 8
+	// per worker when that is more. Each blocked handler keeps its thread
+	// (about 18 KB resident) until it returns: a WebSocket served inside
+	// its handler holds one for its life. A worker whose thread blocks
+	// when the bound is reached waits, as it would without spares, and
+	// the blocking is still counted and logged.
 	MaxSpares int
 	// SpareIdle is how long a thread that no longer runs its worker, and
 	// has nothing of its own to resume, waits before it exits; zero means
@@ -114,6 +117,11 @@ type Config struct {
 	// stack walk at the start of every guest region; for debugging.
 	BlockedStacks bool
 }
+
+// DefaultMaxSpares is the default Config.MaxSpares: far below Go's own
+// bound of 10,000 threads (debug.SetMaxThreads), whose excess kills the
+// process, and about 18 MB of threads when all are in use.
+const DefaultMaxSpares = 1024
 
 // DefaultBlockedAfter is the default Config.BlockedAfter: long enough that a
 // handler preempted or faulting a page is left alone, short enough that the
@@ -197,7 +205,7 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("sched: negative MaxSpares %d", cfg.MaxSpares)
 	}
 	if cfg.MaxSpares == 0 {
-		cfg.MaxSpares = 8 * cfg.Workers
+		cfg.MaxSpares = max(DefaultMaxSpares, 8*cfg.Workers)
 	}
 	if cfg.SpareIdle < 0 {
 		return nil, fmt.Errorf("sched: negative SpareIdle %v", cfg.SpareIdle)

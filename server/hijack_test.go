@@ -387,3 +387,64 @@ func (o *outcomeRecorder) Admit(*admit.Attempt) *admit.Refusal { return nil }
 func (o *outcomeRecorder) Done(a *admit.Attempt, out admit.Outcome) {
 	o.statuses.Store(a.Path, int64(out.Status))
 }
+
+// TestManyIdleWebSocketsInTheHandler: the WebSocket idiom of coder/websocket's
+// examples (the echo loop inside the handler) holds a thread per
+// connection while it waits; 100 of them at once on two workers all
+// upgrade, and plain requests beside them are served. (With 8 spare
+// threads per worker, the 18th upgrade stalled its worker and every
+// connection on it.)
+func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
+	const sockets = 100
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ws" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, msg); err != nil {
+				return
+			}
+		}
+	})
+	_, addr := serveHTTP(t, h, Config{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	for i := range sockets {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		c, _, err := websocket.Dial(dctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{}}})
+		dcancel()
+		require.NoError(t, err, "upgrade %d of %d", i+1, sockets)
+		conns = append(conns, c)
+	}
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	for i := range 20 {
+		resp, err := plain.Get("http://" + addr + "/")
+		require.NoError(t, err, "plain request %d beside %d idle WebSockets", i, sockets)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, "plain", string(b))
+	}
+	for i, c := range conns { // every one of them still echoes
+		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("ping")), "socket %d", i)
+		_, got, err := c.Read(ctx)
+		require.NoError(t, err, "socket %d", i)
+		assert.Equal(t, "ping", string(got))
+	}
+}
