@@ -346,3 +346,46 @@ func TestGoBacklogKeepsTheWorker(t *testing.T) {
 	})
 	assert.Zero(t, s.Snapshot().Handovers)
 }
+
+// Guest code that calls Release before it blocks gives its worker to a
+// spare at once: work queued behind it runs meanwhile even with the
+// watchdog off, nothing is counted or logged as blocked, and the guest
+// takes the worker back when it touches it.
+func TestReleaseHandsTheWorkerOverAtOnce(t *testing.T) {
+	var logged syncbuf.Buffer
+	s := startRescue(t, Config{BlockedAfter: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
+	w := s.Worker(0)
+	gate := make(chan struct{})
+	guestDone := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(label("GET /ws"), func() {
+			w.Release()
+			<-gate // a WebSocket's loop, say
+			w.Push(lanes.Continuation, func() {})
+		})
+		close(guestDone)
+	}))
+	ran := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() { close(ran) }))
+	select {
+	case <-ran:
+	case <-time.After(waitFor):
+		t.Fatal("the worker stayed behind the released guest (the watchdog is off)")
+	}
+	close(gate)
+	select {
+	case <-guestDone:
+	case <-time.After(waitFor):
+		t.Fatal("the guest did not get its worker back")
+	}
+	snap := s.Snapshot()
+	assert.Equal(t, int64(1), snap.Handovers)
+	assert.Zero(t, snap.Blocked)
+	assert.NotContains(t, logged.String(), "blocked")
+
+	// Outside guest code it does nothing.
+	done := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() { w.Release(); close(done) }))
+	<-done
+	assert.Equal(t, int64(1), s.Snapshot().Handovers)
+}

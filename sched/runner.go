@@ -373,6 +373,23 @@ func (w *Worker) Enter() Entry { return w.enter() }
 // Leave ends what Enter began.
 func (w *Worker) Leave(e Entry) { w.leave(e) }
 
+// Release, called from guest code (see Guest) that is about to block for
+// long, and knows it (a handler that goes on to serve a hijacked connection
+// until its client leaves), hands the worker to a spare thread at once,
+// as the watchdog would once the code had blocked for BlockedAfter, but
+// without that delay, and without counting or logging it as a block: the
+// guest code keeps its thread, and takes the worker back when it next
+// needs it (Enter, a local method) or returns. It does nothing outside
+// guest code, while Enter holds the worker, or when no spare thread can
+// be had (Config.MaxSpares); it is local to w.
+func (w *Worker) Release() {
+	r := w.owner.Load()
+	if r == nil || r.state.Load() != rGuest || r.curG.Load() != getg() {
+		return
+	}
+	w.handOver(r)
+}
+
 // Guest runs fn as guest code: code that may block the worker's thread
 // without releasing it, such as a request handler that calls an SDK
 // without Await. While fn runs, the watchdog checks the thread; if fn holds

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -392,8 +393,9 @@ func (o *outcomeRecorder) Done(a *admit.Attempt, out admit.Outcome) {
 // examples (the echo loop inside the handler) holds a thread per
 // connection while it waits; 100 of them at once on two workers all
 // upgrade, and plain requests beside them are served. (With 8 spare
-// threads per worker, the 18th upgrade stalled its worker and every
-// connection on it.)
+// threads per worker, the 19th upgrade stalled its worker and every
+// connection on it.) Hijack gives the worker away at once, so none of
+// them is found blocked and logged.
 func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 	const sockets = 100
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -416,7 +418,8 @@ func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 			}
 		}
 	})
-	_, addr := serveHTTP(t, h, Config{Logger: slog.New(slog.DiscardHandler)})
+	rt := schedtest.Runtime(t, 2)
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -447,4 +450,7 @@ func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 		require.NoError(t, err, "socket %d", i)
 		assert.Equal(t, "ping", string(got))
 	}
+	snap := rt.Snapshot()
+	assert.GreaterOrEqual(t, snap.Handovers, int64(sockets), "each hijacking handler gave its worker away")
+	assert.Zero(t, snap.Blocked, "at once, at Hijack: none was found blocked, none logged")
 }

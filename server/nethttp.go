@@ -73,12 +73,14 @@ var errWriterDone = errors.New("server: ResponseWriter used after its handler re
 // return at once and serve the connection from a goroutine of its own,
 // which then belongs to the program: close it when the program stops. A
 // handler that serves the connection itself, blocking on its reads and
-// writes, holds its worker's thread while it waits (Go's poller parks the
-// coroutine's locked thread): the worker goes on without it on a spare
-// thread (the blocked-worker rescue, see sched.Worker.Guest), so a
-// WebSocket served that way costs a thread, as on net/http it costs a
-// goroutine; start a goroutine for long-lived connections, or wait through
-// sched.Await.
+// writes (the WebSocket examples of coder/websocket and gorilla/websocket),
+// holds its worker's thread while it waits (Go's poller parks the
+// coroutine's locked thread), so Hijack, called from the handler, gives
+// the worker to a spare thread at once (sched.Worker.Release): a WebSocket
+// served that way costs a thread, about 18 KB, where on net/http it costs
+// a goroutine, up to the runtime's bound on spare threads
+// (runtime.WithMaxSpares, 1,024 by default); a goroutine of its own, or
+// waits through sched.Await, cost none.
 //
 // Call Hijack from the handler, or from one goroutine the handler waits
 // for, and not while another goroutine reads the request body. From such
@@ -110,7 +112,20 @@ func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		r := <-done
 		return r.nc, r.brw, r.err
 	}
-	defer c.leave(c.enter())
+	nc, brw, err := w.hijackOnWorker()
+	if err == nil && c.w != nil {
+		// The handler has the connection now, and most go on to serve it
+		// in place until the client leaves (a WebSocket's loop): the
+		// worker goes to a spare thread at once, rather than after the
+		// watchdog finds the handler blocked, and nothing is logged.
+		c.w.Release()
+	}
+	return nc, brw, err
+}
+
+// hijackOnWorker is hijack from the handler's coroutine, with its worker.
+func (w *ResponseWriter) hijackOnWorker() (net.Conn, *bufio.ReadWriter, error) {
+	defer w.c.leave(w.c.enter())
 	return w.hijack()
 }
 
