@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,8 @@ func startRescue(t *testing.T, cfg Config, cpu func(int32) (run, wait int64, err
 	s, err := New(cfg)
 	require.NoError(t, err)
 	s.schedstat = cpu
-	s.goBacklog = func() bool { return false } // a loaded test machine's backlog would delay the hand-over
+	s.threadState = func(int32) (byte, error) { return 'S', nil } // asleep, as cpu says
+	s.goBacklog = func() bool { return false }                    // a loaded test machine's backlog would delay the hand-over
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -388,4 +390,46 @@ func TestReleaseHandsTheWorkerOverAtOnce(t *testing.T) {
 	require.NoError(t, w.Submit(lanes.Upstream, func() { w.Release(); close(done) }))
 	<-done
 	assert.Equal(t, int64(1), s.Snapshot().Handovers)
+}
+
+// A guest whose thread is runnable (R) is left its worker even when it
+// neither ran nor waited in a run queue: what its CPU quota's throttling
+// looks like (a container's CPU limit). Once its thread sleeps, it is
+// handed over.
+func TestThrottledGuestIsNotBlocked(t *testing.T) {
+	var state atomic.Int32
+	state.Store('R')
+	s := startRescue(t, Config{Logger: slog.New(slog.DiscardHandler)}, offCPU)
+	s.threadState = func(int32) (byte, error) { return byte(state.Load()), nil }
+	w := s.Worker(0)
+	gate := make(chan struct{})
+	guestDone := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(label("GET /forecast"), func() { <-gate })
+		close(guestDone)
+	}))
+	time.Sleep(25 * 2 * time.Millisecond) // 25 times BlockedAfter
+	assert.Zero(t, s.Snapshot().Handovers, "a runnable thread is not blocked")
+	state.Store('S')
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, time.Millisecond,
+		"a sleeping one is")
+	close(gate)
+	<-guestDone
+}
+
+func TestParseThreadState(t *testing.T) {
+	for in, want := range map[string]byte{
+		"123 (sluice) R 1 123 123 0 -1":      'R',
+		"123 (a) b) S 1 123 123 0 -1":        'S',
+		"123 (name with ) inside) D 1 2 3 4": 'D',
+		"7 ()) t 1 2":                        't',
+	} {
+		got, err := parseThreadState([]byte(in))
+		require.NoError(t, err, in)
+		assert.Equal(t, string(want), string(got), in)
+	}
+	for _, bad := range []string{"", "123 (x)", "123 x R"} {
+		_, err := parseThreadState([]byte(bad))
+		assert.Error(t, err, bad)
+	}
 }

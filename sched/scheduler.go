@@ -159,17 +159,18 @@ type Scheduler struct {
 	logger       *slog.Logger
 
 	// The watchdog of guest code (watchdog.go).
-	threads   atomic.Int32 // runner threads alive, spares included
-	blocked   atomic.Int64 // guest regions found holding their thread off the CPU
-	handovers atomic.Int64 // workers handed to a spare thread
-	spareHigh atomic.Int32 // most spare threads alive at once
-	starved   atomic.Int64 // readings of a worker waiting for its CPU
-	dogStop   chan struct{}
-	dogDone   chan struct{}
-	blockLog  *lograte.Limiter
-	stacks    sync.Map // call sites whose stack was logged
-	schedstat func(tid int32) (run, wait int64, err error)
-	goBacklog func() bool
+	threads     atomic.Int32 // runner threads alive, spares included
+	blocked     atomic.Int64 // guest regions found holding their thread off the CPU
+	handovers   atomic.Int64 // workers handed to a spare thread
+	spareHigh   atomic.Int32 // most spare threads alive at once
+	starved     atomic.Int64 // readings of a worker waiting for its CPU
+	dogStop     chan struct{}
+	dogDone     chan struct{}
+	blockLog    *lograte.Limiter
+	stacks      sync.Map // call sites whose stack was logged
+	schedstat   func(tid int32) (run, wait int64, err error)
+	threadState func(tid int32) (byte, error)
+	goBacklog   func() bool
 }
 
 // New returns a Scheduler for cfg. It validates the configuration and
@@ -214,7 +215,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.SpareIdle = time.Second
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger, pollInterval: int64(cfg.PollInterval),
-		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, goBacklog: goBacklog}
+		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog}
 	if s.set == nil {
 		s.set = lanes.NewSet()
 	}

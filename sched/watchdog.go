@@ -60,8 +60,12 @@ func goBacklog() bool {
 // waited to run for less than a tenth of that time sleeps: it is held off
 // the CPU (parked by Go, asleep in a system call, waiting for a lock), and
 // the worker goes on without it. A thread that only paused now and then
-// (a garbage collector's assist, a short lock) keeps its worker. A region that computes is left alone: it uses
-// the CPU the worker stands for; so is one the machine is too busy to run.
+// (a garbage collector's assist, a short lock) keeps its worker. A region
+// that computes is left alone: it uses the CPU the worker stands for; so
+// is one the machine is too busy to run, and one whose process is
+// throttled by its CPU quota (a container's CPU limit): such a thread
+// neither runs nor waits in a run queue, but its state is still runnable
+// (R), where a blocked one sleeps (S, D).
 func (w *Worker) inspect(now int64) {
 	s := w.s
 	r := w.owner.Load()
@@ -89,7 +93,7 @@ func (w *Worker) inspect(now int64) {
 	if age < limit {
 		return
 	}
-	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || s.goBacklog() {
+	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || s.goBacklog() || s.runnable(r.tid.Load()) {
 		r.sampleAt, r.sampleRun = now, run
 		return
 	}
@@ -155,6 +159,36 @@ func (w *Worker) takeSpare() *runner {
 	s.wg.Add(1)
 	go x.main(false, nil)
 	return x
+}
+
+// runnable reports whether thread tid of this process is running or ready
+// to run, as far as its state says: a thread its cgroup's CPU quota has
+// throttled is, and a blocked one is not. On error it says no.
+func (s *Scheduler) runnable(tid int32) bool {
+	st, err := s.threadState(tid)
+	return err == nil && st == 'R'
+}
+
+// threadState returns the state of thread tid of this process, the field
+// after the command's name in /proc/self/task/TID/stat: R running or
+// runnable, S sleeping, D in an uninterruptible wait, and so on.
+func threadState(tid int32) (byte, error) {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("sched: read thread stat: %w", err)
+	}
+	return parseThreadState(b)
+}
+
+// parseThreadState finds the state in a /proc/PID/stat line: the name is
+// in parentheses and may hold any byte, parentheses and spaces included,
+// so the state follows the last ") ".
+func parseThreadState(b []byte) (byte, error) {
+	i := bytes.LastIndex(b, []byte(") "))
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("sched: parse thread stat %q: no state", b)
+	}
+	return b[i+2], nil
 }
 
 // threadSchedstat returns how long thread tid of this process has run on a
