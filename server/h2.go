@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
+	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -233,13 +234,13 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch srv.adm.Decide(t) {
 	case admit.Rejected:
-		h2Reject(w, t)
+		h2Reject(w, r, t)
 		return
 	case admit.Queued:
 		select {
 		case ok := <-st.decided:
 			if !ok {
-				h2Reject(w, t)
+				h2Reject(w, r, t)
 				return
 			}
 		case <-r.Context().Done():
@@ -265,7 +266,7 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// caller's deadline: refused (queue-timeout).
 			srv.adm.Expire(t)
 		}
-		h2Reject(w, t)
+		h2Reject(w, r, t)
 		return
 	}
 	srv.adm.Done(t, admit.Outcome{Status: status, Err: err})
@@ -277,9 +278,18 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // h2Reject answers a stream with its rejection: the status, Retry-After,
 // Sluice-Not-Started and reason of an HTTP/1.1 rejection, on the stream;
-// the connection stays.
-func h2Reject(w http.ResponseWriter, t *admit.Ticket) {
+// the connection stays. A gRPC call gets it in gRPC's terms instead
+// (reject.Answer.SetGRPCHeader): a Trailers-Only response, which a gRPC
+// client reads as a status (UNAVAILABLE, RESOURCE_EXHAUSTED,
+// DEADLINE_EXCEEDED) with the retry pushback and the not-started marker as
+// metadata, where a 503 with a text body read as a protocol error.
+func h2Reject(w http.ResponseWriter, r *http.Request, t *admit.Ticket) {
 	a, extra := t.Answer()
+	if reject.IsGRPC(r) {
+		a.SetGRPCHeader(w.Header(), extra)
+		w.WriteHeader(http.StatusOK) // no body: x/net ends the stream with the headers
+		return
+	}
 	a.SetHeader(w.Header(), true, extra)
 	w.WriteHeader(a.Status)
 	_, _ = io.WriteString(w, a.Body)

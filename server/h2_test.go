@@ -23,6 +23,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
@@ -712,4 +714,91 @@ func TestH2OptionsStar(t *testing.T) {
 		assert.Equal(t, "0", resp.Header.Get("Content-Length"), resp.Proto)
 	}
 	assert.False(t, ran.Load(), "the handler never ran")
+}
+
+// grpcCall sends one gRPC call's request (a POST of application/grpc, with
+// an empty message) on a new h2c connection and reads the answer's frames
+// until the stream ends: the header fields of the first HEADERS frame,
+// whether that frame ended the stream (gRPC's Trailers-Only response), and
+// the DATA bytes.
+func grpcCall(t *testing.T, addr string) (fields map[string]string, trailersOnly bool, data int) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(nc, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(nc, nc)
+	require.NoError(t, fr.WriteSettings())
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/pkg.Service/Method"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}))
+	require.NoError(t, fr.WriteData(1, true, []byte{0, 0, 0, 0, 0})) // an empty message
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		require.NoError(t, err)
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				require.NoError(t, fr.WriteSettingsAck())
+			}
+		case *http2.MetaHeadersFrame:
+			if fields == nil {
+				fields = map[string]string{}
+				for _, hf := range f.Fields {
+					fields[hf.Name] = hf.Value
+				}
+				trailersOnly = f.StreamEnded()
+			}
+			if f.StreamEnded() {
+				return fields, trailersOnly, data
+			}
+		case *http2.DataFrame:
+			data += len(f.Data())
+			if f.StreamEnded() {
+				return fields, trailersOnly, data
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset: %v", f.ErrCode)
+		}
+	}
+}
+
+// TestH2GRPCRejection: a gRPC call that admission refuses is answered in
+// gRPC's terms, as a Trailers-Only response: status 200, application/grpc,
+// grpc-status by the refusal (UNAVAILABLE for an overload,
+// RESOURCE_EXHAUSTED for a quota, DEADLINE_EXCEEDED for a caller out of
+// time), the reason in grpc-message, Retry-After as grpc's retry pushback,
+// and the not-started marker for the client to read as metadata.
+func TestH2GRPCRejection(t *testing.T) {
+	for _, c := range []struct {
+		refusal  admit.Refusal
+		status   string
+		pushback string
+	}{
+		{admit.Refusal{Reason: "busy"}, "14", "1000"},
+		{admit.Refusal{Reason: "rate-limit", Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second}, "8", "3000"},
+		{admit.Refusal{Reason: "deadline", RetryAfter: -1}, "4", ""},
+	} {
+		t.Run(c.refusal.Reason, func(t *testing.T) {
+			r := c.refusal
+			_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Admission: admit.Config{Policies: []admit.Policy{&quotaPolicy{&r}}}})
+			fields, trailersOnly, data := grpcCall(t, addr)
+			assert.True(t, trailersOnly, "one HEADERS frame ends the stream")
+			assert.Zero(t, data)
+			assert.Equal(t, "200", fields[":status"])
+			assert.Equal(t, "application/grpc", fields["content-type"])
+			assert.Equal(t, c.status, fields["grpc-status"])
+			assert.Equal(t, "request not started: "+r.Reason, fields["grpc-message"])
+			assert.Equal(t, c.pushback, fields["grpc-retry-pushback-ms"])
+			assert.Equal(t, "1", fields["sluice-not-started"])
+			assert.Equal(t, r.Reason, fields["sluice-reject-reason"])
+		})
+	}
 }

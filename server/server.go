@@ -168,7 +168,10 @@ type Config struct {
 	// Each HTTP/2 stream goes through Admission as an HTTP/1.1 request
 	// does, and a rejected one is answered on its stream (503 or 429,
 	// Retry-After, Sluice-Not-Started: 1) while the connection's other
-	// streams go on. Its handler runs as a coroutine on a worker, in its
+	// streams go on; a rejected gRPC call (Content-Type application/grpc)
+	// gets a gRPC status instead, UNAVAILABLE, RESOURCE_EXHAUSTED or
+	// DEADLINE_EXCEEDED, with grpc-retry-pushback-ms from Retry-After
+	// (reject.Answer.SetGRPCHeader). Its handler runs as a coroutine on a worker, in its
 	// lane (Lanes); the connection itself is served by
 	// golang.org/x/net/http2 on goroutines, off the workers. The README's
 	// "net/http differences" and docs/design.md ("HTTP/2") say what
