@@ -19,6 +19,13 @@ import (
 // pipeline reads it (Config.Deadline).
 const TimeoutHeader = "Sluice-Timeout"
 
+// GRPCTimeoutHeader is gRPC's field for a call's deadline, in the format
+// TimeoutHeader borrows. With DeadlineOptions.Header unset, the pipeline
+// reads it on a request that has no TimeoutHeader. An adapter that picks
+// header fields (Attempt.Picked) does not pick it: gRPC's calls come over
+// HTTP/2, whose requests carry their whole header map (Attempt.Header).
+const GRPCTimeoutHeader = "Grpc-Timeout"
+
 // DeadlineOptions configures how a pipeline treats the time a request's
 // caller has left (TimeoutHeader). The zero value honours the field: a
 // request whose time has run out by the time it is decided is rejected
@@ -27,9 +34,11 @@ const TimeoutHeader = "Sluice-Timeout"
 // before the queue's own timeout. A request without the field is not
 // affected.
 type DeadlineOptions struct {
-	// Header is the field to read; empty means TimeoutHeader. Its value
-	// must have TimeoutHeader's format (grpc-timeout's, so "grpc-timeout"
-	// works too); a field that does not parse is ignored.
+	// Header is the field to read; empty means TimeoutHeader, or, on a
+	// request without it, gRPC's own grpc-timeout (GRPCTimeoutHeader: a
+	// gRPC call's deadline, which its clients send). Its value must have
+	// TimeoutHeader's format, grpc-timeout's; a field that does not parse
+	// is ignored.
 	Header string
 	// MinLeft is the least time a request must have left when it is
 	// decided to be worth starting: the server cannot know how long a
@@ -44,6 +53,7 @@ type DeadlineOptions struct {
 // deadlineRule is a pipeline's DeadlineOptions, settled.
 type deadlineRule struct {
 	key     string // canonical header key; empty when off
+	grpc    bool   // read GRPCTimeoutHeader when key is absent
 	minLeft int64
 }
 
@@ -55,7 +65,7 @@ func newDeadlineRule(o DeadlineOptions) deadlineRule {
 	if key == "" {
 		key = TimeoutHeader
 	}
-	return deadlineRule{key: http.CanonicalHeaderKey(key), minLeft: int64(max(o.MinLeft, 0))}
+	return deadlineRule{key: http.CanonicalHeaderKey(key), grpc: o.Header == "", minLeft: int64(max(o.MinLeft, 0))}
 }
 
 // refusedDeadline is the refusal of a request whose time has run out: no
@@ -72,6 +82,9 @@ func (p *Pipeline) deadlineRefusal(t *Ticket, now int64) *Refusal {
 		return nil
 	}
 	v := t.firstValue(p.deadline.key)
+	if v == "" && p.deadline.grpc {
+		v = t.firstValue(GRPCTimeoutHeader)
+	}
 	if v == "" {
 		return nil
 	}

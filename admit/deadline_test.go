@@ -142,3 +142,27 @@ func TestLoad(t *testing.T) {
 	n, _ = p.Load()
 	assert.Equal(t, 0, n)
 }
+
+// A gRPC call's own deadline (grpc-timeout) counts as the time left when
+// the request has no TimeoutHeader; TimeoutHeader wins when both are
+// there, and a Header of the operator's choice reads that field alone.
+func TestDeadlineReadsGRPCTimeout(t *testing.T) {
+	gate := newSwitch("g", true, &events{})
+	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{Clock: newClock(ms).now})
+	out := newReq("/pkg.Service/Method")
+	out.Header = http.Header{GRPCTimeoutHeader: {"0m"}}
+	require.Equal(t, Rejected, p.Decide(&out.Ticket))
+	a, _ := out.Answer()
+	assert.Equal(t, "deadline", a.Reason)
+
+	both := newReq("/pkg.Service/Method")
+	both.Header = http.Header{GRPCTimeoutHeader: {"0m"}, TimeoutHeader: {"200m"}}
+	require.Equal(t, Admitted, p.Decide(&both.Ticket), "TimeoutHeader wins")
+	p.Done(&both.Ticket, Outcome{Status: 200})
+
+	own := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineOptions{Header: "X-Left"}}, Host{Clock: newClock(ms).now})
+	r := newReq("/pkg.Service/Method")
+	r.Header = http.Header{GRPCTimeoutHeader: {"0m"}}
+	require.Equal(t, Admitted, own.Decide(&r.Ticket), "a Header of the operator's own is read alone")
+	own.Done(&r.Ticket, Outcome{Status: 200})
+}

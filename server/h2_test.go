@@ -721,7 +721,7 @@ func TestH2OptionsStar(t *testing.T) {
 // until the stream ends: the header fields of the first HEADERS frame,
 // whether that frame ended the stream (gRPC's Trailers-Only response), and
 // the DATA bytes.
-func grpcCall(t *testing.T, addr string) (fields map[string]string, trailersOnly bool, data int) {
+func grpcCall(t *testing.T, addr string, extra ...[2]string) (fields map[string]string, trailersOnly bool, data int) {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -733,8 +733,8 @@ func grpcCall(t *testing.T, addr string) (fields map[string]string, trailersOnly
 	require.NoError(t, fr.WriteSettings())
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/pkg.Service/Method"},
-		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+	for _, f := range append([][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/pkg.Service/Method"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}}, extra...) {
 		require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
 	}
 	require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}))
@@ -801,4 +801,11 @@ func TestH2GRPCRejection(t *testing.T) {
 			assert.Equal(t, r.Reason, fields["sluice-reject-reason"])
 		})
 	}
+	// A call whose grpc-timeout has run out is refused DEADLINE_EXCEEDED by
+	// the default configuration.
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	fields, trailersOnly, _ := grpcCall(t, addr, [2]string{"grpc-timeout", "0m"})
+	assert.True(t, trailersOnly)
+	assert.Equal(t, "4", fields["grpc-status"])
+	assert.Equal(t, "request not started: deadline", fields["grpc-message"])
 }
