@@ -433,3 +433,35 @@ func TestParseThreadState(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// Guest code that said its blocking is by design (Quiet) is handed over
+// when it blocks, as any, but not counted as blocked nor logged; the next
+// guest, which did not say so, is.
+func TestQuietGuestIsHandedOverUnlogged(t *testing.T) {
+	var logged syncbuf.Buffer
+	s := startRescue(t, Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
+	w := s.Worker(0)
+	run := func(quiet bool) {
+		gate := make(chan struct{})
+		done := make(chan struct{})
+		require.NoError(t, w.Submit(lanes.Upstream, func() {
+			w.Guest(label("GET /events"), func() {
+				if quiet {
+					w.Quiet()
+				}
+				<-gate // waits between two events
+			})
+			close(done)
+		}))
+		before := s.Snapshot().Handovers
+		require.Eventually(t, func() bool { return s.Snapshot().Handovers > before }, waitFor, time.Millisecond)
+		close(gate)
+		<-done
+	}
+	run(true)
+	assert.Zero(t, s.Snapshot().Blocked)
+	assert.NotContains(t, logged.String(), "blocked")
+	run(false)
+	assert.Equal(t, int64(1), s.Snapshot().Blocked)
+	assert.Contains(t, logged.String(), "blocked")
+}

@@ -75,6 +75,9 @@ type runner struct {
 	guestStart atomic.Int64
 	flagged    atomic.Uint64 // guestSeq of a region the watchdog found off the CPU
 	goid       atomic.Int64  // the guest goroutine's ID, with Config.BlockedStacks
+	// quietG is the guest goroutine that said its blocking is by design
+	// (Quiet): its hand-overs are neither counted as blocks nor logged.
+	quietG atomic.Uintptr
 
 	// The watchdog's own.
 	sampleSeq uint64
@@ -390,6 +393,22 @@ func (w *Worker) Release() {
 	w.handOver(r)
 }
 
+// Quiet, called from guest code (see Guest), says that the code blocks by
+// design from now on until it returns: a response that streams events and
+// waits between them (server-sent events, a long poll). The watchdog still
+// hands the worker over whenever the code holds its thread off the CPU for
+// BlockedAfter, but neither counts it in Snapshot.Blocked nor logs it: a
+// warning to wrap the call in Await would be noise there. It does nothing
+// outside guest code; it is local to w.
+func (w *Worker) Quiet() {
+	r := w.owner.Load()
+	g := getg()
+	if r == nil || r.curG.Load() != g {
+		return
+	}
+	r.quietG.Store(g)
+}
+
 // Guest runs fn as guest code: code that may block the worker's thread
 // without releasing it, such as a request handler that calls an SDK
 // without Await. While fn runs, the watchdog checks the thread; if fn holds
@@ -424,8 +443,11 @@ func (w *Worker) endGuest(r *runner, what fmt.Stringer, seq uint64, start int64)
 	if !r.state.CompareAndSwap(rGuest, rCore) {
 		w.rejoin(r)
 	}
+	quiet := r.quietG.CompareAndSwap(getg(), 0)
 	if f := r.flagged.Load(); f != 0 && f >= seq {
 		r.flagged.Store(0)
-		w.reportBlocked(what, time.Duration(w.s.clock()-start))
+		if !quiet {
+			w.reportBlocked(what, time.Duration(w.s.clock()-start))
+		}
 	}
 }

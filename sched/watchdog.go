@@ -97,7 +97,7 @@ func (w *Worker) inspect(now int64) {
 		r.sampleAt, r.sampleRun = now, run
 		return
 	}
-	if r.flagged.Swap(seq) != seq {
+	if r.flagged.Swap(seq) != seq && r.quietG.Load() != r.curG.Load() {
 		s.blocked.Add(1)
 		if s.cfg.BlockedStacks {
 			w.logStack(r)

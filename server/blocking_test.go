@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -153,4 +154,30 @@ func TestWriteFromAGoroutineWhileTheWorkerServesOthers(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	assert.GreaterOrEqual(t, rt.Snapshot().Handovers, int64(1))
+}
+
+// A server-sent-events handler in the common form (write an event, Flush,
+// wait for the next) blocks its thread between events: the worker is
+// handed over each time, but, the response being a stream, that is not
+// counted or logged as a forgotten Await.
+func TestStreamingHandlerWaitsUnlogged(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			http.NewResponseController(w).Flush()
+			time.Sleep(30 * time.Millisecond) // the next event's wait
+		}
+	})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	resp, err := http.Get("http://" + addr + "/events")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "data: 0\n\ndata: 1\n\ndata: 2\n\n", string(b))
+	snap := rt.Snapshot()
+	assert.GreaterOrEqual(t, snap.Handovers, int64(1), "the worker went on while the stream waited")
+	assert.Zero(t, snap.Blocked, "a stream's waits are not forgotten Awaits")
 }

@@ -254,10 +254,17 @@ func (w *ResponseWriter) WriteString(s string) (int, error) {
 func (w *ResponseWriter) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush, returning the error of the write; after Hijack,
-// http.ErrHijacked (where net/http's panics).
+// http.ErrHijacked (where net/http's panics). A handler that flushes
+// streams its response (server-sent events, a long poll) and commonly
+// waits between its writes: from its first Flush on, its worker is still
+// handed to a spare thread whenever it blocks, but that is no longer
+// logged as a handler that forgot sched.Await (sched.Worker.Quiet).
 func (w *ResponseWriter) FlushError() error {
 	if w.returned.Load() {
 		return errWriterDone
+	}
+	if c := w.c; c.w != nil && !w.foreign() {
+		c.w.Quiet()
 	}
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
