@@ -465,3 +465,23 @@ func TestQuietGuestIsHandedOverUnlogged(t *testing.T) {
 	assert.Equal(t, int64(1), s.Snapshot().Blocked)
 	assert.Contains(t, logged.String(), "blocked")
 }
+
+// With no guest code on any worker, the watchdog sleeps (no wake-ups on an
+// idle server); guest code that then blocks wakes it, and is handed over
+// as before.
+func TestWatchdogSleepsWhileIdle(t *testing.T) {
+	s := startRescue(t, Config{Logger: slog.New(slog.DiscardHandler)}, offCPU)
+	require.Eventually(t, s.dogAsleep.Load, waitFor, time.Millisecond, "idle: the watchdog sleeps")
+	w := s.Worker(0)
+	gate := make(chan struct{})
+	done := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(label("GET /plain"), func() { <-gate })
+		close(done)
+	}))
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, time.Millisecond,
+		"a guest that blocks wakes it")
+	close(gate)
+	<-done
+	require.Eventually(t, s.dogAsleep.Load, waitFor, time.Millisecond, "and it sleeps again")
+}

@@ -326,6 +326,7 @@ func (w *Worker) leave(e Entry) {
 	r := w.owner.Load()
 	if Entry(r.guestSeq.Load()) == e && r.curG.Load() == getg() {
 		r.state.Store(rGuest)
+		w.s.guestBegins()
 		return
 	}
 	r.beGuest(w.now)
@@ -343,6 +344,7 @@ func (r *runner) beGuest(start int64) uint64 {
 	r.guestStart.Store(start)
 	seq := r.guestSeq.Add(1)
 	r.state.Store(rGuest)
+	r.w.s.guestBegins()
 	return seq
 }
 

@@ -166,6 +166,8 @@ type Scheduler struct {
 	starved     atomic.Int64 // readings of a worker waiting for its CPU
 	dogStop     chan struct{}
 	dogDone     chan struct{}
+	dogWake     chan struct{} // wakes a sleeping watchdog (guestBegins)
+	dogAsleep   atomic.Bool
 	blockLog    *lograte.Limiter
 	stacks      sync.Map // call sites whose stack was logged
 	schedstat   func(tid int32) (run, wait int64, err error)
@@ -351,7 +353,7 @@ func (s *Scheduler) Start() error {
 		return first
 	}
 	if s.cfg.BlockedAfter > 0 {
-		s.dogStop, s.dogDone = make(chan struct{}), make(chan struct{})
+		s.dogStop, s.dogDone, s.dogWake = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 		go s.watchdog()
 	}
 	return nil

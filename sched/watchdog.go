@@ -18,12 +18,16 @@ const blockedBurst = 5
 // watchdog looks at every worker each BlockedAfter/2 and hands a worker
 // whose guest code holds its thread off the CPU to a spare thread. Go's
 // sysmon does the same for a P whose thread is stuck in a system call.
+// When no worker has run guest code for dogSleepAfter, it sleeps until
+// one does (guestBegins wakes it): an idle server's watchdog costs no
+// wake-ups, where it ticked 500 times a second.
 func (s *Scheduler) watchdog() {
 	defer close(s.dogDone)
 	period := s.cfg.BlockedAfter / 2
 	t := time.NewTicker(period)
 	defer t.Stop()
 	ticks, every := 0, max(1, int(starvedEvery/period))
+	quiet, sleepAfter := 0, max(1, int(dogSleepAfter/period))
 	for {
 		select {
 		case <-s.dogStop:
@@ -32,11 +36,69 @@ func (s *Scheduler) watchdog() {
 		}
 		now := s.clock()
 		ticks++
+		active := false
 		for _, w := range s.workers {
-			w.inspect(now)
+			if w.inspect(now) {
+				active = true
+			}
 			if ticks%every == 0 {
 				w.checkStarved(now)
 			}
+		}
+		if active {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet < sleepAfter {
+			continue
+		}
+		quiet = 0
+		t.Stop()
+		if !s.sleepUntilGuest() {
+			return
+		}
+		t.Reset(period)
+	}
+}
+
+// dogSleepAfter is how long the watchdog goes on ticking with no guest
+// code on any worker before it sleeps.
+const dogSleepAfter = 100 * time.Millisecond
+
+// sleepUntilGuest waits until a worker runs guest code, and returns false
+// when the scheduler stops first. It marks the watchdog asleep before it
+// looks at the workers a last time, and guestBegins marks a guest region
+// before it looks at the mark (both sequentially consistent atomics), so
+// a region that begins meanwhile is seen by one side or the other.
+func (s *Scheduler) sleepUntilGuest() bool {
+	s.dogAsleep.Store(true)
+	defer func() {
+		s.dogAsleep.Store(false)
+		select {
+		case <-s.dogWake: // a wake that came as it woke anyway
+		default:
+		}
+	}()
+	for _, w := range s.workers {
+		if r := w.owner.Load(); r != nil && r.state.Load() == rGuest {
+			return true
+		}
+	}
+	select {
+	case <-s.dogStop:
+		return false
+	case <-s.dogWake:
+		return true
+	}
+}
+
+// guestBegins wakes the watchdog if it sleeps: a runner has just marked
+// guest code (rGuest).
+func (s *Scheduler) guestBegins() {
+	if s.dogAsleep.Load() {
+		select {
+		case s.dogWake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -65,37 +127,38 @@ func goBacklog() bool {
 // is one the machine is too busy to run, and one whose process is
 // throttled by its CPU quota (a container's CPU limit): such a thread
 // neither runs nor waits in a run queue, but its state is still runnable
-// (R), where a blocked one sleeps (S, D).
-func (w *Worker) inspect(now int64) {
+// (R), where a blocked one sleeps (S, D). It reports whether the owner runs
+// guest code.
+func (w *Worker) inspect(now int64) bool {
 	s := w.s
 	r := w.owner.Load()
 	if r == nil || r.state.Load() != rGuest {
-		return
+		return false
 	}
 	seq := r.guestSeq.Load()
 	age := now - r.guestStart.Load()
 	limit := int64(s.cfg.BlockedAfter)
 	if age < limit/2 {
-		return
+		return true
 	}
 	// Time run and time waiting to run: a thread that a busy machine
 	// keeps off the CPU is not blocked (a spare would wait for the same
 	// CPU); only one that sleeps is.
 	ran, waited, err := s.schedstat(r.tid.Load())
 	if err != nil {
-		return
+		return true
 	}
 	run := ran + waited
 	if r.sampleSeq != seq {
 		r.sampleSeq, r.sampleAt, r.sampleRun = seq, now, run
-		return
+		return true
 	}
 	if age < limit {
-		return
+		return true
 	}
 	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || s.goBacklog() || s.runnable(r.tid.Load()) {
 		r.sampleAt, r.sampleRun = now, run
-		return
+		return true
 	}
 	if r.flagged.Swap(seq) != seq && r.quietG.Load() != r.curG.Load() {
 		s.blocked.Add(1)
@@ -104,6 +167,7 @@ func (w *Worker) inspect(now int64) {
 		}
 	}
 	w.handOver(r)
+	return true
 }
 
 // handOver gives the worker that runner r owns, and whose guest code
