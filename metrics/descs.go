@@ -44,6 +44,7 @@ type descs struct {
 	workers, busy, workerBusy, workerCPUWait          *prometheus.Desc
 	laneQueued, laneTasks, laneWait, laneRun          *prometheus.Desc
 	blocked, handovers, spares, starved, droppedTasks *prometheus.Desc
+	throttledPeriods, throttledTime                   *prometheus.Desc
 
 	// Tenants.
 	tenantRequests, tenantAdmitted, tenantRejected, tenantDropped *prometheus.Desc
@@ -106,6 +107,8 @@ func newDescs() *descs {
 	d.spares = n("executor_spare_threads", "Spare threads alive now, beyond one per worker.", e)
 	d.starved = n("executor_starved_total", "Readings (about one a second per worker) in which a worker's thread waited for its CPU more than a quarter of the time.", e)
 	d.droppedTasks = n("executor_dropped_tasks_total", "Tasks discarded when the executor stopped.", e)
+	d.throttledPeriods = n("executor_throttled_periods_total", "Periods of the CPU quota (a container's CPU limit) in which the process's cgroup was throttled; 0 without a quota.", e)
+	d.throttledTime = n("executor_throttled_seconds_total", "Time the CPU quota (a container's CPU limit) held the tasks of the process's cgroup off the CPU; 0 without a quota. The watchdog counts no throttled thread as blocked.", e)
 
 	d.tenantRequests = n("tenant_requests_total", "Requests of each tenant that reached the tenant policy (admitted + rejected + dropped), counted at each control period.", s, "tenant")
 	d.tenantAdmitted = n("tenant_admitted_total", "Requests of each tenant that started and ended.", s, "tenant")

@@ -201,6 +201,8 @@ func (l *executorLive) collect(d *descs, ch chan<- prometheus.Metric) {
 	gauge(ch, d.spares, float64(s.Spares), name)
 	counter(ch, d.starved, float64(s.Starved), name)
 	counter(ch, d.droppedTasks, float64(s.Dropped), name)
+	counter(ch, d.throttledPeriods, float64(s.Throttled.Periods), name)
+	counter(ch, d.throttledTime, s.Throttled.Time.Seconds(), name)
 }
 
 // seconds converts nanoseconds to seconds.

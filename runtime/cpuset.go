@@ -1,17 +1,14 @@
 package runtime
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 
-	"github.com/sluice-go/sluice/internal/mountinfo"
+	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
 // exclusiveCPUs reports whether the CPUs of this process's cpuset are its
@@ -43,13 +40,15 @@ func exclusiveCPUs(root string) (bool, string) {
 	if err != nil {
 		return false, fmt.Sprintf("no cgroup information (%v)", err)
 	}
-	v1Path, v2Path, hasV1, hasV2 := cpusetCgroup(cg)
+	paths := cgroup.ParsePaths(cg)
+	v1Path, hasV1 := paths.V1["cpuset"]
+	v2Path, hasV2 := paths.V2, paths.HasV2
 	mounts, err := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
 	if err != nil {
 		return false, fmt.Sprintf("no mount information (%v)", err)
 	}
 	if hasV1 {
-		dir, ok := cgroupDir(mounts, "cgroup", "cpuset", v1Path)
+		dir, ok := cgroup.Dir(mounts, "cgroup", "cpuset", v1Path)
 		if !ok {
 			return false, fmt.Sprintf("cgroup v1 cpuset %s: hierarchy not mounted here", v1Path)
 		}
@@ -69,7 +68,7 @@ func exclusiveCPUs(root string) (bool, string) {
 	if !hasV2 {
 		return false, "no cpuset cgroup in /proc/self/cgroup"
 	}
-	dir, ok := cgroupDir(mounts, "cgroup2", "", v2Path)
+	dir, ok := cgroup.Dir(mounts, "cgroup2", "", v2Path)
 	if !ok {
 		return false, fmt.Sprintf("cgroup v2 %s: hierarchy not mounted here", v2Path)
 	}
@@ -93,67 +92,4 @@ func readValue(name string) (string, error) {
 		return "", fmt.Errorf("read %s: %w", name, err)
 	}
 	return string(bytes.TrimSpace(b)), nil
-}
-
-// cpusetCgroup reads /proc/self/cgroup ("ID:controllers:path" lines) and
-// returns the path of the v1 hierarchy that has the cpuset controller, if
-// any, and the path of the v2 hierarchy ("0::path"), if any.
-func cpusetCgroup(b []byte) (v1, v2 string, hasV1, hasV2 bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		id, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		ctrls, p, ok := strings.Cut(rest, ":")
-		if !ok || !strings.HasPrefix(p, "/") {
-			continue
-		}
-		if id == "0" && ctrls == "" {
-			v2, hasV2 = p, true
-			continue
-		}
-		for _, c := range strings.Split(ctrls, ",") {
-			if c == "cpuset" {
-				v1, hasV1 = p, true
-			}
-		}
-	}
-	return v1, v2, hasV1, hasV2
-}
-
-// cgroupDir finds, in /proc/self/mountinfo, the mount of a cgroup
-// hierarchy (fstype "cgroup" with the super option opt, or "cgroup2") whose
-// root holds cgroup path p, and returns p's directory under that mount.
-// Of several such mounts (bind mounts) the one with the longest root wins.
-func cgroupDir(info []byte, fstype, opt, p string) (string, bool) {
-	best, bestRoot := "", ""
-	found := false
-	for _, m := range mountinfo.Parse(info) {
-		if m.FSType != fstype || (opt != "" && !m.HasOption(opt)) {
-			continue
-		}
-		root, point := m.Root, m.Point
-		rel, ok := under(root, p)
-		if !ok || (found && len(root) <= len(bestRoot)) {
-			continue
-		}
-		best, bestRoot, found = path.Join(point, rel), root, true
-	}
-	return best, found
-}
-
-// under returns p relative to root when p is root or below it.
-func under(root, p string) (string, bool) {
-	root, p = path.Clean(root), path.Clean(p)
-	if root == "/" {
-		return p, true
-	}
-	if p == root {
-		return "/", true
-	}
-	if rest, ok := strings.CutPrefix(p, root+"/"); ok {
-		return "/" + rest, true
-	}
-	return "", false
 }

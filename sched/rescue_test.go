@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -484,4 +486,17 @@ func TestWatchdogSleepsWhileIdle(t *testing.T) {
 	close(gate)
 	<-done
 	require.Eventually(t, s.dogAsleep.Load, waitFor, time.Millisecond, "and it sleeps again")
+}
+
+// The snapshot reads what the CPU quota of the process's cgroup did from
+// its cpu.stat.
+func TestSnapshotThrottled(t *testing.T) {
+	s := startRescue(t, Config{}, offCPU)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("nr_periods 211\nnr_throttled 79\nthrottled_time 3465525775\n"), 0o644))
+	s.cpuDir = dir
+	assert.Equal(t, int64(79), s.Snapshot().Throttled.Periods)
+	assert.Equal(t, 3465525775*time.Nanosecond, s.Snapshot().Throttled.Time)
+	s.cpuDir = ""
+	assert.Zero(t, s.Snapshot().Throttled)
 }

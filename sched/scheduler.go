@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/cgroup"
 	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/internal/monotime"
 	"github.com/sluice-go/sluice/lanes"
@@ -168,6 +169,7 @@ type Scheduler struct {
 	dogDone     chan struct{}
 	dogWake     chan struct{} // wakes a sleeping watchdog (guestBegins)
 	dogAsleep   atomic.Bool
+	cpuDir      string // the cgroup directory of the cpu controller, "" when unknown
 	blockLog    *lograte.Limiter
 	stacks      sync.Map // call sites whose stack was logged
 	schedstat   func(tid int32) (run, wait int64, err error)
@@ -218,6 +220,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger, pollInterval: int64(cfg.PollInterval),
 		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog}
+	if dir, err := cgroup.CPUDir("/"); err == nil {
+		s.cpuDir = dir
+	}
 	if s.set == nil {
 		s.set = lanes.NewSet()
 	}

@@ -1,6 +1,9 @@
 package sched
 
-import "github.com/sluice-go/sluice/lanes"
+import (
+	"github.com/sluice-go/sluice/internal/cgroup"
+	"github.com/sluice-go/sluice/lanes"
+)
 
 // LaneStats are the counters of one lane, on one worker or summed.
 type LaneStats struct {
@@ -71,6 +74,13 @@ type Snapshot struct {
 	// Starved counts the readings (about one a second per worker) in which
 	// a worker's thread waited for its CPU more than a quarter of the time.
 	Starved int64
+	// Throttled is what the CPU quota of the process's cgroup (a
+	// container's CPU limit) did since the cgroup was made: the periods in
+	// which it was throttled, and the time its tasks, this process's and
+	// any other's in the cgroup, were held off the CPU for it. Zero
+	// without a quota, or where the cgroup cannot be read. The watchdog
+	// counts no throttled thread as blocked.
+	Throttled cgroup.Throttling
 }
 
 // Snapshot reads every counter. It is safe from any goroutine and does not
@@ -82,6 +92,11 @@ func (s *Scheduler) Snapshot() Snapshot {
 		Spares:     max(0, int(s.threads.Load())-len(s.workers)),
 		SparesPeak: int(s.spareHigh.Load()),
 		Starved:    s.starved.Load(),
+	}
+	if s.cpuDir != "" {
+		if t, err := cgroup.ReadThrottling(s.cpuDir); err == nil {
+			snap.Throttled = t
+		}
 	}
 	for i := 0; i < n; i++ {
 		snap.Lanes[i].Name = s.set.Name(lanes.ID(i))
