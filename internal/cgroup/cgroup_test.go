@@ -55,4 +55,3 @@ func TestCPUDir(t *testing.T) {
 	_, err = CPUDir(root)
 	assert.Error(t, err)
 }
-
