@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -129,10 +130,28 @@ func dial(ctx context.Context, env Env, withTLS bool) (net.Conn, error) {
 // ended), and another is dialled in its place after a short pause, until
 // ctx ends. It returns once every connection is closed.
 func holdOpen(ctx context.Context, env Env, n int, hold func(ctx context.Context, nc net.Conn)) {
-	done := make(chan struct{})
+	_ = connLoop(ctx, env, n, 10*time.Millisecond, func(ctx context.Context, nc net.Conn) error {
+		hold(ctx, nc)
+		return nil
+	})
+}
+
+// flood runs n goroutines, each calling send with a new connection until
+// ctx ends, and returns the first error send found.
+func flood(ctx context.Context, env Env, n int, send func(ctx context.Context, nc net.Conn) error) error {
+	return connLoop(ctx, env, n, 0, send)
+}
+
+// connLoop runs n goroutines, each dialling a plain connection, calling fn
+// with it, closing it (ctx's end closes it too) and pausing for pause, over
+// and over until ctx ends; it returns the first error fn returned before
+// that.
+func connLoop(ctx context.Context, env Env, n int, pause time.Duration, fn func(ctx context.Context, nc net.Conn) error) error {
+	var mu sync.Mutex
+	var found error
+	var wg sync.WaitGroup
 	for range n {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				nc, err := dial(ctx, env, false)
 				if err != nil {
@@ -140,16 +159,24 @@ func holdOpen(ctx context.Context, env Env, n int, hold func(ctx context.Context
 					continue
 				}
 				stop := context.AfterFunc(ctx, func() { nc.Close() })
-				hold(ctx, nc)
+				err = fn(ctx, nc)
 				stop()
 				nc.Close()
-				sleep(ctx, 10*time.Millisecond)
+				if err != nil && ctx.Err() == nil {
+					mu.Lock()
+					if found == nil {
+						found = err
+					}
+					mu.Unlock()
+				}
+				if pause > 0 {
+					sleep(ctx, pause)
+				}
 			}
-		}()
+		})
 	}
-	for range n {
-		<-done
-	}
+	wg.Wait()
+	return found
 }
 
 // sleep waits for d or the end of ctx.

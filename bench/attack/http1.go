@@ -10,41 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
-
-// flood runs n goroutines, each calling send with a new connection until
-// ctx ends, and returns the first error send found.
-func flood(ctx context.Context, env Env, n int, send func(ctx context.Context, nc net.Conn) error) error {
-	var mu sync.Mutex
-	var found error
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				nc, err := dial(ctx, env, false)
-				if err != nil {
-					sleep(ctx, 50*time.Millisecond)
-					continue
-				}
-				stop := context.AfterFunc(ctx, func() { nc.Close() })
-				err = send(ctx, nc)
-				stop()
-				nc.Close()
-				if err != nil && ctx.Err() == nil {
-					mu.Lock()
-					if found == nil {
-						found = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return found
-}
 
 // readAnswer reads one response from nc within d, or returns nil (the
 // target closed the connection, or took longer).
