@@ -237,6 +237,7 @@ func (ws *workerState) takeHandshake(c *conn) bool {
 	if ws.nHandshakes >= per {
 		if old := ws.handshakes.tail; old != nil {
 			ws.release(old)
+			ws.tidy(old.hsPeer)
 			old.evicted = true
 			c.srv.tlsc.evicted.Add(1)
 			old.close() // its coroutine wakes, and fails with ErrClosed
@@ -275,9 +276,7 @@ func (ws *workerState) endHandshake(c *conn) {
 	p := ws.hsPeers[c.hsPeer]
 	next := p.waiting.tail
 	if next == nil {
-		if p.held == 0 {
-			delete(ws.hsPeers, c.hsPeer)
-		}
+		ws.tidy(c.hsPeer)
 		return
 	}
 	p.waiting.remove(next)
@@ -316,10 +315,15 @@ func (ws *workerState) unwait(c *conn) {
 		return
 	}
 	c.waitingPlace = false
-	p := ws.hsPeers[c.hsPeer]
-	p.waiting.remove(c)
-	if p.held == 0 && p.waiting.head == nil {
-		delete(ws.hsPeers, c.hsPeer)
+	ws.hsPeers[c.hsPeer].waiting.remove(c)
+	ws.tidy(c.hsPeer)
+}
+
+// tidy forgets an address that holds no place and has no connection
+// waiting for one, so that the map holds only the addresses in play.
+func (ws *workerState) tidy(peer netip.Addr) {
+	if p := ws.hsPeers[peer]; p != nil && p.held == 0 && p.waiting.head == nil {
+		delete(ws.hsPeers, peer)
 	}
 }
 

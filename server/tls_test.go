@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
+	"github.com/sluice-go/sluice/lanes"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -690,4 +691,22 @@ func TestHelloComplete(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, helloComplete(c.b), "%q", c.b)
 	}
+}
+
+// The worker's map of client addresses holds only those with a place or a
+// hello waiting: an address whose handshake ended, or was evicted, leaves
+// it.
+func TestTLSHandshakePeersForgotten(t *testing.T) {
+	scfg, ccfg := testTLS(t)
+	rt := schedtest.Runtime(t, 1)
+	srv, addr := serveNativeOn(t, rt, HTTPHandler(http.HandlerFunc(echoPath)),
+		Config{TLS: scfg, MaxHandshakes: 1, Logger: slog.New(slog.DiscardHandler)})
+	stallAfterHello(t, addr, "127.0.0.2")
+	require.Eventually(t, func() bool { return srv.TLSStats().InProgress == 1 }, 10*time.Second, 5*time.Millisecond)
+	_, body := getBody(t, tlsClient(t, ccfg), "https://"+addr+"/x") // evicts 127.0.0.2's
+	assert.Equal(t, "GET /x", body)
+	peers := make(chan int, 1)
+	require.NoError(t, rt.Scheduler.Worker(0).Submit(lanes.Continuation, func() { peers <- len(srv.ws[0].hsPeers) }))
+	assert.Zero(t, <-peers)
+	assert.Equal(t, uint64(1), srv.TLSStats().Evicted)
 }
