@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
 // Defaults for the zero values of MemoryOptions.
@@ -141,12 +142,14 @@ func (m *Memory) locate() {
 	if err != nil {
 		return
 	}
-	p2, p1 := cgroupPaths(cg)
+	paths := cgroup.ParsePaths(cg)
+	p2, p1 := paths.V2, paths.V1["memory"]
 	mi, _ := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
-	m2, m1 := cgroupMounts(mi)
+	m2, ok2 := cgroup.FirstMount(mi, "cgroup2", "")
+	m1, ok1 := cgroup.FirstMount(mi, "cgroup", "memory")
 	if p2 != "" {
-		if m2.point == "" {
-			m2 = mount{root: "/", point: "/sys/fs/cgroup"}
+		if !ok2 {
+			m2 = cgroup.Mount{Root: "/", Point: "/sys/fs/cgroup"}
 		}
 		levels := cgroupLevels(root, m2, p2)
 		if _, err := os.Stat(filepath.Join(levels[0], "memory.current")); err == nil {
@@ -155,8 +158,8 @@ func (m *Memory) locate() {
 		}
 	}
 	if p1 != "" {
-		if m1.point == "" {
-			m1 = mount{root: "/", point: "/sys/fs/cgroup/memory"}
+		if !ok1 {
+			m1 = cgroup.Mount{Root: "/", Point: "/sys/fs/cgroup/memory"}
 		}
 		levels := cgroupLevels(root, m1, p1)
 		if _, err := os.Stat(filepath.Join(levels[0], "memory.usage_in_bytes")); err == nil {

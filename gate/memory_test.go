@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
 // writeTree writes files (path relative to root: content) under root.
@@ -229,6 +231,7 @@ func TestMemoryThisMachine(t *testing.T) {
 }
 
 func TestMountinfoEscapes(t *testing.T) {
-	v2, _ := cgroupMounts([]byte(`40 30 0:37 / /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw` + "\n"))
-	assert.Equal(t, "/sys/fs/cgroup x", v2.point)
+	v2, ok := cgroup.FirstMount([]byte(`40 30 0:37 / /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw`+"\n"), "cgroup2", "")
+	require.True(t, ok)
+	assert.Equal(t, "/sys/fs/cgroup x", v2.Point)
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/mountinfo"
+	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
 // Manual, as a refresh interval, starts no background refresher: the gate
@@ -111,56 +111,15 @@ func field(b []byte, key string) (int64, bool) {
 	return 0, false
 }
 
-// cgroupPaths parses /proc/self/cgroup: the cgroup v2 path (the "0::" line)
-// and the v1 path of the memory controller.
-func cgroupPaths(b []byte) (v2, v1mem string) {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2 = parts[2]
-			continue
-		}
-		for c := range strings.SplitSeq(parts[1], ",") {
-			if c == "memory" {
-				v1mem = parts[2]
-			}
-		}
-	}
-	return v2, v1mem
-}
-
-// mount is a cgroup file system's mount: the cgroup at its root and where it
-// is mounted.
-type mount struct {
-	root, point string
-}
-
-// cgroupMounts finds, in /proc/self/mountinfo, the cgroup2 mount and the
-// v1 mount that carries the memory controller.
-func cgroupMounts(b []byte) (v2, v1mem mount) {
-	for _, m := range mountinfo.Parse(b) {
-		switch {
-		case m.FSType == "cgroup2" && v2.point == "":
-			v2 = mount{root: m.Root, point: m.Point}
-		case m.FSType == "cgroup" && v1mem.point == "" && m.HasOption("memory"):
-			v1mem = mount{root: m.Root, point: m.Point}
-		}
-	}
-	return v2, v1mem
-}
-
 // cgroupLevels returns the directories of the cgroup at path and of its
 // ancestors up to the mount's root, leaf first, under the file system root.
 // If the cgroup's own directory is not visible (a container that shows the
 // host's path but mounts only its own subtree), it starts at the mount point.
-func cgroupLevels(fsRoot string, m mount, path string) []string {
-	point := filepath.Join(fsRoot, m.point)
+func cgroupLevels(fsRoot string, m cgroup.Mount, path string) []string {
+	point := filepath.Join(fsRoot, m.Point)
 	rel := path
-	if m.root != "/" && m.root != "" {
-		r, ok := strings.CutPrefix(path, m.root)
+	if m.Root != "/" && m.Root != "" {
+		r, ok := strings.CutPrefix(path, m.Root)
 		if ok && (r == "" || r[0] == '/') {
 			rel = r
 		}

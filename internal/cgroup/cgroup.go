@@ -1,7 +1,7 @@
 // Package cgroup finds this process's cgroups and reads what the runtime
-// needs of them: the cpuset (runtime: whether its CPUs are its own) and the
+// needs of them: the cpuset (runtime: whether its CPUs are its own), the
 // CPU controller's throttling (sched: how long a CPU quota held the
-// process). It reads cgroup v1 and v2, under a root directory ("/" on a
+// process) and where the memory controller is (gate's memory gate). It reads cgroup v1 and v2, under a root directory ("/" on a
 // live system; a test passes a directory laid out the same way).
 package cgroup
 
@@ -74,6 +74,24 @@ func Dir(info []byte, fstype, opt, p string) (string, bool) {
 		best, bestRoot, found = path.Join(m.Point, rel), m.Root, true
 	}
 	return best, found
+}
+
+// Mount is a cgroup file system's mount: the cgroup at its root and where
+// it is mounted.
+type Mount struct {
+	Root, Point string
+}
+
+// FirstMount finds, in /proc/self/mountinfo's content, the first mount of
+// a cgroup hierarchy of fstype ("cgroup" with the super option opt, or
+// "cgroup2" with opt empty).
+func FirstMount(info []byte, fstype, opt string) (Mount, bool) {
+	for _, m := range mountinfo.Parse(info) {
+		if m.FSType == fstype && (opt == "" || m.HasOption(opt)) {
+			return Mount{Root: m.Root, Point: m.Point}, true
+		}
+	}
+	return Mount{}, false
 }
 
 // under returns p relative to root when p is root or below it.

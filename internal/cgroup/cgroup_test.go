@@ -55,3 +55,17 @@ func TestCPUDir(t *testing.T) {
 	_, err = CPUDir(root)
 	assert.Error(t, err)
 }
+
+func TestFirstMount(t *testing.T) {
+	info := []byte("30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct\n" +
+		"31 25 0:27 /pod /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+		"32 25 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+	m, ok := FirstMount(info, "cgroup", "memory")
+	require.True(t, ok)
+	assert.Equal(t, Mount{Root: "/pod", Point: "/sys/fs/cgroup/memory"}, m)
+	m, ok = FirstMount(info, "cgroup2", "")
+	require.True(t, ok)
+	assert.Equal(t, "/sys/fs/cgroup/unified", m.Point)
+	_, ok = FirstMount(info, "cgroup", "pids")
+	assert.False(t, ok)
+}
