@@ -982,11 +982,15 @@ func (c *conn) linger() {
 }
 
 // discard reads and drops input of a lingering connection, closing it at
-// the end of the stream.
+// the end of the stream. It reads into the worker's sink, 64 KiB at a
+// time: a client that goes on sending a body refused at its limit (413)
+// costs a read per 64 KiB of it.
 func (c *conn) discard() {
-	var scratch [512]byte
+	if c.ws.sink == nil {
+		c.ws.sink = make([]byte, sinkSize)
+	}
 	for range 8 {
-		_, err := c.nc.Read(scratch[:])
+		_, err := c.nc.Read(c.ws.sink)
 		if err == unix.EAGAIN {
 			return
 		}
@@ -996,6 +1000,9 @@ func (c *conn) discard() {
 		}
 	}
 }
+
+// sinkSize is the size of a worker's buffer for input it drops.
+const sinkSize = 64 << 10
 
 // shutdown is called on the worker by Server.Shutdown (force false) and
 // Server.Close (force true).

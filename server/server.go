@@ -514,6 +514,7 @@ type workerState struct {
 	handshakes  connList
 	nHandshakes int
 	hsPeers     map[netip.Addr]*peerPlaces // places held and waited for, by client address
+	sink        []byte                     // input dropped by lingering connections (discard)
 
 	dateSec int64
 	date    []byte
