@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -130,7 +131,7 @@ func dial(ctx context.Context, env Env, withTLS bool) (net.Conn, error) {
 // ended), and another is dialled in its place after a short pause, until
 // ctx ends. It returns once every connection is closed.
 func holdOpen(ctx context.Context, env Env, n int, hold func(ctx context.Context, nc net.Conn)) {
-	_ = connLoop(ctx, env, n, 10*time.Millisecond, func(ctx context.Context, nc net.Conn) error {
+	_ = connLoop(ctx, n, 10*time.Millisecond, plainDial(env), func(ctx context.Context, nc net.Conn) error {
 		hold(ctx, nc)
 		return nil
 	})
@@ -139,21 +140,26 @@ func holdOpen(ctx context.Context, env Env, n int, hold func(ctx context.Context
 // flood runs n goroutines, each calling send with a new connection until
 // ctx ends, and returns the first error send found.
 func flood(ctx context.Context, env Env, n int, send func(ctx context.Context, nc net.Conn) error) error {
-	return connLoop(ctx, env, n, 0, send)
+	return connLoop(ctx, n, 0, plainDial(env), send)
 }
 
-// connLoop runs n goroutines, each dialling a plain connection, calling fn
-// with it, closing it (ctx's end closes it too) and pausing for pause, over
-// and over until ctx ends; it returns the first error fn returned before
-// that.
-func connLoop(ctx context.Context, env Env, n int, pause time.Duration, fn func(ctx context.Context, nc net.Conn) error) error {
+// plainDial dials env's target without TLS.
+func plainDial(env Env) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) { return dial(ctx, env, false) }
+}
+
+// connLoop runs n goroutines, each dialling a connection with dialConn,
+// calling fn with it, closing it (ctx's end closes it too) and pausing for
+// pause, over and over until ctx ends; it returns the first error fn
+// returned before that.
+func connLoop(ctx context.Context, n int, pause time.Duration, dialConn func(context.Context) (net.Conn, error), fn func(ctx context.Context, nc net.Conn) error) error {
 	var mu sync.Mutex
 	var found error
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				nc, err := dial(ctx, env, false)
+				nc, err := dialConn(ctx)
 				if err != nil {
 					sleep(ctx, 50*time.Millisecond)
 					continue
@@ -177,6 +183,33 @@ func connLoop(ctx context.Context, env Env, n int, pause time.Duration, fn func(
 	}
 	wg.Wait()
 	return found
+}
+
+// trickle holds a connection that sends head, then each once a second,
+// never ending: a slow client.
+func trickle(head, each string) func(ctx context.Context, nc net.Conn) {
+	return func(ctx context.Context, nc net.Conn) {
+		if _, err := io.WriteString(nc, head); err != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			sleep(ctx, time.Second)
+			if _, err := io.WriteString(nc, each); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// sendThenWait holds a connection that sends b, then nothing, until the
+// target or ctx closes it.
+func sendThenWait(b []byte) func(ctx context.Context, nc net.Conn) {
+	return func(_ context.Context, nc net.Conn) {
+		if _, err := nc.Write(b); err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, nc)
+	}
 }
 
 // sleep waits for d or the end of ctx.

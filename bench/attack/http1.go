@@ -97,17 +97,7 @@ func slowHeads() Attack {
 		Name:  "slow-heads",
 		About: "1,000 connections each sending a head a field line a second, never ending it",
 		Run: func(ctx context.Context, env Env) error {
-			holdOpen(ctx, env, env.conns(1000), func(ctx context.Context, nc net.Conn) {
-				if _, err := io.WriteString(nc, "GET / HTTP/1.1\r\nHost: attack\r\n"); err != nil {
-					return
-				}
-				for ctx.Err() == nil {
-					sleep(ctx, time.Second)
-					if _, err := io.WriteString(nc, "X-Slow: a\r\n"); err != nil {
-						return
-					}
-				}
-			})
+			holdOpen(ctx, env, env.conns(1000), trickle("GET / HTTP/1.1\r\nHost: attack\r\n", "X-Slow: a\r\n"))
 			return nil
 		},
 	}
@@ -120,17 +110,7 @@ func slowBodies() Attack {
 		Name:  "slow-bodies",
 		About: "500 connections each announcing a 100 KB body to /echo and sending it a byte a second",
 		Run: func(ctx context.Context, env Env) error {
-			holdOpen(ctx, env, env.conns(500), func(ctx context.Context, nc net.Conn) {
-				if _, err := io.WriteString(nc, "POST /echo HTTP/1.1\r\nHost: attack\r\nContent-Length: 100000\r\n\r\n"); err != nil {
-					return
-				}
-				for ctx.Err() == nil {
-					sleep(ctx, time.Second)
-					if _, err := io.WriteString(nc, "x"); err != nil {
-						return
-					}
-				}
-			})
+			holdOpen(ctx, env, env.conns(500), trickle("POST /echo HTTP/1.1\r\nHost: attack\r\nContent-Length: 100000\r\n\r\n", "x"))
 			return nil
 		},
 	}

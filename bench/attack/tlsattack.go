@@ -42,12 +42,7 @@ func stalledHellos() Attack {
 		About: "1,000 connections each sending 11 bytes of a TLS hello and nothing more, another opened as one closes",
 		TLS:   true,
 		Run: func(ctx context.Context, env Env) error {
-			holdOpen(ctx, env, env.conns(1000), func(ctx context.Context, nc net.Conn) {
-				if _, err := nc.Write(start); err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, nc) // until the target or ctx closes it
-			})
+			holdOpen(ctx, env, env.conns(1000), sendThenWait(start))
 			return nil
 		},
 	}
@@ -65,12 +60,7 @@ func stalledHandshakes() Attack {
 			if err != nil {
 				return err
 			}
-			holdOpen(ctx, env, 1000, func(ctx context.Context, nc net.Conn) {
-				if _, err := nc.Write(hello); err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, nc)
-			})
+			holdOpen(ctx, env, 1000, sendThenWait(hello))
 			return nil
 		},
 	}
