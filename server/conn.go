@@ -75,10 +75,11 @@ type conn struct {
 	waitingPlace bool
 
 	// hello holds the first bytes of a TLS client's hello until its first
-	// record is complete (readHello); hsBegan is when its handshake took
-	// a place, on the worker's clock, 0 when it holds none.
+	// record is complete (readHello), and a whole hello that waits for a
+	// place; hsHeld is set while its handshake holds one of the worker's
+	// places (takeHandshake).
 	hello   []byte
-	hsBegan int64
+	hsHeld  bool
 	hsPeer  netip.Addr // the address its place counts against (peerKey)
 	closeFn func()     // c.close, bound once it is wanted (waitForPlace)
 

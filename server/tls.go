@@ -249,7 +249,7 @@ func (ws *workerState) takeHandshake(c *conn) bool {
 
 // grant gives c a place.
 func (ws *workerState) grant(c *conn) {
-	c.hsBegan = c.w.Now()
+	c.hsHeld = true
 	ws.peer(c).held++
 	ws.nHandshakes++
 	ws.handshakes.add(c)
@@ -257,10 +257,10 @@ func (ws *workerState) grant(c *conn) {
 
 // release gives c's place back, if it holds one.
 func (ws *workerState) release(c *conn) bool {
-	if c.hsBegan == 0 {
+	if !c.hsHeld {
 		return false
 	}
-	c.hsBegan = 0
+	c.hsHeld = false
 	ws.nHandshakes--
 	ws.handshakes.remove(c)
 	ws.peer(c).held--
