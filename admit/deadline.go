@@ -21,9 +21,10 @@ const TimeoutHeader = "Sluice-Timeout"
 
 // GRPCTimeoutHeader is gRPC's field for a call's deadline, in the format
 // TimeoutHeader borrows. With DeadlineOptions.Header unset, the pipeline
-// reads it on a request that has no TimeoutHeader. An adapter that picks
-// header fields (Attempt.Picked) does not pick it: gRPC's calls come over
-// HTTP/2, whose requests carry their whole header map (Attempt.Header).
+// reads it on a POST (every gRPC call is one) that has no TimeoutHeader.
+// An adapter that picks header fields (Attempt.Picked) does not pick it:
+// gRPC's calls come over HTTP/2, whose requests carry their whole header
+// map (Attempt.Header).
 const GRPCTimeoutHeader = "Grpc-Timeout"
 
 // DeadlineOptions configures how a pipeline treats the time a request's
@@ -35,8 +36,8 @@ const GRPCTimeoutHeader = "Grpc-Timeout"
 // affected.
 type DeadlineOptions struct {
 	// Header is the field to read; empty means TimeoutHeader, or, on a
-	// request without it, gRPC's own grpc-timeout (GRPCTimeoutHeader: a
-	// gRPC call's deadline, which its clients send). Its value must have
+	// POST without it, gRPC's own grpc-timeout (GRPCTimeoutHeader: a gRPC
+	// call's deadline, which its clients send). Its value must have
 	// TimeoutHeader's format, grpc-timeout's; a field that does not parse
 	// is ignored.
 	Header string
@@ -82,8 +83,8 @@ func (p *Pipeline) deadlineRefusal(t *Ticket, now int64) *Refusal {
 		return nil
 	}
 	v := t.firstValue(p.deadline.key)
-	if v == "" && p.deadline.grpc {
-		v = t.firstValue(GRPCTimeoutHeader)
+	if v == "" && p.deadline.grpc && t.Method == http.MethodPost {
+		v = t.firstValue(GRPCTimeoutHeader) // gRPC calls are POSTs: other requests skip the lookup
 	}
 	if v == "" {
 		return nil

@@ -150,18 +150,26 @@ func TestDeadlineReadsGRPCTimeout(t *testing.T) {
 	gate := newSwitch("g", true, &events{})
 	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{Clock: newClock(ms).now})
 	out := newReq("/pkg.Service/Method")
+	out.Method = http.MethodPost
 	out.Header = http.Header{GRPCTimeoutHeader: {"0m"}}
 	require.Equal(t, Rejected, p.Decide(&out.Ticket))
 	a, _ := out.Answer()
 	assert.Equal(t, "deadline", a.Reason)
 
 	both := newReq("/pkg.Service/Method")
+	both.Method = http.MethodPost
 	both.Header = http.Header{GRPCTimeoutHeader: {"0m"}, TimeoutHeader: {"200m"}}
 	require.Equal(t, Admitted, p.Decide(&both.Ticket), "TimeoutHeader wins")
 	p.Done(&both.Ticket, Outcome{Status: 200})
 
+	get := newReq("/")
+	get.Header = http.Header{GRPCTimeoutHeader: {"0m"}}
+	require.Equal(t, Admitted, p.Decide(&get.Ticket), "gRPC calls are POSTs: a GET's grpc-timeout is not read")
+	p.Done(&get.Ticket, Outcome{Status: 200})
+
 	own := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineOptions{Header: "X-Left"}}, Host{Clock: newClock(ms).now})
 	r := newReq("/pkg.Service/Method")
+	r.Method = http.MethodPost
 	r.Header = http.Header{GRPCTimeoutHeader: {"0m"}}
 	require.Equal(t, Admitted, own.Decide(&r.Ticket), "a Header of the operator's own is read alone")
 	own.Done(&r.Ticket, Outcome{Status: 200})
