@@ -1,6 +1,7 @@
 package reject
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func grpcMessage(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c > 0x7e || c == '%' {
-			b.WriteString("%" + strings.ToUpper(strconv.FormatUint(uint64(c)>>4, 16)+strconv.FormatUint(uint64(c)&15, 16)))
+			fmt.Fprintf(&b, "%%%02X", c)
 			continue
 		}
 		b.WriteByte(c)
