@@ -3,9 +3,11 @@ package server
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,51 @@ func TestSplitHeadIsNotOld(t *testing.T) {
 	assert.False(t, st.Standing)
 	assert.Equal(t, admit.DefaultMaxAge, st.MaxAge)
 	assert.Zero(t, st.Rejected)
+}
+
+// A pipelined request's age counts from when the requests before it on
+// its connection had ended, the earliest the server could start it: a
+// client that pipelines more work than the age limit holds (50 requests
+// of 4 ms each, 200 ms in all) is served in full, as net/http serves it,
+// and the line does not stand. Whether the requests wait in the server's
+// read buffer (small heads) or in the socket's (heads of 2 KB, more than
+// the buffer holds), their age is the same.
+func TestPipelinedRequestsAreNotOld(t *testing.T) {
+	spin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for end := time.Now().Add(4 * time.Millisecond); time.Now().Before(end); {
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	for _, pad := range []int{0, 2048} {
+		t.Run(fmt.Sprintf("pad=%d", pad), func(t *testing.T) {
+			srv, addr := serveHTTP(t, spin, Config{})
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+			const n = 50
+			var reqs strings.Builder
+			for i := range n {
+				fmt.Fprintf(&reqs, "GET /%d HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", i, strings.Repeat("p", pad))
+			}
+			_, err = io.WriteString(nc, reqs.String())
+			require.NoError(t, err)
+			br := bufio.NewReader(nc)
+			refused := 0
+			for i := range n {
+				resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					refused++
+					t.Logf("request %d: %s (%s)", i, resp.Status, resp.Header.Get("Sluice-Reject-Reason"))
+				}
+			}
+			assert.Zero(t, refused, "pipelined requests refused")
+			st := srv.Stats()
+			assert.Zero(t, st.Rejected)
+			assert.Equal(t, admit.DefaultMaxAge, st.MaxAge)
+		})
+	}
 }

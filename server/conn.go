@@ -129,6 +129,14 @@ type conn struct {
 	// head of the request being read (Unix nanoseconds; see read), 0 when
 	// unknown.
 	arrived int64
+	// ready is when the connection's last request ended (Unix
+	// nanoseconds, taken while the server times requests from their
+	// arrival), the earliest the server could start the next one: a
+	// request the client pipelined, or that waited in the socket's buffer
+	// while the one before it ran, counts its age from here, since that
+	// wait is the connection's order (HTTP/1.1 answers in turn), not the
+	// server's line.
+	ready int64
 
 	st         *reqState      // the current request's, from its start to its end
 	remote     string         // RemoteAddr as net/http writes it, for HTTPHandler servers
@@ -221,13 +229,18 @@ func (c *conn) idle() {
 	}
 	c.state = connIdle
 	c.scan, c.lineOK = 0, false
+	if c.srv.stamps {
+		c.ready = time.Now().UnixNano()
+	}
 	if err := c.nc.OnReadable(lanes.Upstream, c.onData); err != nil {
 		c.close()
 		return
 	}
 	c.arm(c.srv.cfg.IdleTimeout)
 	if c.r < c.n {
-		// A pipelined request is already here: start it as new work.
+		// A pipelined request is already here: start it as new work,
+		// its age counting from now (see ready).
+		c.arrived = c.ready
 		c.w.Push(lanes.Upstream, c.parseBuffered)
 		return
 	}
@@ -363,14 +376,15 @@ func (c *conn) readHead() {
 // request). So a request's age counts from when its head was all there, the
 // earliest the server could have started it: a client slow to send its head
 // (a large cookie over a slow link, a head in two segments) does not count
-// its own upload time as time waiting for the server.
+// its own upload time as time waiting for the server. Nor does it count
+// from before the connection's previous request ended (c.ready).
 func (c *conn) read(head bool) (int, error) {
 	if !c.srv.stamps {
 		return c.nc.Read(c.buf[c.n:])
 	}
 	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])
 	if n > 0 && (head || c.r == c.n) {
-		c.arrived = stamp
+		c.arrived = max(stamp, c.ready)
 	}
 	return n, err
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/reject"
 )
 
 // ProbeTimeout is how long a probe waits for its answer, connection and
@@ -98,6 +100,9 @@ func get(client *http.Client, url string) (int64, string) {
 	case err != nil:
 		return n, err.Error()
 	case resp.StatusCode != http.StatusOK:
+		if why := resp.Header.Get(reject.ReasonHeader); why != "" {
+			return n, resp.Status + " (" + why + ")"
+		}
 		return n, resp.Status
 	}
 	return n, ""

@@ -160,11 +160,16 @@ func serveSluice(cfg *tls.Config) (*Server, error) {
 		}
 	}()
 	counters := func() string {
+		a := srv.Stats()
+		s := fmt.Sprintf("admitted %d, refused %d", a.Admitted, a.Rejected)
+		if a.Rejected > 0 {
+			s += fmt.Sprintf(" %v", a.RejectedBy)
+		}
 		if cfg == nil {
-			return ""
+			return s
 		}
 		t := srv.Server().TLSStats()
-		return fmt.Sprintf("handshakes: %d completed, %d failed, %d waited, %d evicted, %d late", t.Completed, t.Failed, t.Waited, t.Evicted, t.Late)
+		return s + fmt.Sprintf("; handshakes: %d completed, %d failed, %d waited, %d evicted, %d late", t.Completed, t.Failed, t.Waited, t.Evicted, t.Late)
 	}
 	return &Server{Addr: srv.Addr().String(), Counters: counters, Stop: func() error {
 		cancel()
