@@ -25,15 +25,15 @@ import (
 	"github.com/sluice-go/sluice/tenant"
 )
 
-// ScenarioTenants is the tenant flood run for real: three sluice servers,
-// each in a child process with a tenant tracker and an agent over a
-// redis-server the bench starts, offered a heavy tenant and ten light ones
-// (see TenantsConfig).
+// ScenarioTenants is the tenant flood run for real: sluice servers (one by
+// default), each in a child process with a tenant tracker and an agent
+// over a redis-server the bench starts, offered a heavy tenant and ten
+// light ones (see TenantsConfig).
 const ScenarioTenants = "tenants"
 
 // TenantsShape is the name of the tenants scenario's handler shape (in
 // Sample.Shape): a shape of its own, so that the suite measures the
-// capacity of its three servers together for it.
+// capacity of its servers together for it.
 const TenantsShape = "tenants"
 
 // The parts of the tenants scenario, as in TenantsInfo.Part: the same load
@@ -59,8 +59,22 @@ const TenantHeavy = "heavy"
 // TenantLight returns the name of light tenant i.
 func TenantLight(i int) string { return fmt.Sprintf("light-%d", i) }
 
-// tenantsServers is the number of servers.
-const tenantsServers = 3
+// What protects the tenants scenario's servers (TenantsConfig.Protection),
+// beside the tenant tracker.
+const (
+	// TenantsDefault is the server's default configuration: the age limit
+	// alone, no gate.
+	TenantsDefault = "default"
+	// TenantsBusy is the busy gate at its default fraction with the timed
+	// queue.
+	TenantsBusy = "busy"
+	// TenantsConcurrency is a concurrency gate of one request per worker
+	// with the timed queue.
+	TenantsConcurrency = "concurrency"
+)
+
+// TenantsProtections are the protections of TenantsConfig.Protection.
+var TenantsProtections = []string{TenantsDefault, TenantsBusy, TenantsConcurrency}
 
 // Defaults of TenantsConfig's zero fields.
 const (
@@ -71,6 +85,7 @@ const (
 	DefaultTenantsDuration = 20 * time.Second
 	DefaultTenantsPeriod   = time.Second
 	DefaultTenantsBucket   = 100 * time.Millisecond
+	DefaultTenantsServers  = 1
 )
 
 // Targets for the flood, which TenantsInfo is checked against.
@@ -91,16 +106,17 @@ const (
 	TenantsBlameMin = 0.9
 )
 
-// TenantsConfig shapes the tenants scenario: three servers of the target
+// TenantsConfig shapes the tenants scenario: Servers servers of the target
 // (a sluice one), each in a child process of its own serving the weather
-// handler with CPU of busy work per request, each with a tenant.Tracker
-// among its admission policies and a tenant.Agent, whose embedded
-// tenant.Controller leads by lease, over a tenant.RedisStore on a
-// redis-server started from PATH for the run (none: the scenario fails,
-// naming the package to install). The servers share the target CPUs of the
-// suite, or split them when there are at least three.
+// handler with CPU of busy work per request, protected as Protection says,
+// each with a tenant.Tracker among its admission policies and a
+// tenant.Agent, whose embedded tenant.Controller leads by lease, over a
+// tenant.RedisStore on a redis-server started from PATH for the run (none:
+// the scenario fails, naming the package to install). The servers share
+// the target CPUs of the suite, or split them when there are at least as
+// many CPUs as servers; a server has a worker per CPU it runs on.
 //
-// C is the capacity of the three servers, measured once per repeat before
+// C is the capacity of the servers, measured once per repeat before
 // the parts as the cluster scenario measures its own (without tenants).
 // Each part starts Redis and the servers afresh and offers, open loop for
 // Duration, a heavy tenant at Heavy×C and Lights light tenants at Light×C
@@ -127,6 +143,14 @@ type TenantsConfig struct {
 	// Utilisation is the controllers' tenant.ControllerOptions.Utilisation,
 	// in (0, 1]; zero means the controller's default.
 	Utilisation float64
+	// Servers is the number of servers; default 1. One server is a fleet
+	// of one (its agent leads), and needs no more CPUs than a server and
+	// the generator; three on one CPU time-share it, so that each refuses
+	// from its queue whatever the tenant.
+	Servers int
+	// Protection is what protects each server besides its tracker: one of
+	// TenantsProtections; default TenantsDefault, the age limit alone.
+	Protection string
 }
 
 // defaults checks c and fills in its zero fields.
@@ -138,6 +162,8 @@ func (c *TenantsConfig) defaults() error {
 	c.Duration = cmp.Or(c.Duration, DefaultTenantsDuration)
 	c.Period = cmp.Or(c.Period, DefaultTenantsPeriod)
 	c.Bucket = cmp.Or(c.Bucket, DefaultTenantsBucket)
+	c.Servers = cmp.Or(c.Servers, DefaultTenantsServers)
+	c.Protection = cmp.Or(c.Protection, TenantsDefault)
 	for name, v := range map[string]float64{"heavy load": c.Heavy, "light load": c.Light} {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("bench: tenants %s %v must be positive and finite", name, v)
@@ -146,6 +172,10 @@ func (c *TenantsConfig) defaults() error {
 	switch {
 	case c.Lights < 1:
 		return fmt.Errorf("bench: tenants: %d light tenants; want at least one", c.Lights)
+	case c.Servers < 1 || c.Servers > maxTenantsServers:
+		return fmt.Errorf("bench: tenants: %d servers; want 1 to %d", c.Servers, maxTenantsServers)
+	case !slices.Contains(TenantsProtections, c.Protection):
+		return fmt.Errorf("bench: tenants protection %q; want one of %s", c.Protection, strings.Join(TenantsProtections, ", "))
 	case c.CPU < 0 || c.Duration < 0 || c.Period < 0 || c.Bucket < 0:
 		return errors.New("bench: tenants durations must not be negative")
 	case c.Utilisation < 0 || c.Utilisation > 1 || math.IsNaN(c.Utilisation):
@@ -155,6 +185,10 @@ func (c *TenantsConfig) defaults() error {
 	}
 	return nil
 }
+
+// maxTenantsServers bounds TenantsConfig.Servers: each is a child
+// process.
+const maxTenantsServers = 16
 
 // multiple is the whole load, in multiples of C.
 func (c *TenantsConfig) multiple() float64 { return c.Heavy + float64(c.Lights)*c.Light }
@@ -170,13 +204,15 @@ func tenantCapable(target string) bool { return strings.HasPrefix(target, "sluic
 
 // TenantChild is what a server of the tenants scenario needs beyond its
 // target: its tenant tracker (enforcing unless Off) and its agent, with a
-// controller that leads by lease, over the RedisStore of Fleet at Redis.
+// controller that leads by lease, over the RedisStore of Fleet at Redis,
+// and its protection (TenantsConfig.Protection; empty: TenantsDefault).
 type TenantChild struct {
 	Redis       string        `json:"redis"`
 	Fleet       string        `json:"fleet"`
 	Off         bool          `json:"off,omitempty"`
 	Period      time.Duration `json:"period"`
 	Utilisation float64       `json:"utilisation,omitempty"`
+	Protection  string        `json:"protection,omitempty"`
 }
 
 // tenantAgent is a child's tenant machinery, running.
@@ -198,7 +234,8 @@ type tenantAgent struct {
 const maxTenantSteps = 3600
 
 // attach builds the tracker, puts it after cfg's admission policies
-// (before its gates) and starts the agent.
+// (before its gates), sets the gates of the protection and starts the
+// agent.
 func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 	tr, err := tenant.New(tenant.Options{Off: tc.Off})
 	if err != nil {
@@ -219,11 +256,11 @@ func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 		return fail(err)
 	}
 	cfg.Admission.Policies = append(slices.Clip(cfg.Admission.Policies), tr)
-	if len(cfg.Admission.Gates) == 0 {
-		// With the age limit alone, its refusals come before the
-		// policies: the tracker would never see the requests refused,
-		// nor the controller the overload. The servers of the simulation
-		// have a gate of one request per worker and the timed queue.
+	switch tc.Protection {
+	case TenantsBusy:
+		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
+		cfg.Admission.Queue = &admit.QueueOptions{}
+	case TenantsConcurrency:
 		cfg.Admission.Gates = []admit.Policy{gate.NewConcurrency(runtime.GOMAXPROCS(0))}
 		cfg.Admission.Queue = &admit.QueueOptions{}
 	}
@@ -367,7 +404,11 @@ type TenantsInfo struct {
 	Lights int           `json:"lights"`
 	Period time.Duration `json:"period"`
 	Bucket time.Duration `json:"bucket"`
-	// Servers are the three servers' own reports.
+	// Protection is the servers' (TenantsConfig.Protection); empty in
+	// runs saved before it was a setting, whose servers had a
+	// concurrency gate and the timed queue.
+	Protection string `json:"protection,omitempty"`
+	// Servers are the servers' own reports, one per server.
 	Servers []TenantServer `json:"servers"`
 	// Steps are the controller's decisions (whichever server led), by
 	// version, timed from the start of the load.
@@ -437,7 +478,7 @@ func (f TenantsFigures) Met() map[string]bool {
 	}
 }
 
-// calibrateTenants measures the capacity of the scenario's three servers
+// calibrateTenants measures the capacity of the scenario's servers
 // together, without tenants (the tracker costs nanoseconds a request).
 func (cfg *SuiteConfig) calibrateTenants(ctx context.Context, target string) (capacity, cpu float64, err error) {
 	cl, err := cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice}, cfg.tenantSpecs())
@@ -449,7 +490,7 @@ func (cfg *SuiteConfig) calibrateTenants(ctx context.Context, target string) (ca
 
 // tenantSpecs are the servers' handlers.
 func (cfg *SuiteConfig) tenantSpecs() []HandlerSpec {
-	specs := make([]HandlerSpec, tenantsServers)
+	specs := make([]HandlerSpec, cfg.Tenants.Servers)
 	for i := range specs {
 		specs[i] = cfg.Tenants.shape().Spec
 	}
@@ -508,7 +549,7 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, cap
 		return nil, fmt.Errorf("bench: tenants: %w", err)
 	}
 	defer func() { err = errors.Join(err, stopRedis()) }()
-	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation}
+	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation, Protection: tc.Protection}
 	cl, err := cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
 	if err != nil {
 		return nil, err
@@ -548,7 +589,7 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, cap
 	}
 	// The servers' own counts come with their stop.
 	err = errors.Join(err, cl.stop())
-	ti := &TenantsInfo{Part: p.part, Heavy: tc.Heavy, Light: tc.Light, Lights: tc.Lights, Period: tc.Period, Bucket: tc.Bucket}
+	ti := &TenantsInfo{Part: p.part, Heavy: tc.Heavy, Light: tc.Light, Lights: tc.Lights, Period: tc.Period, Bucket: tc.Bucket, Protection: tc.Protection}
 	for i, js := range cl.stats {
 		var ts TenantServer
 		if jerr := json.Unmarshal(js, &ts); jerr != nil || ts.Totals == nil {

@@ -63,7 +63,8 @@ func TestSuiteTenants(t *testing.T) {
 		}
 		assert.Greater(t, s.Classes[TenantHeavy].Rates.Offered, 50*s.Classes[TenantLight(0)].Rates.Offered/10, what)
 
-		require.Len(t, ti.Servers, 3, what)
+		require.Len(t, ti.Servers, 1, what)
+		assert.Equal(t, TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
 		var leaderships int64
 		for _, sv := range ti.Servers {
 			assert.NotEmpty(t, sv.Totals, "%s: each server counted its tenants", what)

@@ -27,7 +27,7 @@ type TenantsRow struct {
 	Part   string `json:"part"`
 	Runs   int    `json:"runs"`
 	Behind int    `json:"behind"`
-	// Capacity is C of the three servers; Offered the whole load per
+	// Capacity is C of the servers together; Offered the whole load per
 	// second.
 	Capacity float64 `json:"capacity"`
 	Offered  float64 `json:"offered"`
@@ -144,7 +144,8 @@ func WriteTenants(w io.Writer, rep *bench.Report) error {
 		}
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "\ntenants: 3 servers, each a child process of the target with a tenant tracker and an agent over one redis-server,\n")
+	fmt.Fprintf(&buf, "\ntenants: %s of the target in child processes, protected by %s, each with a tenant tracker and an agent over one redis-server,\n",
+		tenantsServers(info), tenantsProtection(info))
 	fmt.Fprintf(&buf, "busy %v a request, control period %v; heavy at %sx of C, %d light tenants at %sx each, open loop, round robin:\n",
 		spec.CPU, info.Period, formatMultiple(info.Heavy), info.Lights, formatMultiple(info.Light))
 	tw := newTab(&buf)
@@ -234,8 +235,8 @@ func tenantsPlot(rep *bench.Report) (*plot.Plot, string, error) {
 		return nil, name, nil
 	}
 	info := runs[0].Tenants
-	p := newPlot(fmt.Sprintf("Tenants: heavy at %sx of C, %d light at %sx each, over 3 servers and Redis\ngoodput per %s ms in multiples of C; first kept run of each part (%s)",
-		formatMultiple(info.Heavy), info.Lights, formatMultiple(info.Light), formatDurationMS(tenantsPlotBucket), runs[0].Target),
+	p := newPlot(fmt.Sprintf("Tenants: heavy at %sx of C, %d light at %sx each, over %s and Redis\ngoodput per %s ms in multiples of C; first kept run of each part (%s)",
+		formatMultiple(info.Heavy), info.Lights, formatMultiple(info.Light), tenantsServers(info), formatDurationMS(tenantsPlotBucket), runs[0].Target),
 		"time since start of the load (s)", "goodput (x C)")
 	p.Legend.Left, p.Legend.XOffs = false, -legendInset
 	ymax := 1.0
@@ -307,4 +308,27 @@ func tenantsLines(s bench.Sample) (heavy, lights plotter.XYs) {
 		return xys
 	}
 	return sum(false), sum(true)
+}
+
+// tenantsServers says how many servers a tenants run had.
+func tenantsServers(info *bench.TenantsInfo) string {
+	if len(info.Servers) == 1 {
+		return "1 server"
+	}
+	return fmt.Sprintf("%d servers", len(info.Servers))
+}
+
+// tenantsProtection says what protected a tenants run's servers besides
+// their trackers.
+func tenantsProtection(info *bench.TenantsInfo) string {
+	switch info.Protection {
+	case bench.TenantsDefault:
+		return "the default configuration (the age limit alone)"
+	case bench.TenantsBusy:
+		return "the busy gate and the timed queue"
+	case "", bench.TenantsConcurrency:
+		// Runs saved before the setting had this one.
+		return "a concurrency gate of a request per worker and the timed queue"
+	}
+	return info.Protection
 }

@@ -33,7 +33,7 @@ func tenantsReport() *bench.Report {
 			},
 			Series: series(165, heavyOK+lightOK),
 			Tenants: &bench.TenantsInfo{Part: part, Heavy: 5, Light: 0.05, Lights: 10, Period: time.Second,
-				Bucket: 100 * time.Millisecond, TenantsFigures: f},
+				Bucket: 100 * time.Millisecond, Servers: make([]bench.TenantServer, 3), TenantsFigures: f},
 		}
 	}
 	on := bench.TenantsFigures{Converged: true, ConvergedAt: 1500 * time.Millisecond, ConvergePeriods: 1.5, LightSuccess: 0.995,
@@ -57,7 +57,8 @@ func TestWriteTenants(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteTenants(&buf, rep))
 	out := buf.String()
-	assert.Contains(t, out, "tenants: 3 servers")
+	assert.Contains(t, out, "tenants: 3 servers of the target in child processes, protected by a concurrency gate",
+		"a run saved before the protection was a setting had a concurrency gate")
 	assert.Contains(t, out, "PASS converges within 2 periods: 1/1")
 	assert.Contains(t, out, "PASS Jain's index >= 0.95: 1/1")
 	assert.NotContains(t, out, "FAIL")
@@ -67,6 +68,14 @@ func TestWriteTenants(t *testing.T) {
 	require.NoError(t, WriteTable(&table, rep))
 	assert.Contains(t, table.String(), "tenants: 3 servers", "WriteTable writes it")
 	assert.Len(t, NewDocument(rep).Tenants, 2)
+
+	for i := range rep.Samples {
+		rep.Samples[i].Tenants.Servers = rep.Samples[i].Tenants.Servers[:1]
+		rep.Samples[i].Tenants.Protection = bench.TenantsDefault
+	}
+	buf.Reset()
+	require.NoError(t, WriteTenants(&buf, rep))
+	assert.Contains(t, buf.String(), "tenants: 1 server of the target in child processes, protected by the default configuration")
 
 	var none bytes.Buffer
 	require.NoError(t, WriteTenants(&none, &bench.Report{}))

@@ -82,6 +82,8 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
 		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
+		fs.IntVar(&c.Tenants.Servers, "tenants-servers", bench.DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
+		fs.StringVar(&c.Tenants.Protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections, ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
 	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned; for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone)")
@@ -157,6 +159,10 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
 		case c.Tenants.Utilisation < 0 || c.Tenants.Utilisation > 1 || math.IsNaN(c.Tenants.Utilisation):
 			return fmt.Errorf("-tenants-utilisation must be in (0, 1], or 0 for the default, got %v", c.Tenants.Utilisation)
+		case c.Tenants.Servers < 1 || c.Tenants.Servers > 16:
+			return fmt.Errorf("-tenants-servers must be in [1, 16], got %d", c.Tenants.Servers)
+		case !slices.Contains(bench.TenantsProtections, c.Tenants.Protection):
+			return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(bench.TenantsProtections, ", "), c.Tenants.Protection)
 		case c.Conns < 0 || c.Conns > 65536:
 			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
 		case c.Clients < 0 || c.Clients > 65536:
