@@ -281,8 +281,13 @@ func TestSeriesCountsCompletionsByEndTime(t *testing.T) {
 	}
 	assert.LessOrEqual(t, completed, res.OK, "answers after the window are in no bucket")
 	assert.GreaterOrEqual(t, completed, res.OK-20, "only the last few end after it")
-	// Generous: the held answers leave at 250 ms, in bucket 2.
-	assert.GreaterOrEqual(t, res.Series[2].Completed, held.Load())
+	// The held answers leave at 250 ms or later: in bucket 2 or after,
+	// whenever the machine lets them, never in bucket 0 or 1.
+	var late int64
+	for _, b := range res.Series[2:] {
+		late += b.Completed
+	}
+	assert.GreaterOrEqual(t, late+res.OK-completed, held.Load())
 }
 
 func TestRefusesBadPhases(t *testing.T) {
