@@ -254,7 +254,14 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	status, err, panicked, unstarted := hc.run(wk, lane, w, r, t, arrived)
+	var status int
+	var err error
+	var panicked, unstarted bool
+	if reject.IsGRPC(r) {
+		status, err, panicked = hc.runGRPC(w, r, t)
+	} else {
+		status, err, panicked, unstarted = hc.run(wk, lane, w, r, t, arrived)
+	}
 	if unstarted {
 		if r.Context().Err() != nil {
 			// The client reset the stream, or the connection ended,
@@ -335,38 +342,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 			unstarted = true
 			return
 		}
-		hw := &h2Writer{rw: w, ctx: ctx}
-		hr := r.WithContext(ctx)
-		if r.Body != nil && r.Body != http.NoBody {
-			var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
-			if max := srv.cfg.MaxBodyBytes; max > 0 {
-				b = http.MaxBytesReader(hw, b, max)
-			}
-			hr.Body = b
-		}
-		if srv.cfg.LoadHint {
-			k, v := srv.loadHint()
-			w.Header().Set(k, v)
-		}
-		defer func() {
-			status = hw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			err = hw.err
-			if v := recover(); v != nil {
-				panicked = true
-				err = fmt.Errorf("server: handler panic: %v", v)
-				if v != http.ErrAbortHandler {
-					if ok, dropped := srv.panics.Allow(time.Now()); ok {
-						srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
-							"remote", hc.peer.String(), "proto", r.Proto, "panic", fmt.Sprint(v),
-							"stack", string(debug.Stack()), "unlogged_before", dropped)
-					}
-				}
-			}
-		}()
-		wk.Guest(h2Name{r}, func() { hc.s.handler.ServeHTTP(hw, hr) })
+		status, err, panicked = hc.call(ctx, w, r, wk)
 	}
 	var serr error
 	if lane == lanes.Upstream {
@@ -394,6 +370,74 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 		<-ended
 	}
 	return status, err, panicked, unstarted
+}
+
+// runGRPC runs the handler of an admitted gRPC call (reject.IsGRPC) on the
+// stream's own goroutine, as net/http runs every handler, and returns the
+// status it answered, the write error or panic, and whether it panicked.
+// grpc-go's ServeHTTP waits in a select for the whole life of the call,
+// streams included, and runs the method itself on a goroutine of its own:
+// on a worker it would hold the worker's thread until the watchdog handed
+// it over, at every call, while running it here costs nothing (lanes and
+// sched.Await do not reach grpc-go's method goroutines either way). The
+// call was admitted at its start like any request; what it does after
+// runs beside the workers, not on them.
+func (hc *h2Conn) runGRPC(w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked bool) {
+	ctx := r.Context()
+	if dl, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	return hc.call(ctx, w, r, nil)
+}
+
+// call runs the handler on the stream, with ctx as its request's context:
+// as guest code of wk (sched.Worker.Guest) on wk's coroutine, or on the
+// calling goroutine when wk is nil. It recovers a panic, logs it (unless
+// it is http.ErrAbortHandler) and reports it. A gRPC call's body is not
+// limited as a whole by MaxBodyBytes: a stream's body is every message of
+// its life, and gRPC limits each message itself (grpc-go's
+// MaxRecvMsgSize, 4 MiB by default).
+func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker) (status int, err error, panicked bool) {
+	srv := hc.s.srv
+	hw := &h2Writer{rw: w, ctx: ctx}
+	hr := r.WithContext(ctx)
+	if r.Body != nil && r.Body != http.NoBody {
+		var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
+		if max := srv.cfg.MaxBodyBytes; max > 0 && !reject.IsGRPC(r) {
+			b = http.MaxBytesReader(hw, b, max)
+		}
+		hr.Body = b
+	}
+	if srv.cfg.LoadHint {
+		k, v := srv.loadHint()
+		w.Header().Set(k, v)
+	}
+	defer func() {
+		status = hw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		err = hw.err
+		if v := recover(); v != nil {
+			panicked = true
+			err = fmt.Errorf("server: handler panic: %v", v)
+			if v != http.ErrAbortHandler {
+				if ok, dropped := srv.panics.Allow(time.Now()); ok {
+					srv.log.Error("sluice server: handler panic", "method", r.Method, "uri", r.RequestURI,
+						"remote", hc.peer.String(), "proto", r.Proto, "panic", fmt.Sprint(v),
+						"stack", string(debug.Stack()), "unlogged_before", dropped)
+				}
+			}
+		}
+	}()
+	if wk == nil {
+		hc.s.handler.ServeHTTP(hw, hr)
+	} else {
+		wk.Guest(h2Name{r}, func() { hc.s.handler.ServeHTTP(hw, hr) })
+	}
+	return
 }
 
 // h2Name names a stream's handler for the scheduler's log of handlers

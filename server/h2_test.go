@@ -809,3 +809,104 @@ func TestH2GRPCRejection(t *testing.T) {
 	assert.Equal(t, "4", fields["grpc-status"])
 	assert.Equal(t, "request not started: deadline", fields["grpc-message"])
 }
+
+// A gRPC call (content-type application/grpc) runs on its stream's own
+// goroutine, not on a worker: grpc-go's ServeHTTP waits for the whole
+// life of a call, so on a worker each open stream held the worker's thread
+// until it was handed over. With one worker, 100 open streams leave the
+// server answering at once, with no hand-over, and the calls are not
+// coroutines of a worker.
+func TestH2GRPCCallsRunOffTheWorkers(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	var onWorker atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/grpc" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		if sched.InCoroutine(r.Context()) {
+			onWorker.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // a stream open until the client ends it
+	})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	c := h2cClient(t)
+	const streams = 100
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	opened := make(chan error, streams)
+	for range streams {
+		wg.Go(func() {
+			// One empty message, then the server streams until the call
+			// ends: a server-streaming call, as grpc-go's Watch.
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/pkg.Service/Watch", bytes.NewReader(make([]byte, 5)))
+			if err != nil {
+				opened <- err
+				return
+			}
+			req.Header.Set("Content-Type", "application/grpc")
+			resp, err := c.Do(req)
+			opened <- err
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	for range streams {
+		require.NoError(t, <-opened)
+	}
+	get := func(c *http.Client) {
+		resp, err := c.Get("http://" + addr + "/")
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "plain", string(b))
+	}
+	get(c)              // over HTTP/2, beside the open streams
+	get(&http.Client{}) // over HTTP/1.1
+	snap := rt.Snapshot()
+	cancel()
+	wg.Wait()
+	assert.Zero(t, onWorker.Load(), "gRPC calls ran as coroutines of a worker")
+	assert.Zero(t, snap.Handovers, "an open gRPC stream held a worker's thread")
+	assert.Zero(t, snap.Blocked)
+}
+
+// A gRPC call's body is every message of its life: MaxBodyBytes does not
+// limit it as a whole (gRPC limits each message), while it still limits
+// any other request's.
+func TestH2GRPCBodyNotLimitedAsAWhole(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		fmt.Fprint(w, n)
+	})
+	_, addr := serveHTTP(t, h, Config{MaxBodyBytes: 1024})
+	c := h2cClient(t)
+	for _, ct := range []string{"application/grpc", "application/octet-stream"} {
+		// A body of unknown length, as a stream's is.
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/pkg.Service/Upload", io.MultiReader(bytes.NewReader(make([]byte, 4096))))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", ct)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		if ct == "application/grpc" {
+			assert.Equal(t, http.StatusOK, resp.StatusCode, ct)
+			assert.Equal(t, "4096", string(b), ct)
+		} else {
+			assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, ct)
+		}
+	}
+}

@@ -117,7 +117,9 @@ type Config struct {
 	// answered 413 before the handler runs, with a body that names the
 	// limit and this field, and reading a larger chunked body fails with
 	// *http.MaxBytesError. Zero means DefaultMaxBodyBytes (64 MiB);
-	// negative means no limit, as in net/http, which has none.
+	// negative means no limit, as in net/http, which has none. A gRPC
+	// call's stream is not limited as a whole, since gRPC limits each
+	// message itself.
 	MaxBodyBytes int64
 	// Listen configures the listening sockets (per-worker SO_REUSEPORT
 	// sockets by default, or one shared EPOLLEXCLUSIVE socket). A port
