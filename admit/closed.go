@@ -14,8 +14,11 @@ import (
 // left waiting (a new request that the gates admitted at once, or a
 // waiting one that emptied the queue by starting). While requests wait, the
 // gates are closed even as waiting requests start one by one: new ones
-// queue behind them. While an overload's line stands (queue.Detector), they
-// are closed even as fresh requests start: the age limit refuses the old.
+// queue behind them. While the line is full (queue.Detector.Full: it
+// stands, and the age limit refuses the old, or every request has waited
+// at least the target for an interval), they are closed even as requests
+// start, and a request admitted from such a line closes them though no one
+// was refused: the server is at its capacity.
 //
 // Blame follows its definition: each nanosecond the gates are closed is
 // shared equally among the requests running during it. The running

@@ -683,6 +683,36 @@ func TestStandingLineKeepsTheGatesClosed(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, p.Stats().GatesClosed-before)
 }
 
+// A full line, whose every request waits though none reaches the limit
+// (a closed loop, or a server kept at its capacity by a tenant
+// controller's drops), counts as closed gates from the time it is full,
+// without a refusal: a controller sees the server saturated and keeps the
+// drops that keep it so.
+func TestFullLineClosesTheGates(t *testing.T) {
+	clk := newClock(ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	for range 200 {
+		clk.add(ms)
+		r := newReq("/")
+		r.Stamp = time.Now().UnixNano() - int64(63*time.Millisecond)
+		require.Equal(t, Admitted, p.Decide(&r.Ticket))
+		p.Done(&r.Ticket, Outcome{})
+	}
+	st := p.Stats()
+	assert.Zero(t, st.Rejected)
+	assert.False(t, st.Standing)
+	assert.Equal(t, DefaultMaxAge, st.MaxAge, "full is not standing: the limit stays")
+	assert.InDelta(t, 100*time.Millisecond, st.GatesClosed, float64(2*time.Millisecond), "closed from the 100th ms")
+	// A young request opens them.
+	clk.add(ms)
+	r := newReq("/")
+	r.Stamp = time.Now().UnixNano()
+	require.Equal(t, Admitted, p.Decide(&r.Ticket))
+	p.Done(&r.Ticket, Outcome{})
+	clk.add(50 * ms)
+	assert.InDelta(t, st.GatesClosed+time.Millisecond, p.Stats().GatesClosed, float64(time.Millisecond), "open after the young request")
+}
+
 // After an overload, silence: an idle server reports the line gone, the
 // full age limit, and gates closed for at most an interval after the last
 // request, however long the silence lasts.

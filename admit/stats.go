@@ -28,9 +28,11 @@ type Stats struct {
 	// queued. The server refused none of them.
 	Canceled int64
 	// GatesClosed is the total time the gates have been closed, as the
-	// pipeline saw them: from a refusal (by a gate, or by the age limit)
-	// until a request is admitted with no one left waiting and no
-	// overload's line standing; an interval with no refusal, start or end
+	// pipeline saw them: from a refusal (by a gate, or by the age limit),
+	// or from a request admitted while the line is full (every request
+	// has waited at least Config.Target for an Interval: the server is at
+	// its capacity, though it refuses none), until a request is admitted
+	// with no one left waiting and the line no longer full; an interval with no refusal, start or end
 	// counts for at most Config.Interval unless a request waits.
 	GatesClosed time.Duration
 	// MaxAge is the age limit in force now: Config.MaxAge, or Target

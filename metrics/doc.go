@@ -23,7 +23,8 @@
 // # Autoscaling
 //
 // sluice_admission_gates_closed_ratio (the fraction of the last
-// Options.Window in which the server turned new work away) and
+// Options.Window in which the server turned new work away, or had every
+// request wait: at its capacity) and
 // sluice_admission_queue_wait_mean_seconds (how long the requests started
 // in it waited first) are gauges meant for a Kubernetes
 // HorizontalPodAutoscaler (through prometheus-adapter) or a KEDA scaler:

@@ -368,3 +368,30 @@ func TestDetectorWithLimitReenters(t *testing.T) {
 		require.False(t, d.Observe(now*ms, 30*ms), "a line under the limit, formed more than an interval after the exit")
 	}
 }
+
+// TestDetectorFull: with a limit, a line whose every request waits at
+// least Target for an Interval is full, though it never stands; one young
+// request, or an Interval of silence, ends it, and a standing line is
+// full.
+func TestDetectorFull(t *testing.T) {
+	d := NewDetector(0, 0)
+	d.SetLimit(100 * time.Millisecond)
+	for now := int64(1); now <= 99; now++ {
+		require.False(t, d.Observe(now*ms, 63*ms))
+		require.False(t, d.Full(now*ms), "old for less than an interval (%d ms)", now)
+	}
+	assert.False(t, d.Observe(101*ms, 63*ms))
+	assert.True(t, d.Full(101*ms), "a closed loop's line of 63 ms: full, not standing")
+	assert.True(t, d.Full(200*ms))
+	assert.False(t, d.Full(201*ms), "silent for an interval")
+	d.Observe(202*ms, 63*ms)
+	d.Observe(203*ms, ms)
+	assert.False(t, d.Full(203*ms), "a young request")
+
+	d = NewDetector(0, 0)
+	for now := int64(1); now <= 101; now++ {
+		d.Observe(now*ms, 30*ms)
+	}
+	require.True(t, d.Standing(101*ms))
+	assert.True(t, d.Full(101*ms), "a standing line is full")
+}

@@ -113,6 +113,26 @@ func (d *Detector) Standing(now int64) bool {
 	return d.standing.Load() && now-d.last.Load() < d.interval
 }
 
+// Full reports whether the line is full at now: it stands, or every
+// sojourn observed for an Interval has been at least Target (CoDel's own
+// rule, whatever the limit) and one was observed within the last
+// Interval. A full line that does not stand is a server at its capacity
+// that keeps up: a closed loop, or arrivals just under what it completes,
+// whose requests all wait, though none reach the limit. The sluice
+// admission pipeline counts its gates closed while the line is full, so
+// that a tenant controller sees the server saturated when drops are what
+// keep it from refusing.
+func (d *Detector) Full(now int64) bool {
+	if now-d.last.Load() >= d.interval {
+		return false
+	}
+	if d.standing.Load() {
+		return true
+	}
+	a := d.above.Load()
+	return a != 0 && now-a >= d.interval
+}
+
 // Episode returns how many times the state has been entered: a caller that
 // decides something for one standing period (the sluice pipeline, when
 // refusing does not shorten the line) tells it from the next by this
