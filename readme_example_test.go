@@ -52,7 +52,7 @@ func Example_await() {
 	defer stop()
 
 	backend := "http://127.0.0.1:9000" // the service the handler calls
-	client := await.NewClient(nil)      // an *http.Client whose waits release the worker
+	client := await.NewClient(nil)     // an *http.Client whose waits release the worker
 	mux.HandleFunc("GET /users/{id}", func(w http.ResponseWriter, r *http.Request) {
 		req, err := http.NewRequestWithContext(r.Context(), "GET", backend+"/u/"+r.PathValue("id"), nil)
 		if err != nil {
@@ -181,7 +181,7 @@ func Example_client() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	hc := &http.Client{Transport: tr} // inside sluice handlers too: its waits release the worker
+	hc := &http.Client{Transport: tr}          // inside sluice handlers too: its waits release the worker
 	resp, err := hc.Get("http://api/users/42") // the host is replaced by a backend's
 	if err != nil {
 		log.Fatal(err)
