@@ -180,6 +180,9 @@ type Scheduler struct {
 // New returns a Scheduler for cfg. It validates the configuration and
 // allocates the workers; Start creates their threads and kernel objects.
 func New(cfg Config) (*Scheduler, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("sched: negative worker count %d", cfg.Workers)
 	}
