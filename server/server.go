@@ -39,8 +39,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/lanes"
@@ -254,6 +252,9 @@ type Server struct {
 // (EADDRINUSE, unless cfg.Listen.ReusePort), or an admission configuration
 // that cannot work (see admit.New).
 func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	srv, lopts, err := newServer(rt, h, cfg)
 	if err != nil {
 		return nil, err
@@ -276,6 +277,9 @@ func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error
 // stop the server. Every worker watches the one socket, and the kernel
 // gives each new connection to an idle worker (netpoll.Options.Shared).
 func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if l == nil {
 		return nil, errors.New("server: Serve with a nil net.Listener")
 	}
@@ -289,7 +293,7 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 	}
 	fd := -1
 	var dupErr error
-	if err := raw.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+	if err := raw.Control(func(s uintptr) { fd, dupErr = dupFD(s) }); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if dupErr != nil {
@@ -297,12 +301,12 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 	}
 	srv, lopts, err := newServer(rt, h, cfg)
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		return nil, err
 	}
 	nl, err := netpoll.Adopt(srv.s, fd, lopts, srv.accept)
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		srv.release()
 		return nil, fmt.Errorf("server: %w", err)
 	}
