@@ -4,6 +4,7 @@ package redistest
 
 import "syscall"
 
-// sysProcAttr is nil: only Linux kills a child when the thread that
-// started it ends, so a test process that dies leaves the server running.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
+// SysProcAttr returns nil: only Linux kills a child when the thread that
+// started it ends, so here a test process that dies leaves its server
+// running.
+func SysProcAttr() *syscall.SysProcAttr { return nil }

@@ -215,10 +215,10 @@ func start(path string, port int, dir string) (*server, error) {
 		"--daemonize", "no", "--logfile", "")
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	// On Linux the kernel kills the server when the thread that started it
-	// ends (see sysProcAttr): the goroutine below holds that thread until
+	// ends (see SysProcAttr): the goroutine below holds that thread until
 	// the server has exited, so only the death of the whole test process
 	// can end it sooner.
-	s.cmd.SysProcAttr = sysProcAttr()
+	s.cmd.SysProcAttr = SysProcAttr()
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
