@@ -6,6 +6,12 @@
 //
 // All callbacks run on the connection's worker. This package is the
 // transport under the HTTP server; it knows nothing of HTTP.
+//
+// # Off Linux
+//
+// The package builds everywhere, but its listeners need the Linux executor:
+// elsewhere Listen and Adopt fail with an error that wraps
+// errors.ErrUnsupported.
 package netpoll
 
 import (

@@ -23,6 +23,13 @@
 // blocking time. The await
 // package has an http.RoundTripper, a database/sql connector and a Sleep that
 // release the worker instead.
+//
+// # Off Linux
+//
+// The package builds everywhere, but the server runs on the Linux executor:
+// elsewhere Listen and Serve fail with an error that wraps
+// errors.ErrUnsupported. The front door (package sluice) serves on net/http
+// there, behind the same admission pipeline.
 package server
 
 import (
