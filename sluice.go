@@ -18,6 +18,23 @@
 // sched, admit, gate) are there for programs that need more than this
 // front door: several servers on one runtime, tasks of their own on the
 // executor, custom lanes.
+//
+// # Platforms
+//
+// The executor is Linux-only (epoll, pinned threads, the kernel's receive
+// stamps). Elsewhere (macOS, Windows, the BSDs) every package builds, for
+// development, and the front door serves the same handler on net/http
+// behind the same admission pipeline (package httpgate), saying so once at
+// start through Config.Logger (slog.Default() when nil). There, the runtime
+// options and the settings of the executor (Config.Lanes, Config.Listen,
+// MaxHandshakes, HoldRefused, LoadHint) are ignored, and the log line names
+// those that were set; the age limit bounds only the wait in the admission
+// queue, since net/http does not say when the kernel received a request;
+// a gate that needs the executor (gate.Busy) makes Listen fail rather than
+// leave the server unprotected; Server.Runtime and Server.Server return
+// nil. The packages of the executor (sched, runtime, netpoll, server) build
+// there too, and their constructors fail with an error that wraps
+// errors.ErrUnsupported.
 package sluice
 
 import (
@@ -49,8 +66,9 @@ const ShutdownGrace = 30 * time.Second
 // NewServer start it; Run serves until a context ends and then shuts down
 // gracefully; Stop does the shutdown alone.
 type Server struct {
-	rt   *srt.Runtime
-	srv  *server.Server
+	rt   *srt.Runtime   // nil off Linux
+	srv  *server.Server // nil off Linux
+	nh   *netHTTP       // off Linux, the net/http server; nil on Linux
 	once sync.Once
 	err  error
 }
@@ -64,45 +82,23 @@ type Server struct {
 // it cannot bind or that another socket holds (EADDRINUSE, unless
 // Config.Listen.ReusePort asks to share it), or an admission configuration
 // that cannot work; nothing is left running then.
+//
+// Off Linux, Listen serves h on net/http instead, behind the same
+// admission pipeline (see the package documentation).
 func Listen(addr string, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
-	return start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
-		return server.Listen(rt, addr, sh, cfg)
-	})
+	return listen(addr, h, cfg, opts)
 }
 
 // NewServer is Listen on a listener opened elsewhere: systemd's socket
 // activation (net.FileListener on the inherited descriptor) or a socket
 // handed over by the process this one replaces. The server listens on a
-// duplicate of l's socket; NewServer closes l.
+// duplicate of l's socket; NewServer closes l. (Off Linux, net/http
+// serves on l itself, and Stop closes it.)
 func NewServer(l net.Listener, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
 	if l == nil {
 		return nil, errors.New("sluice: NewServer with a nil net.Listener")
 	}
-	s, err := start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
-		return server.Serve(rt, l, sh, cfg)
-	})
-	_ = l.Close() // the server has its own duplicate of the socket
-	return s, err
-}
-
-func start(h http.Handler, opts []srt.Option, listen func(*srt.Runtime, server.Handler) (*server.Server, error)) (*Server, error) {
-	if h == nil {
-		return nil, errors.New("sluice: nil http.Handler")
-	}
-	rt, err := srt.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("sluice: %w", err)
-	}
-	if err := rt.Start(); err != nil {
-		return nil, fmt.Errorf("sluice: %w", err)
-	}
-	srv, err := listen(rt, server.HTTPHandler(h))
-	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return nil, errors.Join(fmt.Errorf("sluice: %w", err), rt.Stop(ctx))
-	}
-	return &Server{rt: rt, srv: srv}, nil
+	return newServer(l, h, cfg, opts)
 }
 
 // ListenAndServe serves h on addr until ctx ends, then shuts down
@@ -161,6 +157,10 @@ func (s *Server) Run(ctx context.Context) error {
 // return the first one's result.
 func (s *Server) Stop(ctx context.Context) error {
 	s.once.Do(func() {
+		if s.nh != nil {
+			s.err = s.nh.stop(ctx)
+			return
+		}
 		err := s.srv.Shutdown(ctx)
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -176,12 +176,23 @@ func (s *Server) Stop(ctx context.Context) error {
 
 // Addr returns the address the server listens on (with the port the kernel
 // chose for port 0).
-func (s *Server) Addr() net.Addr { return s.srv.Addr() }
+func (s *Server) Addr() net.Addr {
+	if s.nh != nil {
+		return s.nh.addr()
+	}
+	return s.srv.Addr()
+}
 
 // Stats returns the admission counters.
-func (s *Server) Stats() admit.Stats { return s.srv.Stats() }
+func (s *Server) Stats() admit.Stats {
+	if s.nh != nil {
+		return s.nh.stats()
+	}
+	return s.srv.Stats()
+}
 
 // Server returns the HTTP server, for what the front door does not show.
+// Off Linux, where net/http serves, it returns nil.
 func (s *Server) Server() *server.Server { return s.srv }
 
 // Yield lets the worker serve other requests before a handler goes on:
@@ -192,5 +203,6 @@ func (s *Server) Server() *server.Server { return s.srv }
 func Yield(ctx context.Context) error { return sched.Yield(ctx) }
 
 // Runtime returns the server's runtime: its lanes can be tuned, and tasks
-// of the program's own submitted to its workers.
+// of the program's own submitted to its workers. Off Linux, where there is
+// no executor, it returns nil.
 func (s *Server) Runtime() *srt.Runtime { return s.rt }

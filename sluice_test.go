@@ -1,3 +1,5 @@
+//go:build linux
+
 package sluice
 
 import (
@@ -17,7 +19,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
@@ -25,8 +26,6 @@ import (
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // small is the runtime of these tests: two unpinned workers, GOMAXPROCS
 // left alone.

@@ -83,6 +83,12 @@
 //     and the like keep working; Await adds only sched.ErrStopped.
 //
 // The package's Redis example shows this in a handler, with go-redis.
+//
+// # Off Linux
+//
+// There is no executor off Linux, hence no coroutine: the wrappers block in
+// place, as plain calls, and sched.Await runs its operation on the calling
+// goroutine.
 package await
 
 import (

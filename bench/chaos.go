@@ -16,8 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // ChaosKind is one way a chaos client misbehaves (see RunChaos).
@@ -364,11 +362,7 @@ func (c *chaos) dial(ctx context.Context, small bool) (net.Conn, error) {
 	if small {
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
 			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = errors.Join(
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096),
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096))
-			})
+			err := rc.Control(func(fd uintptr) { serr = smallBuffers(fd) })
 			return errors.Join(err, serr)
 		}
 	}

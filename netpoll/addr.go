@@ -8,9 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // listenAddr is a listening address resolved to what bind(2) takes.
@@ -135,45 +132,4 @@ func (la listenAddr) shown(port uint16) net.Addr {
 // and through it the errno (errors.Is(err, syscall.EADDRINUSE)).
 func (la listenAddr) listenError(op string, port uint16, err error) error {
 	return fmt.Errorf("netpoll: %w", &net.OpError{Op: "listen", Net: "tcp", Addr: la.shown(port), Err: os.NewSyscallError(op, err)})
-}
-
-// dualStack reports whether the machine can open an IPv6 socket that
-// accepts IPv4 too (IPV6_V6ONLY off); decided once.
-var dualStack = sync.OnceValue(func() bool {
-	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0) == nil
-})
-
-// sockaddr is la's address with port, for bind(2).
-func (la listenAddr) sockaddr(port uint16) unix.Sockaddr {
-	ip := la.ap.Addr()
-	if ip.Is4() {
-		return &unix.SockaddrInet4{Port: int(port), Addr: ip.As4()}
-	}
-	return &unix.SockaddrInet6{Port: int(port), Addr: ip.As16(), ZoneId: la.zoneID}
-}
-
-// family is the socket family for la.
-func (la listenAddr) family() int {
-	if la.ap.Addr().Is4() {
-		return unix.AF_INET
-	}
-	return unix.AF_INET6
-}
-
-// addrPort is the address of a socket address. The zone of an IPv6
-// link-local address is left out: naming it takes a look-up of the
-// interfaces, too slow for every accepted connection.
-func addrPort(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
-	}
-	return netip.AddrPort{}
 }

@@ -2,15 +2,10 @@ package netpoll
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"strconv"
+	"syscall"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
@@ -48,8 +43,8 @@ type Conn struct {
 	hsWake func()    // wakes a Handshake waiting for the client
 }
 
-func newConn(w *sched.Worker, fd int, sa unix.Sockaddr) *Conn {
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+func newConn(w *sched.Worker, fd int, sa sockaddr) *Conn {
+	setNoDelay(fd)
 	c := &Conn{w: w, fd: fd, remote: addrPort(sa), events: idleEvents}
 	c.readyFn, c.flushFn = c.readReady, c.flush
 	// The socket joins the worker's epoll set with the first interest in
@@ -86,7 +81,7 @@ func (c *Conn) OnReadable(lane lanes.ID, fn func()) error {
 	return c.setEvents(c.wantEvents())
 }
 
-// Read reads what is available without blocking. It returns unix.EAGAIN
+// Read reads what is available without blocking. It returns syscall.EAGAIN
 // when nothing is, and ErrEOF once the peer has closed its side.
 func (c *Conn) Read(p []byte) (int, error) {
 	if c.closed {
@@ -126,75 +121,6 @@ func (c *Conn) ReadStamped(p []byte) (n int, stamp int64, err error) {
 	return n, parseStamp(oob[:oobn]), nil
 }
 
-// parseStamp returns the SCM_TIMESTAMPNS stamp among the control messages
-// in oob, in Unix nanoseconds, or 0. It does not allocate.
-func parseStamp(oob []byte) int64 {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < unix.SizeofCmsghdr || l > len(oob) {
-			return 0
-		}
-		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS &&
-			l >= unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) {
-			var ts unix.Timespec
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), oob[unix.CmsgLen(0):l])
-			return ts.Nano()
-		}
-		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
-	}
-	return 0
-}
-
-func readFD(fd int, p []byte) (int, error) {
-	n, _, err := recvFD(fd, p, nil)
-	return n, err
-}
-
-// recvFD reads from fd into p, with read(2), or with recvmsg(2) when oob
-// is not nil to take the control messages too; it retries on EINTR and
-// reports the end of the stream as ErrEOF.
-func recvFD(fd int, p, oob []byte) (n, oobn int, err error) {
-	for {
-		if oob == nil {
-			n, err = unix.Read(fd, p)
-		} else {
-			n, oobn, err = recvmsg(fd, p, oob)
-		}
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, 0, err
-		case n == 0 && len(p) > 0:
-			return 0, 0, ErrEOF
-		}
-		return n, oobn, nil
-	}
-}
-
-// recvmsg is recvmsg(2) on a connected socket, without the source address
-// that unix.Recvmsg returns and allocates for: it allocates nothing.
-func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
-	var iov unix.Iovec
-	if len(p) > 0 {
-		iov.Base = &p[0]
-		iov.SetLen(len(p))
-	}
-	var msg unix.Msghdr
-	msg.Iov = &iov
-	msg.SetIovlen(1)
-	if len(oob) > 0 {
-		msg.Control = &oob[0]
-		msg.SetControllen(len(oob))
-	}
-	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
-	if e != 0 {
-		return 0, 0, e
-	}
-	return int(r), int(msg.Controllen), nil
-}
-
 // ReadBlocking reads at least one byte from the non-blocking socket fd into
 // p, blocking the calling goroutine in poll(2) while there is nothing to
 // read, and returns ErrEOF at the end of the stream. It is for a goroutine
@@ -232,10 +158,10 @@ func ReadBlockingDeadline(fd int, p []byte, dl Deadline) (int, error) {
 			return 0, err
 		}
 		n, err := readFD(fd, p)
-		if err != unix.EAGAIN {
+		if err != syscall.EAGAIN {
 			return n, err
 		}
-		if err := pollFor(fd, unix.POLLIN|unix.POLLRDHUP, wait); err != nil {
+		if err := pollFor(fd, pollIn, wait); err != nil {
 			return 0, err
 		}
 	}
@@ -255,7 +181,7 @@ func WriteBlockingDeadline(fd int, p []byte, dl Deadline) error {
 			return err
 		}
 		p = rest
-		if err := pollFor(fd, unix.POLLOUT, wait); err != nil {
+		if err := pollFor(fd, pollOut, wait); err != nil {
 			return err
 		}
 	}
@@ -276,26 +202,6 @@ func waitFor(dl Deadline) (time.Duration, error) {
 		return 0, os.ErrDeadlineExceeded
 	}
 	return min(left, MaxDeadlinePoll), nil
-}
-
-// pollFor blocks until fd has one of events (or an error or hang-up, which
-// the next read or write reports), or for at most wait when wait is not
-// negative (rounded up to the millisecond).
-func pollFor(fd int, events int16, wait time.Duration) error {
-	ms := -1
-	if wait >= 0 {
-		ms = int((wait + time.Millisecond - 1) / time.Millisecond)
-	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: events}}
-	for {
-		_, err := unix.Poll(fds, ms)
-		if err != unix.EINTR {
-			if err != nil {
-				return fmt.Errorf("netpoll: poll: %w", err)
-			}
-			return nil
-		}
-	}
 }
 
 // ErrEOF reports that the peer closed its side of the connection.
@@ -371,38 +277,21 @@ var errInProgress = errors.New("netpoll: write already in progress")
 // no Write waiting, see WriteNow).
 func (c *Conn) writing() bool { return c.onWritten != nil || c.pending != nil && c.tls == nil }
 
-// writeFD writes what the socket takes of p and returns the rest.
-func writeFD(fd int, p []byte) ([]byte, error) {
-	for len(p) > 0 {
-		n, err := unix.Write(fd, p)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return p, nil
-		case err != nil:
-			return nil, fmt.Errorf("netpoll: write: %w", err)
-		}
-		p = p[n:]
-	}
-	return nil, nil
-}
-
 // idleEvents is the interest of a connection nobody reads or writes: none,
 // edge-triggered, so that a hang-up (which epoll always reports) wakes the
 // worker once instead of at every poll.
-const idleEvents = unix.EPOLLET
+const idleEvents = epollET
 
 func (c *Conn) wantEvents() uint32 {
 	ev := uint32(0)
 	switch {
 	case c.onReadable != nil:
-		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+		ev |= epollIn | epollRDHup
 	case c.onHangup != nil:
-		ev |= unix.EPOLLRDHUP
+		ev |= epollRDHup
 	}
 	if c.pending != nil {
-		ev |= unix.EPOLLOUT
+		ev |= epollOut
 	}
 	if ev == 0 {
 		return idleEvents
@@ -433,14 +322,14 @@ func (c *Conn) ready(ev uint32) {
 	}
 	// Level-triggered events repeat at every poll until served: queue at
 	// most one callback of each kind.
-	if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.pending != nil && !c.flushQd {
+	if ev&(epollOut|epollErr|epollHup) != 0 && c.pending != nil && !c.flushQd {
 		c.flushQd = true
 		c.w.Push(lanes.Continuation, c.flushFn)
 	}
-	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+	if ev&(epollIn|epollRDHup|epollErr|epollHup) != 0 {
 		c.QueueRead()
 	}
-	if ev&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && c.onReadable == nil && c.onHangup != nil && !c.hangupQd {
+	if ev&(epollRDHup|epollErr|epollHup) != 0 && c.onReadable == nil && c.onHangup != nil && !c.hangupQd {
 		c.hangupQd = true
 		c.w.Push(c.readLane, c.hangupFn)
 	}
@@ -531,24 +420,7 @@ func (c *Conn) LocalAddr() (netip.AddrPort, error) {
 	if c.closed {
 		return netip.AddrPort{}, ErrClosed
 	}
-	sa, err := unix.Getsockname(c.fd)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("netpoll: getsockname: %w", err)
-	}
-	ap := addrPort(sa)
-	if a, ok := sa.(*unix.SockaddrInet6); ok && a.ZoneId != 0 {
-		ap = netip.AddrPortFrom(ap.Addr().WithZone(zoneName(a.ZoneId)), ap.Port())
-	}
-	return ap, nil
-}
-
-// zoneName names the interface of index i, as Go's net package does: its
-// name, or the number when it has none.
-func zoneName(i uint32) string {
-	if ifi, err := net.InterfaceByIndex(int(i)); err == nil {
-		return ifi.Name
-	}
-	return strconv.FormatUint(uint64(i), 10)
+	return localAddr(c.fd)
 }
 
 // Close unwatches and closes the socket. A write still pending is abandoned
@@ -569,7 +441,7 @@ func (c *Conn) Close() error {
 	if c.watch != nil {
 		err = c.watch.Close()
 	}
-	if cerr := unix.Close(c.fd); err == nil {
+	if cerr := closeFD(c.fd); err == nil {
 		err = cerr
 	}
 	if done := c.onWritten; done != nil {

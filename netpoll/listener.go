@@ -6,6 +6,12 @@
 //
 // All callbacks run on the connection's worker. This package is the
 // transport under the HTTP server; it knows nothing of HTTP.
+//
+// # Off Linux
+//
+// The package builds everywhere, but its listeners need the Linux executor:
+// elsewhere Listen and Adopt fail with an error that wraps
+// errors.ErrUnsupported.
 package netpoll
 
 import (
@@ -16,9 +22,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
@@ -132,6 +137,9 @@ const (
 // unless opts.ReusePort asks to share it. A bad address fails with an
 // error that says what Listen takes.
 func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*Listener, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if accept == nil {
 		return nil, errors.New("netpoll: Listen with a nil AcceptFunc")
 	}
@@ -155,8 +163,8 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 		}
 		l.sharedFD = fd
 		l.addr = netip.AddrPortFrom(la.ap.Addr(), port)
-		if err := l.watchAll(s, fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
-			unix.Close(fd)
+		if err := l.watchAll(s, fd, epollIn|epollExclusive); err != nil {
+			closeFD(fd)
 			return nil, err
 		}
 		return l, nil
@@ -182,7 +190,7 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 		l.mu.Lock()
 		l.socks = append(l.socks, ls)
 		l.mu.Unlock()
-		if err := l.watch(ls, unix.EPOLLIN); err != nil {
+		if err := l.watch(ls, epollIn); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -200,52 +208,27 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 // when fd is not a listening TCP socket. opts.Shared and opts.Backlog do not
 // apply.
 func Adopt(s *sched.Scheduler, fd int, opts Options, accept AcceptFunc) (*Listener, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if accept == nil {
 		return nil, errors.New("netpoll: Adopt with a nil AcceptFunc")
 	}
 	if err := checkListening(fd); err != nil {
 		return nil, err
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		return nil, fmt.Errorf("netpoll: adopt fd %d: %w", fd, err)
-	}
-	if opts.Timestamps {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-			return nil, fmt.Errorf("netpoll: adopt fd %d: SO_TIMESTAMPNS: %w", fd, err)
-		}
-	}
-	sa, err := unix.Getsockname(fd)
+	addr, err := adoptFD(fd, opts.Timestamps)
 	if err != nil {
-		return nil, fmt.Errorf("netpoll: adopt fd %d: getsockname: %w", fd, err)
+		return nil, err
 	}
 	if opts.AcceptBatch <= 0 {
 		opts.AcceptBatch = 64
 	}
-	l := &Listener{opts: opts, addr: addrPort(sa), accept: accept, sharedFD: fd}
-	if err := l.watchAll(s, fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
+	l := &Listener{opts: opts, addr: addr, accept: accept, sharedFD: fd}
+	if err := l.watchAll(s, fd, epollIn|epollExclusive); err != nil {
 		return nil, err
 	}
 	return l, nil
-}
-
-// checkListening reports whether fd is a listening TCP socket.
-func checkListening(fd int) error {
-	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil {
-		return fmt.Errorf("netpoll: fd %d is not a socket: %w", fd, err)
-	}
-	listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
-	if err != nil {
-		return fmt.Errorf("netpoll: fd %d: SO_ACCEPTCONN: %w", fd, err)
-	}
-	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
-	if err != nil {
-		return fmt.Errorf("netpoll: fd %d: SO_DOMAIN: %w", fd, err)
-	}
-	if typ != unix.SOCK_STREAM || listening != 1 || (domain != unix.AF_INET && domain != unix.AF_INET6) {
-		return fmt.Errorf("netpoll: fd %d is not a listening TCP socket (type %d, listening %d, family %d)", fd, typ, listening, domain)
-	}
-	return nil
 }
 
 // watchAll watches the one socket fd on every worker of s; on failure it
@@ -287,15 +270,15 @@ func (l *Listener) acceptBatch(ls *listenSock) {
 		return // queued before a pause or Stop unwatched the socket
 	}
 	for i := 0; i < l.opts.AcceptBatch; i++ {
-		nfd, sa, err := unix.Accept4(ls.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		nfd, sa, err := accept(ls.fd)
 		if err != nil {
 			switch {
-			case err == unix.EAGAIN || err == unix.EINTR || err == unix.ECONNABORTED:
-			case err == unix.EINVAL && l.stopped.Load():
+			case err == syscall.EAGAIN || err == syscall.EINTR || err == syscall.ECONNABORTED:
+			case err == syscall.EINVAL && l.stopped.Load():
 				// Stop shut the socket down: it reports a hang-up at
 				// every poll until it is unwatched.
 				l.unwatchLocal(ls)
-			case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM:
+			case err == syscall.EMFILE || err == syscall.ENFILE || err == syscall.ENOBUFS || err == syscall.ENOMEM:
 				l.pause(ls, err)
 			default:
 				if l.opts.OnError != nil {
@@ -357,8 +340,8 @@ func (l *Listener) Stop(ctx context.Context) error {
 				break // one socket for all: drained once
 			}
 			for {
-				nfd, sa, err := unix.Accept4(ls.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-				if err == unix.EINTR || err == unix.ECONNABORTED {
+				nfd, sa, err := accept(ls.fd)
+				if err == syscall.EINTR || err == syscall.ECONNABORTED {
 					continue
 				}
 				if err != nil {
@@ -371,7 +354,7 @@ func (l *Listener) Stop(ctx context.Context) error {
 				}
 				l.handOff(owner.w, nfd, sa)
 			}
-			if err := unix.Shutdown(ls.fd, unix.SHUT_RD); err != nil && err != unix.ENOTCONN {
+			if err := shutdownRead(ls.fd); err != nil && err != syscall.ENOTCONN {
 				errs = append(errs, fmt.Errorf("netpoll: shutting the listening socket down: %w", err))
 			}
 		}
@@ -391,14 +374,14 @@ func (l *Listener) Stop(ctx context.Context) error {
 
 // handOff gives an accepted connection to worker w, which makes it its own
 // and calls the AcceptFunc; if w has stopped, the connection is closed.
-func (l *Listener) handOff(w *sched.Worker, nfd int, sa unix.Sockaddr) {
+func (l *Listener) handOff(w *sched.Worker, nfd int, sa sockaddr) {
 	l.handoffs.Add(1)
 	err := w.Submit(lanes.Upstream, func() {
 		defer l.handoffs.Done()
 		l.accept(newConn(w, nfd, sa))
 	})
 	if err != nil {
-		unix.Close(nfd)
+		closeFD(nfd)
 		l.handoffs.Done()
 	}
 }
@@ -418,13 +401,13 @@ func (l *Listener) Close() error {
 	errs := []error{l.Stop(context.Background()), l.unwatch(socks)}
 	for _, ls := range socks {
 		if l.sharedFD < 0 {
-			if err := unix.Close(ls.fd); err != nil {
+			if err := closeFD(ls.fd); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	if l.sharedFD >= 0 {
-		if err := unix.Close(l.sharedFD); err != nil {
+		if err := closeFD(l.sharedFD); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -472,57 +455,4 @@ type sockOpts struct {
 	joinable bool
 	// stamps sets SO_TIMESTAMPNS.
 	stamps bool
-}
-
-// listenFD opens a non-blocking listening socket on la's address and port
-// (0: the kernel chooses) and returns it with the port it is bound to.
-// SO_REUSEADDR is set, as net.Listen sets it, so that connections of an
-// earlier process in TIME_WAIT do not hold the port. SO_TIMESTAMPNS, when
-// so.stamps asks for it, is set before the first connection, so that the
-// kernel stamps every byte the accepted sockets (which inherit it)
-// receive. An IPv6 socket accepts IPv4 too (IPV6_V6ONLY off), as Go's.
-func listenFD(la listenAddr, port uint16, so sockOpts) (int, uint16, error) {
-	fd, err := unix.Socket(la.family(), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		return -1, 0, la.listenError("socket", port, err)
-	}
-	fail := func(op string, err error) (int, uint16, error) {
-		unix.Close(fd)
-		return -1, 0, la.listenError(op, port, err)
-	}
-	if la.family() == unix.AF_INET6 {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
-			return fail("setsockopt IPV6_V6ONLY", err)
-		}
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		return fail("setsockopt SO_REUSEADDR", err)
-	}
-	if so.reusePort {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-			return fail("setsockopt SO_REUSEPORT", err)
-		}
-	}
-	if so.stamps {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-			return fail("setsockopt SO_TIMESTAMPNS", err)
-		}
-	}
-	if err := unix.Bind(fd, la.sockaddr(port)); err != nil {
-		return fail("bind", err)
-	}
-	if err := unix.Listen(fd, so.backlog); err != nil {
-		return fail("listen", err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return fail("getsockname", err)
-	}
-	port = addrPort(sa).Port()
-	if so.joinable {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-			return fail("setsockopt SO_REUSEPORT", err)
-		}
-	}
-	return fd, port, nil
 }

@@ -8,9 +8,8 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
@@ -178,7 +177,7 @@ func (c *Conn) tlsRead(p []byte) (int, error) {
 			if n > 0 {
 				return n, nil
 			}
-			return 0, unix.EAGAIN
+			return 0, syscall.EAGAIN
 		case n > 0:
 			// Deliver what came; the next read reports the end or error.
 			return n, nil
@@ -234,7 +233,7 @@ func (r *rawConn) Read(p []byte) (int, error) {
 			return n, nil
 		case err == ErrEOF:
 			return 0, io.EOF
-		case err != unix.EAGAIN:
+		case err != syscall.EAGAIN:
 			return 0, err
 		case r.wait != nil:
 			if err := r.wait(); err != nil {
@@ -245,7 +244,7 @@ func (r *rawConn) Read(p []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if err := pollFor(c.fd, unix.POLLIN|unix.POLLRDHUP, wait); err != nil {
+			if err := pollFor(c.fd, pollIn, wait); err != nil {
 				return 0, err
 			}
 		default:

@@ -6,7 +6,6 @@ import (
 	goruntime "runtime"
 
 	"go.uber.org/automaxprocs/maxprocs"
-	"golang.org/x/sys/unix"
 )
 
 // CPUInfo is what the process may use, as New sees it.
@@ -38,22 +37,6 @@ func (c CPUInfo) Usable() int {
 		n = min(n, q)
 	}
 	return max(1, n)
-}
-
-// AffinityCPUs returns the CPUs of the calling thread's affinity mask
-// (sched_getaffinity), ascending.
-func AffinityCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("runtime: read CPU affinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }
 
 // DetectCPUs reads the calling thread's affinity mask (AffinityCPUs), the

@@ -28,6 +28,12 @@
 // under another name where both are needed, for example
 //
 //	import srt "github.com/sluice-go/sluice/runtime"
+//
+// # Off Linux
+//
+// The package builds everywhere, but the executor needs Linux: elsewhere
+// New fails with the error of sched.New, which wraps errors.ErrUnsupported,
+// and AffinityCPUs, with no affinity mask to read, returns every CPU.
 package runtime
 
 import (

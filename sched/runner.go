@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-go/sluice/lanes"
 )
 
@@ -104,7 +102,7 @@ func (r *runner) main(first bool, started chan<- error) {
 	// The lock is never released: when the goroutine exits, Go ends the
 	// thread too, so no other goroutine ever inherits its CPU mask.
 	runtime.LockOSThread()
-	r.tid.Store(int32(unix.Gettid()))
+	r.tid.Store(int32(gettid()))
 	pinErr := w.pin()
 	if first {
 		if pinErr != nil {
@@ -152,9 +150,7 @@ func (w *Worker) pin() error {
 	if w.cpu < 0 {
 		return nil
 	}
-	var set unix.CPUSet
-	set.Set(w.cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	if err := pinThread(w.cpu); err != nil {
 		return fmt.Errorf("sched: pin worker %d to CPU %d: %w", w.id, w.cpu, err)
 	}
 	return nil

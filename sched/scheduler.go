@@ -20,6 +20,16 @@
 // load and it is exact whenever no worker is between the two. A worker whose
 // guest code blocked counts by its spare thread: the blocked code holds a
 // thread, not a CPU.
+//
+// # Off Linux
+//
+// The executor needs Linux (epoll, eventfd, sched_setaffinity). The package
+// builds everywhere, so that programs importing it do too, but elsewhere New
+// fails with an error that wraps errors.ErrUnsupported and names the way out
+// (the front door, package sluice, serves on net/http there). No code runs
+// in a coroutine there, so these behave as they do outside one: Await runs
+// its operation on the calling goroutine, Sleep blocks the caller, Yield
+// returns nil at once, and Pause returns ErrNotCoroutine.
 package sched
 
 import (
@@ -180,6 +190,9 @@ type Scheduler struct {
 // New returns a Scheduler for cfg. It validates the configuration and
 // allocates the workers; Start creates their threads and kernel objects.
 func New(cfg Config) (*Scheduler, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("sched: negative worker count %d", cfg.Workers)
 	}

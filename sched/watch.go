@@ -3,8 +3,6 @@ package sched
 import (
 	"errors"
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
 
 // Watch is a file descriptor registered with a worker's epoll instance. Its
@@ -43,8 +41,8 @@ func (w *Worker) Watch(fd int, events uint32, h func(events uint32)) (*Watch, er
 	wt := &Watch{w: w, fd: fd, slot: slot, h: h}
 	w.gen++
 	wt.gen = w.gen
-	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: int32(wt.gen)}
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	ev := epollEvent{Events: events, Fd: slot, Pad: int32(wt.gen)}
+	if err := epollAdd(w.epfd, fd, &ev); err != nil {
 		w.freeSlots = append(w.freeSlots, slot)
 		return nil, fmt.Errorf("sched: watch fd %d: %w", fd, err)
 	}
@@ -62,8 +60,8 @@ func (wt *Watch) Modify(events uint32) error {
 		return ErrClosedWatch
 	}
 	defer wt.w.leave(wt.w.enter())
-	ev := unix.EpollEvent{Events: events, Fd: wt.slot, Pad: int32(wt.gen)}
-	if err := unix.EpollCtl(wt.w.epfd, unix.EPOLL_CTL_MOD, wt.fd, &ev); err != nil {
+	ev := epollEvent{Events: events, Fd: wt.slot, Pad: int32(wt.gen)}
+	if err := epollMod(wt.w.epfd, wt.fd, &ev); err != nil {
 		return fmt.Errorf("sched: modify watch of fd %d: %w", wt.fd, err)
 	}
 	return nil
@@ -82,7 +80,7 @@ func (wt *Watch) Close() error {
 	w.watches[wt.slot] = nil
 	w.freeSlots = append(w.freeSlots, wt.slot)
 	w.nwatch--
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, wt.fd, nil); err != nil {
+	if err := epollDel(w.epfd, wt.fd); err != nil {
 		return fmt.Errorf("sched: unwatch fd %d: %w", wt.fd, err)
 	}
 	return nil

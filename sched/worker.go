@@ -5,8 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/sluice-go/sluice/lanes"
 )
@@ -41,7 +40,7 @@ type Worker struct {
 	suspended coroList
 	countdown int
 	lastPoll  int64 // w.now at the last non-blocking poll
-	events    []unix.EpollEvent
+	events    []epollEvent
 	watches   []*Watch
 	freeSlots []int32
 	nwatch    int
@@ -110,7 +109,7 @@ func newWorker(s *Scheduler, id, cpu int) *Worker {
 	return &Worker{
 		s: s, id: id, cpu: cpu, epfd: -1, evfd: -1,
 		picker: lanes.NewPicker(s.set),
-		events: make([]unix.EpollEvent, 128),
+		events: make([]epollEvent, 128),
 	}
 }
 
@@ -141,20 +140,9 @@ func (w *Worker) Now() int64 {
 }
 
 func (w *Worker) open() error {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	ep, ev, err := openPoll(w.id)
 	if err != nil {
-		return fmt.Errorf("sched: worker %d: epoll_create1: %w", w.id, err)
-	}
-	ev, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(ep)
-		return fmt.Errorf("sched: worker %d: eventfd: %w", w.id, err)
-	}
-	e := unix.EpollEvent{Events: unix.EPOLLIN, Fd: eventfdToken}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, ev, &e); err != nil {
-		unix.Close(ep)
-		unix.Close(ev)
-		return fmt.Errorf("sched: worker %d: register eventfd: %w", w.id, err)
+		return err
 	}
 	w.epfd, w.evfd = ep, ev
 	w.nlanes = w.s.set.Len()
@@ -171,11 +159,11 @@ func (w *Worker) close() {
 		runtime.Gosched()
 	}
 	if w.epfd >= 0 {
-		unix.Close(w.epfd)
+		closeFD(w.epfd)
 		w.epfd = -1
 	}
 	if w.evfd >= 0 {
-		unix.Close(w.evfd)
+		closeFD(w.evfd)
 		w.evfd = -1
 	}
 }
@@ -419,7 +407,7 @@ func (w *Worker) wake() {
 	w.wakers.Add(1) // close waits for us before it closes the eventfd
 	if w.parkState.CompareAndSwap(parkParked, parkNotified) {
 		var one = [8]byte{1}
-		if _, err := unix.Write(w.evfd, one[:]); err != nil && err != unix.EAGAIN {
+		if _, err := writeFD(w.evfd, one[:]); err != nil && err != syscall.EAGAIN {
 			w.s.logger.Error("sched: eventfd write failed", "worker", w.id, "err", err)
 		}
 	}
@@ -508,10 +496,10 @@ func (w *Worker) park(st int32) {
 	// A guest region suspended on this runner must not look, to the
 	// watchdog, as if it slept through the park.
 	w.owner.Load().guestSeq.Add(1)
-	n, err := unix.EpollWait(w.epfd, w.events, timeout)
+	n, err := epollWait(w.epfd, w.events, timeout)
 	w.parkState.Store(parkRunning)
 	w.busyStart()
-	if err != nil && err != unix.EINTR {
+	if err != nil && err != syscall.EINTR {
 		w.s.logger.Error("sched: epoll_wait failed", "worker", w.id, "err", err)
 		return
 	}
@@ -531,7 +519,7 @@ func (w *Worker) spin(st int32) bool {
 			return true
 		}
 		if w.nwatch > 0 {
-			n, err := unix.EpollWait(w.epfd, w.events, 0)
+			n, err := epollWait(w.epfd, w.events, 0)
 			if err == nil && n > 0 {
 				w.busyStart()
 				w.dispatch(n)
@@ -554,7 +542,7 @@ func (w *Worker) spin(st int32) bool {
 // serves its descriptors.
 func (w *Worker) poll(timeout int) {
 	bump(&w.polls, 1)
-	n, err := unix.EpollWait(w.epfd, w.events, timeout)
+	n, err := epollWait(w.epfd, w.events, timeout)
 	if err != nil {
 		return
 	}
@@ -566,7 +554,7 @@ func (w *Worker) dispatch(n int) {
 		ev := w.events[i]
 		if ev.Fd == eventfdToken {
 			var buf [8]byte
-			_, _ = unix.Read(w.evfd, buf[:])
+			_, _ = readFD(w.evfd, buf[:])
 			continue
 		}
 		if int(ev.Fd) < len(w.watches) {
@@ -627,7 +615,7 @@ func (w *Worker) finish(r *runner) bool {
 func (w *Worker) waitWanted() {
 	w.parkState.Store(parkParked)
 	if w.wanted.Load() == 0 {
-		n, err := unix.EpollWait(w.epfd, w.events, 50)
+		n, err := epollWait(w.epfd, w.events, 50)
 		w.parkState.Store(parkRunning)
 		if err == nil {
 			w.dispatch(n)

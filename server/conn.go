@@ -13,9 +13,8 @@ import (
 	"os"
 	"runtime/debug"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
@@ -354,7 +353,7 @@ func (c *conn) readHead() {
 	}
 	n, err := c.read(true)
 	switch {
-	case err == unix.EAGAIN:
+	case err == syscall.EAGAIN:
 		if c.state == connIdle {
 			c.releaseBuf()
 		}
@@ -840,7 +839,7 @@ func (c *conn) readBehind() {
 	}
 	n, err := c.read(false)
 	switch {
-	case err == unix.EAGAIN:
+	case err == syscall.EAGAIN:
 	case err != nil:
 		c.clientGone()
 	default:
@@ -892,7 +891,7 @@ func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 		switch {
 		case err == nil:
 			return n, nil
-		case err == unix.EAGAIN:
+		case err == syscall.EAGAIN:
 			if err := c.waitReadable(ctx); err != nil {
 				return 0, err
 			}
@@ -985,7 +984,7 @@ func (c *conn) linger() {
 	c.state = connLinger
 	c.r, c.n = 0, 0
 	c.releaseBuf()
-	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+	if err := shutdownWrite(c.fd); err != nil {
 		c.close()
 		return
 	}
@@ -1006,7 +1005,7 @@ func (c *conn) discard() {
 	}
 	for range 8 {
 		_, err := c.nc.Read(c.ws.sink)
-		if err == unix.EAGAIN {
+		if err == syscall.EAGAIN {
 			return
 		}
 		if err != nil {
@@ -1052,7 +1051,7 @@ func (c *conn) shutdown(force bool) {
 		c.closeAfter.Store(true)
 		if force {
 			// Wake whoever waits on the socket: reads see the end.
-			_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
+			_ = shutdownBoth(c.fd)
 			c.clientGone()
 			if w := c.readWaiter; w != nil {
 				c.readWaiter = nil
@@ -1083,7 +1082,7 @@ func (c *conn) shutdown(force bool) {
 
 // inputWaiting reports whether bytes wait in the socket's receive queue.
 func (c *conn) inputWaiting() bool {
-	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
+	n, err := bytesWaiting(c.fd)
 	return err == nil && n > 0
 }
 

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
@@ -197,7 +195,7 @@ func (w *ResponseWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
 // the connection's socket. The connection itself is untouched: on error
 // the server goes on with it.
 func (c *conn) goConn() (net.Conn, error) {
-	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := dupFD(uintptr(c.fd))
 	if err != nil {
 		return nil, os.NewSyscallError("fcntl", err)
 	}

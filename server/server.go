@@ -23,6 +23,13 @@
 // blocking time. The await
 // package has an http.RoundTripper, a database/sql connector and a Sleep that
 // release the worker instead.
+//
+// # Off Linux
+//
+// The package builds everywhere, but the server runs on the Linux executor:
+// elsewhere Listen and Serve fail with an error that wraps
+// errors.ErrUnsupported. The front door (package sluice) serves on net/http
+// there, behind the same admission pipeline.
 package server
 
 import (
@@ -38,8 +45,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/lograte"
@@ -256,6 +261,9 @@ type Server struct {
 // (EADDRINUSE, unless cfg.Listen.ReusePort), or an admission configuration
 // that cannot work (see admit.New).
 func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	srv, lopts, err := newServer(rt, h, cfg)
 	if err != nil {
 		return nil, err
@@ -278,6 +286,9 @@ func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error
 // stop the server. Every worker watches the one socket, and the kernel
 // gives each new connection to an idle worker (netpoll.Options.Shared).
 func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if l == nil {
 		return nil, errors.New("server: Serve with a nil net.Listener")
 	}
@@ -291,7 +302,7 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 	}
 	fd := -1
 	var dupErr error
-	if err := raw.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+	if err := raw.Control(func(s uintptr) { fd, dupErr = dupFD(s) }); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if dupErr != nil {
@@ -299,12 +310,12 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 	}
 	srv, lopts, err := newServer(rt, h, cfg)
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		return nil, err
 	}
 	nl, err := netpoll.Adopt(srv.s, fd, lopts, srv.accept)
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		srv.release()
 		return nil, fmt.Errorf("server: %w", err)
 	}

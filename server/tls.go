@@ -9,8 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/sluice-go/sluice/lanes"
 )
@@ -165,10 +164,10 @@ func (c *conn) readHello() {
 		n, err = c.nc.Read(c.buf)
 	}
 	switch {
-	case err != nil && err != unix.EAGAIN:
+	case err != nil && err != syscall.EAGAIN:
 		c.close()
 		return
-	case err == unix.EAGAIN:
+	case err == syscall.EAGAIN:
 		c.releaseBuf()
 		return
 	}

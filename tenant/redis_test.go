@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -515,10 +514,10 @@ func startRedisClusterNode(t *testing.T) string {
 		"--daemonize", "no", "--logfile", "")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// Killed with the test process: the kernel kills it when the thread
-	// that started it ends, which the goroutine below holds until the
-	// server has exited.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Killed with the test process (on Linux): the kernel kills it when the
+	// thread that started it ends, which the goroutine below holds until
+	// the server has exited.
+	cmd.SysProcAttr = redistest.SysProcAttr()
 	started, exited := make(chan error, 1), make(chan struct{})
 	go func() {
 		runtime.LockOSThread()

@@ -179,15 +179,7 @@ func (s *Server) Restart() {
 	s.cur = cur
 }
 
-// Pause stops the server process with SIGSTOP: connections stay open and
-// the port accepts, but nothing is answered, as with a Redis that hangs.
-// Resume continues it.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
-
-// Resume continues a server stopped by Pause (SIGCONT).
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) {
+func (s *Server) signal(sig os.Signal) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,10 +214,11 @@ func start(path string, port int, dir string) (*server, error) {
 		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--daemonize", "no", "--logfile", "")
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-	// The kernel kills the server when the thread that started it ends: the
-	// goroutine below holds that thread until the server has exited, so
-	// only the death of the whole test process can end it sooner.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// On Linux the kernel kills the server when the thread that started it
+	// ends (see SysProcAttr): the goroutine below holds that thread until
+	// the server has exited, so only the death of the whole test process
+	// can end it sooner.
+	s.cmd.SysProcAttr = SysProcAttr()
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -271,7 +264,7 @@ func (s *server) stop() error {
 	}
 	// A paused server (Server.Pause) would not act on SIGTERM until
 	// continued.
-	s.cmd.Process.Signal(syscall.SIGCONT)
+	continueProcess(s.cmd.Process)
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("stopping %s: %w", Program, err)
 	}

@@ -1,0 +1,38 @@
+package sluice
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Every package builds and vets, tests included, on the platforms where
+// the executor does not run: a Linux-only call outside a _linux.go file
+// (or a file without the linux build tag) fails here, not on a Mac
+// developer's machine.
+func TestOtherPlatformsBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles the module three times")
+	}
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	for _, goos := range []string{"darwin", "windows", "freebsd"} {
+		for _, verb := range []string{"build", "vet"} {
+			cmd := exec.CommandContext(ctx, gotool, verb, "./...")
+			cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("GOOS=%s go %s ./...: no answer within the test's time: %v", goos, verb, ctx.Err())
+			}
+			if err != nil {
+				t.Errorf("GOOS=%s go %s ./...: %v\n%s", goos, verb, err, out)
+			}
+		}
+	}
+}
