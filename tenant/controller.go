@@ -29,8 +29,10 @@ type ControllerOptions struct {
 	// overload, drops decay. Zero means 0.3.
 	Hold float64
 	// Decay multiplies every drop fraction each period once the fleet is
-	// neither overloaded nor full; fractions under 0.5% become zero. Zero
-	// means 0.5.
+	// neither overloaded nor full, but not below the drop that the
+	// tenant's demand of the period still asks (the drops may be what
+	// keeps the fleet from refusing); fractions under 0.5% become zero.
+	// Zero means 0.5.
 	Decay float64
 	// Alpha and Beta are the smoothing factors of the demand prediction
 	// (Holt's linear trend: Alpha for the level, in (0, 1], Beta for the
@@ -76,7 +78,9 @@ type ControllerOptions struct {
 //     1 - share/demand;
 //  5. when the fleet is full but no longer rejecting (its gates were
 //     closed at least Hold of the time), keeps the drops, recomputed on
-//     the new demand; otherwise lets them decay by Decay a period.
+//     the new demand; otherwise lets them decay by Decay a period, down
+//     to what each tenant's demand of the period still asks: a flood that
+//     goes on keeps its drop, one that ended loses it.
 //
 // No drops are ever set while the fleet rejects nothing: a fleet that
 // keeps up is not overloaded, whatever any tenant sends.
@@ -296,9 +300,28 @@ func (c *Controller) Step(reports []Report) Table {
 		c.drops = next
 	case len(prev) > 0:
 		d.State = "decaying"
+		// The drops in force may be what keeps the fleet from
+		// refusing: a tenant whose demand this period (at the cost per
+		// request last measured while saturated, or its share of the
+		// period's blame) still exceeds its fair share keeps the drop
+		// that share asks, and only what the demand no longer justifies
+		// decays. A period without blame (the drops keep the fleet under
+		// its capacity) measures the demand of the tenants whose cost
+		// was measured while saturated by their requests alone; the
+		// others' drops decay.
+		want := maps.Clone(demand)
+		if want == nil {
+			want = map[string]float64{}
+		}
+		for name, f := range fleet {
+			if _, ok := want[name]; !ok && c.cost[name] > 0 && servers > 0 {
+				want[name] = f.Requests * c.cost[name] / float64(servers)
+			}
+		}
+		fair := waterFill(want, c.weight, c.opts.Utilisation)
 		next := make(map[string]float64, len(prev))
 		for name, f := range prev {
-			next[name] = f * c.opts.Decay
+			next[name] = min(f, max(f*c.opts.Decay, fair[name]))
 		}
 		c.drops = next
 	default:

@@ -171,6 +171,47 @@ func TestControllerHoldsWhileFull(t *testing.T) {
 	}
 }
 
+// The drops work so well that the fleet is neither overloaded nor full
+// (no rejection, gates closed a tenth of the time): while the heavy tenant
+// still offers its flood, its drop stays what its demand, at the cost
+// measured while saturated, asks; it decays once the flood ends. Halving
+// it instead brought the overload back every third period (live, with the
+// age limit alone).
+func TestControllerKeepsTheDropsTheDemandStillAsks(t *testing.T) {
+	c, err := NewController(ControllerOptions{})
+	require.NoError(t, err)
+	lights := []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"}
+	us := []Usage{{Tenant: "heavy", Admitted: 900, Rejected: 4500, Blame: 900 * time.Millisecond}}
+	for _, n := range lights {
+		us = append(us, Usage{Tenant: n, Admitted: 10, Rejected: 50, Blame: 10 * time.Millisecond})
+	}
+	tb := c.Step([]Report{report("s1", time.Second, us...)})
+	want := tb.Drops["heavy"]
+	require.Positive(t, want)
+
+	// The drops in force: heavy offers 5400 a second as before, 5016
+	// dropped; the light tenants are served in full.
+	calm := func(heavy, dropped int64) []Report {
+		us := []Usage{{Tenant: "heavy", Admitted: heavy - dropped, Dropped: dropped, Blame: 10 * time.Millisecond}}
+		for _, n := range lights {
+			us = append(us, Usage{Tenant: n, Admitted: 60, Blame: time.Millisecond})
+		}
+		return []Report{report("s1", 100*time.Millisecond, us...)}
+	}
+	for range 3 {
+		tb = c.Step(calm(5400, 5400-int64(float64(5400)*(1-want))))
+		assert.Equal(t, "decaying", c.Last().State)
+		assert.InDelta(t, want, tb.Drops["heavy"], 0.01, "the flood goes on: its drop stays")
+	}
+	// The flood ends: heavy offers 100 a second; its drop decays away.
+	for i := 0; len(tb.Drops) > 0; i++ {
+		require.Less(t, i, 10, "drops must decay to zero")
+		prev := tb.Drops["heavy"]
+		tb = c.Step(calm(100, int64(100*prev)))
+		assert.Less(t, tb.Drops["heavy"], prev)
+	}
+}
+
 func TestControllerOptionsErrors(t *testing.T) {
 	_, err := NewController(ControllerOptions{Hold: 2})
 	require.ErrorContains(t, err, "ControllerOptions.Hold 2")
