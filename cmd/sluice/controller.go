@@ -21,6 +21,7 @@ import (
 func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	describe(fs, stderr)
 	addr := fs.String("redis", "", "Redis address (host:port); a comma-separated list for a Cluster or Sentinel (required)")
 	master := fs.String("sentinel-master", "", "with Sentinel addresses in -redis, the master's name")
 	fleet := fs.String("fleet", "", "the fleet's name in Redis (its servers' RedisOptions.Fleet; empty: the default)")

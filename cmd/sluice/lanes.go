@@ -41,6 +41,7 @@ type demoResult struct {
 func lanesDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lanes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	describe(fs, stderr)
 	var c demoConfig
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each policy runs")
 	fs.DurationVar(&c.cpu, "cpu", 300*time.Microsecond, "CPU work per request, half before and half after its wait")

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/sluice-go/sluice/bench"
 )
@@ -39,63 +40,82 @@ func main() {
 	}
 }
 
+// command is one of sluice's commands, as its usage and -h describe it.
+type command struct {
+	name     string
+	synopsis string // how it is called
+	about    string // what it does, one paragraph
+}
+
+// commands are sluice's commands, in the order usage lists them.
+var commands = []command{
+	{"demo", "sluice demo [flags]",
+		"sluice against net/http at 2x and 5x of each one's capacity: an open-loop load on the weather service, a table, a JSON report and a plot (embedded, about a minute)"},
+	{"bench", "sluice bench [flags]",
+		"the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against I/O-bound handlers, a database slowdown, kept-alive against new connections, and a step from 0.5x to 3x and back (several minutes); with -scenarios noisy, a busy process on the last CPU; with -scenarios stray, a handler that blocks in a plain http.Get; with -scenarios cluster, three backends (one slow) through three clients, then one killed and brought back; with -scenarios shed -targets sluice-busy,sluice-cpu, loadshed's CPU shedding against the busy gate on a step of overload; with -scenarios tenants -targets sluice, one server (-tenants-servers for more) with a tenant tracker and an agent over a redis-server from PATH, protected by the default configuration (-tenants-protection for a gate), a heavy tenant at 5x against ten light ones, enforcement on and off; with -scenarios lanes -targets sluice,nethttp, an interactive route at 0.8x of capacity beside a flood of 20 ms batch requests that yield between slices: in one lane, in a background lane of 10 shares, raised to 50 live through laneadmin, and alone; -client reconnect,keep runs each sweep and shapes point with a client that reconnects after a timeout and with one that keeps its connection, side by side"},
+	{"soak", "sluice soak [flags]",
+		"sluice and net/http at 5x of capacity for a minute, with slowloris, clients that never read, resets, garbage and pipelined floods alongside and a handler that panics on 1% of requests: goodput per second, goroutines, fds and memory, checked (PASS/FAIL; fails the command when sluice's checks fail)"},
+	{"lanes", "sluice lanes [flags]",
+		"the executor's priority lanes and Await on pinned workers, under a load above capacity (a few seconds)"},
+	{"load", "sluice load -url URL (-rate R | -closed N) [flags]",
+		"the benchmark's load generator pointed at a service on this machine: open loop at -rate requests per second (as users arrive), or closed loop of -closed connections (as wrk), printing the 2xx answered within -deadline, the refusals and failures each second, and the latency of the answers in time (sluice load -url URL -rate 2000)"},
+	{"attack", "sluice attack [flags]",
+		"the attack suite: malformed, slow, huge and endless inputs against sluice and net/http in child processes, beside probes of new connections; what the probes got, each server's CPU and memory, and a verdict per attack (fails when sluice does worse; a minute or two)"},
+	{"report", "sluice report [-out DIR] FILE",
+		"print the table of a saved report.json again and redraw its plots"},
+	{"simulate", "sluice simulate [flags]",
+		"tenant fairness by blame on virtual time: servers running the real admission pipeline, tenant policy, agents and controller, a store with delay and outages, scenarios checked against their targets (PASS/FAIL; fails the command when one fails; seconds)"},
+	{"controller", "sluice controller -redis HOST:PORT [flags]",
+		"the fleet's tenant controller: once a second, while it holds the lease in Redis, it reads every server's tenant report and writes the drop table (sluice controller -redis HOST:PORT; runs until interrupted)"},
+}
+
+// wrap breaks text into lines of at most width columns, each after indent.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		switch {
+		case i == 0:
+			b.WriteString(indent)
+			n = len(indent)
+		case n+1+len(word) > width:
+			b.WriteString("\n" + indent)
+			n = len(indent)
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, `usage: sluice <command> [flags]
+	fmt.Fprintln(w, "usage: sluice <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		text := wrap(c.about, "         ", 76)
+		if len(c.name) <= 6 {
+			text = "  " + c.name + strings.Repeat(" ", 7-len(c.name)) + text[9:]
+		} else {
+			text = "  " + c.name + "\n" + text
+		}
+		fmt.Fprintln(w, text)
+	}
+	fmt.Fprintln(w, "\nRun \"sluice <command> -h\" for a command's flags.")
+}
 
-commands:
-  demo   sluice against net/http at 2x and 5x of each one's capacity: an
-         open-loop load on the weather service, a table, a JSON report and a
-         plot (embedded, about a minute)
-  bench  the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against
-         I/O-bound handlers, a database slowdown, kept-alive against new
-         connections, and a step from 0.5x to 3x and back (several minutes);
-         with -scenarios noisy, a busy process on the last CPU; with
-         -scenarios stray, a handler that blocks in a plain http.Get; with
-         -scenarios cluster, three backends (one slow) through three
-         clients, then one killed and brought back; with -scenarios shed
-         -targets sluice-busy,sluice-cpu, loadshed's CPU shedding against
-         the busy gate on a step of overload; with -scenarios tenants
-         -targets sluice, three servers over a redis-server from PATH
-         sharing a tenant drop table, a heavy tenant at 5x against ten
-         light ones, enforcement on and off; with -scenarios lanes
-         -targets sluice,nethttp, an interactive route at 0.8x of capacity
-         beside a flood of 20 ms batch requests that yield between slices:
-         in one lane, in a background lane of 10 shares, raised to 50 live
-         through laneadmin, and alone; -client reconnect,keep runs each
-         sweep and shapes point with a client that reconnects after a
-         timeout and with one that keeps its connection, side by side
-  soak   sluice and net/http at 5x of capacity for a minute, with slowloris,
-         clients that never read, resets, garbage and pipelined floods
-         alongside and a handler that panics on 1% of requests: goodput per
-         second, goroutines, fds and memory, checked (PASS/FAIL; fails the
-         command when sluice's checks fail)
-  lanes  the executor's priority lanes and Await on pinned workers, under a
-         load above capacity (a few seconds)
-  load   the benchmark's load generator pointed at a service on this
-         machine: open loop at -rate requests per second (as users arrive),
-         or closed loop of -closed connections (as wrk), printing the 2xx
-         answered within -deadline, the refusals and failures each second,
-         and the latency of the answers in time
-         (sluice load -url URL -rate 2000)
-  attack the attack suite: malformed, slow, huge and endless inputs against
-         sluice and net/http in child processes, beside probes of new
-         connections; what the probes got, each server's CPU and memory,
-         and a verdict per attack (fails when sluice does worse; a minute
-         or two)
-  report print the table of a saved report.json again and redraw its plots:
-         sluice report [-out DIR] FILE
-  simulate
-         tenant fairness by blame on virtual time: servers running the real
-         admission pipeline, tenant policy, agents and controller, a store
-         with delay and outages, scenarios checked against their targets
-         (PASS/FAIL; fails the command when one fails; seconds)
-  controller
-         the fleet's tenant controller: once a second, while it holds the
-         lease in Redis, it reads every server's tenant report and writes
-         the drop table (sluice controller -redis HOST:PORT; runs until
-         interrupted)
-
-Run "sluice <command> -h" for a command's flags.`)
+// describe makes fs's -h print the command's synopsis and what it does
+// (from commands) before its flags.
+func describe(fs *flag.FlagSet, w io.Writer) {
+	fs.Usage = func() {
+		for _, c := range commands {
+			if c.name == fs.Name() {
+				fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n", c.synopsis, wrap(c.about, "", 76))
+			}
+		}
+		fs.PrintDefaults()
+	}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -326,3 +326,23 @@ func TestClientAndShapesFlags(t *testing.T) {
 	assert.Equal(t, []bench.ClientMode{bench.ClientKeep, bench.ClientReconnect}, f.cfg.ClientModes)
 	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, f.cfg.Shapes)
 }
+
+// Every command's -h says how it is called and what it does before its
+// flags, and the top-level usage lists every command.
+func TestEveryCommandSaysWhatItDoes(t *testing.T) {
+	var top bytes.Buffer
+	usage(&top)
+	for _, c := range commands {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Regexp(t, `\n  `+c.name+`[ \n]`, top.String(), "the command list")
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{c.name, "-h"}, &stdout, &stderr)
+			require.ErrorIs(t, err, flag.ErrHelp)
+			out := stderr.String()
+			assert.True(t, strings.HasPrefix(out, "usage: sluice "+c.name), "-h begins with the synopsis: %q", out[:min(len(out), 80)])
+			flags := strings.Index(out, "\n  -")
+			require.Positive(t, flags, "-h lists the flags")
+			assert.Greater(t, len(strings.Fields(out[:flags])), 8, "-h says what the command does before its flags")
+		})
+	}
+}

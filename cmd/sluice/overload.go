@@ -345,6 +345,7 @@ func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, mult
 func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	describe(fs, stderr)
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
