@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/reject"
 )
 
 // A not-started rejection is retried at once on another backend, and never
@@ -545,4 +546,27 @@ func TestBodyWithoutGetBodyNotRetried(t *testing.T) {
 	require.NoError(t, err)
 	discard(resp)
 	assert.Equal(t, int64(1), a.hits.Load()+b.hits.Load())
+}
+
+// A gRPC call a sluice server refuses is answered in gRPC's terms (status
+// 200, grpc-status 14, a Trailers-Only response) with the not-started
+// marker among its headers: the client retries it at once on another
+// backend, as an HTTP rejection, and never on the one that refused.
+func TestGRPCRejectionRetriedElsewhere(t *testing.T) {
+	refuseGRPC := func(w http.ResponseWriter, _ *http.Request) {
+		reject.NewAnswer("busy", http.StatusServiceUnavailable, time.Second, nil).SetGRPCHeader(w.Header(), nil)
+		w.WriteHeader(http.StatusOK)
+	}
+	a := newScripted(t, "a", refuseGRPC)
+	b := newScripted(t, "b", ok)
+	clk := newFakeClock(true)
+	tr := newTransport(t, Config{Clock: clk, Rand: rand.NewPCG(1, 2), Retry: RetryConfig{MaxAttempts: 3, Budget: BudgetConfig{Unlimited: true}}}, a, b)
+	for i := range 20 {
+		code, err := get(t, tr, strconv.Itoa(i))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, code)
+	}
+	require.NotEmpty(t, a.requests(), "premise: some calls went to the refusing backend first")
+	assert.Len(t, b.requests(), 20, "every call answered by the backend that did not refuse")
+	assert.Empty(t, clk.Sleeps(), "not-started retries wait for nothing")
 }
