@@ -268,8 +268,8 @@ func (c *Controller) Step(reports []Report) Table {
 		mean := blame / admitted
 		for name, f := range fleet {
 			offered := f.Requests
-			if cost := c.cost[name]; cost > 0 {
-				demand[name] = offered * cost / float64(servers)
+			if d, ok := c.measured(name, f, servers); ok {
+				demand[name] = d
 				continue
 			}
 			cost := mean
@@ -314,8 +314,10 @@ func (c *Controller) Step(reports []Report) Table {
 			want = map[string]float64{}
 		}
 		for name, f := range fleet {
-			if _, ok := want[name]; !ok && c.cost[name] > 0 && servers > 0 {
-				want[name] = f.Requests * c.cost[name] / float64(servers)
+			if _, ok := want[name]; !ok {
+				if d, ok := c.measured(name, f, servers); ok {
+					want[name] = d
+				}
 			}
 		}
 		fair := waterFill(want, c.weight, c.opts.Utilisation)
@@ -349,6 +351,17 @@ func (c *Controller) Step(reports []Report) Table {
 	c.last = d
 	c.mu.Unlock()
 	return Table{Version: c.version, Drops: maps.Clone(c.drops)}
+}
+
+// measured returns a tenant's demand, in units of the fleet's capacity,
+// from its requests per second at its cost per request last measured while
+// saturated; false when that cost was never measured.
+func (c *Controller) measured(name string, f *Rates, servers int) (float64, bool) {
+	cost := c.cost[name]
+	if cost <= 0 || servers <= 0 {
+		return 0, false
+	}
+	return f.Requests * cost / float64(servers), true
 }
 
 // saturatedClosed is the fraction of its period a server's gates must
