@@ -269,13 +269,6 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 				p.unasked(p.policies, t, refusedTooOld)
 				return p.rejectNow(t, refusedTooOld)
 			}
-			if p.det != nil && p.det.Full(now) {
-				// Every request waits, though none for too long: the
-				// server is saturated, and the gates count as closed
-				// (a tenant controller then keeps the drops that keep
-				// the server from refusing).
-				p.closed.refused(now)
-			}
 		}
 	}
 	if r := p.deadlineRefusal(t, now); r != nil {
@@ -354,9 +347,14 @@ func (p *Pipeline) admit(t *Ticket, now int64, open bool) {
 	sh.admitted.Add(1)
 	t.started = now
 	// While the line is full (it stands, and the server is refusing
-	// requests for their age, or every request waits), the gates stay
-	// closed though this one starts.
-	open = open && (p.det == nil || !p.det.Full(now))
+	// requests for their age, or every request waits, though none for
+	// too long), the server is saturated: the gates close, or stay
+	// closed, though this one starts (so that a tenant controller keeps
+	// the drops that keep the server from refusing).
+	if p.det != nil && p.det.Full(now) {
+		p.closed.refused(now)
+		open = false
+	}
 	t.blameAt, t.blamed = p.closed.start(now, open, &sh.inFlight)
 	p.observers.started(t, now)
 }

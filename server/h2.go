@@ -323,11 +323,7 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 // the server's goroutine).
 func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, unstarted bool) {
 	srv := hc.s.srv
-	ctx := r.Context()
-	cancel := func() {}
-	if dl, ok := t.Deadline(); ok {
-		ctx, cancel = context.WithDeadline(ctx, dl)
-	}
+	ctx, cancel := streamContext(r, t)
 	defer cancel()
 	ended := make(chan struct{})
 	// start is 0 until the coroutine starts (1) or the stream gives up
@@ -383,13 +379,19 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 // call was admitted at its start like any request; what it does after
 // runs beside the workers, not on them.
 func (hc *h2Conn) runGRPC(w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked bool) {
-	ctx := r.Context()
-	if dl, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl)
-		defer cancel()
-	}
+	ctx, cancel := streamContext(r, t)
+	defer cancel()
 	return hc.call(ctx, w, r, nil)
+}
+
+// streamContext returns the context a stream's handler runs with: the
+// stream's, ending at the caller's deadline if the admission read one
+// (admit.Ticket.Deadline).
+func streamContext(r *http.Request, t *admit.Ticket) (context.Context, context.CancelFunc) {
+	if dl, ok := t.Deadline(); ok {
+		return context.WithDeadline(r.Context(), dl)
+	}
+	return r.Context(), func() {}
 }
 
 // call runs the handler on the stream, with ctx as its request's context:
