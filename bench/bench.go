@@ -38,12 +38,14 @@
 //
 // On top of these, RunSuite runs the overload benchmark: the targets of
 // Targets in child processes (StartProcess, ServeChild), their capacity,
-// and the scenarios (sweep, shapes, slowdown, mix, step, soak), into a
-// Report of Samples that package bench/report renders. The soak (SoakConfig)
-// runs RunChaos's misbehaving clients (slowloris, clients that never read,
-// resets mid-request, garbage, pipelined floods) beside the load, reads the
-// target's memory, goroutines and descriptors every second, and checks
-// them with EvaluateSoak.
+// and Scenarios, into a Report of Samples that package bench/report
+// renders. A Scenario says what points it runs and runs one with the kit a
+// Trial gives it (a target's child process, the generator as the suite is
+// set up, the CPU bracket); package bench/scenario holds them, one file
+// each. The soak (SoakConfig) runs RunChaos's misbehaving clients
+// (slowloris, clients that never read, resets mid-request, garbage,
+// pipelined floods) beside the load, reads the target's memory, goroutines
+// and descriptors every second, and checks them with EvaluateSoak.
 package bench
 
 import (

@@ -53,6 +53,9 @@ type CalibrateConfig struct {
 	// for it (over https, with a full handshake); it needs the built-in
 	// client (no Client).
 	NewConns bool
+	// Resend sends the next request at once after a rejection or a
+	// failure, as wrk and hey do, instead of pausing CalibrateBackoff.
+	Resend bool
 }
 
 // Calibration is the outcome of Calibrate: the requests completed in the
@@ -136,7 +139,7 @@ func (c *calibrator) worker(ctx context.Context) {
 		if !end.Before(c.from) && end.Before(c.to) {
 			c.record(o, lat)
 		}
-		if o == outOK {
+		if o == outOK || c.cfg.Resend {
 			continue
 		}
 		pause.Reset(CalibrateBackoff)
@@ -179,7 +182,7 @@ func (c *calibrator) record(o outcome, lat time.Duration) {
 // cfg.Conns workers each send a request, read its answer to the end, and
 // send the next, for cfg.Warmup and then cfg.Duration; the answers completed
 // within the second stretch are counted. A worker pauses CalibrateBackoff
-// after a rejection or a failure. Calibrate returns an error for a bad
+// after a rejection or a failure, unless cfg.Resend. Calibrate returns an error for a bad
 // config; if ctx ends early, it cancels the requests in flight, waits for
 // the workers and returns the partial Calibration with ctx's error. It
 // leaves no goroutine behind.

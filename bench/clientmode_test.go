@@ -205,18 +205,3 @@ func TestClientModeConfig(t *testing.T) {
 	_, err = newPlan(bad)
 	assert.Error(t, err)
 }
-
-func TestSuitePlanAlternatesClientModes(t *testing.T) {
-	cfg := SuiteConfig{Scenarios: []string{ScenarioSweep, ScenarioShapes}, Multiples: []float64{2, 5}, ShapeMultiples: []float64{5}, ClientModes: ClientModes}
-	require.NoError(t, cfg.defaults())
-	_, points := cfg.plan()
-	var got []string
-	for _, p := range points[ShapeIO.Name] {
-		got = append(got, p.describe())
-	}
-	assert.Equal(t, []string{"sweep 2x reconnect", "sweep 2x keep", "sweep 5x reconnect", "sweep 5x keep", "shapes 5x reconnect", "shapes 5x keep"}, got)
-
-	cfg.ClientModes = nil
-	_, points = cfg.plan()
-	assert.Empty(t, points[ShapeIO.Name][0].client, "no mode named: samples as before")
-}

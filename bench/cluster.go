@@ -278,7 +278,7 @@ type cluster struct {
 	procs []*Process // nil once stopped or killed
 	specs []HandlerSpec
 	cpus  [][]int
-	spec  childSpec         // the template of the backends' children
+	spec  ChildSpec         // the template of the backends' children
 	stats []json.RawMessage // each backend's counters, once stopped
 }
 
@@ -297,13 +297,13 @@ func (cfg *SuiteConfig) startCluster(ctx context.Context, target string) (*clust
 	for i := range specs {
 		specs[i] = cfg.Cluster.spec(i)
 	}
-	return cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice, LoadHint: true}, specs)
+	return cfg.startBackends(ctx, ChildSpec{Target: target, Nice: TargetNice, LoadHint: true}, specs)
 }
 
 // startBackends starts one backend per handler of specs, each the child
 // process that spec describes serving that handler, on its share of the
 // target CPUs (backendCPUs); the cluster and tenants scenarios share it.
-func (cfg *SuiteConfig) startBackends(ctx context.Context, spec childSpec, specs []HandlerSpec) (*cluster, error) {
+func (cfg *SuiteConfig) startBackends(ctx context.Context, spec ChildSpec, specs []HandlerSpec) (*cluster, error) {
 	cl := &cluster{spec: spec}
 	for i, h := range specs {
 		cs := cl.spec
@@ -412,7 +412,7 @@ func (cfg *SuiteConfig) calibrateBackends(ctx context.Context, target string, cl
 		var wg sync.WaitGroup
 		for i, p := range cl.procs {
 			c := cc
-			c.URL = p.URL + weatherPath
+			c.URL = p.URL + WeatherPath
 			wg.Go(func() { cals[i], errs[i] = Calibrate(ctx, c) })
 		}
 		wg.Wait()
@@ -436,19 +436,6 @@ func (cfg *SuiteConfig) calibrateBackends(ctx context.Context, target string, cl
 		return 0, 0, fmt.Errorf("bench: calibrate the %s cluster: no request succeeded", target)
 	}
 	return capacity, cpu, nil
-}
-
-// capacityOf measures the capacity that the points of shape sh are offered
-// multiples of: the cluster's for the cluster and tenants scenarios, else
-// the target's.
-func (cfg *SuiteConfig) capacityOf(ctx context.Context, target string, sh Shape) (capacity, cpu float64, err error) {
-	switch sh.Name {
-	case ClusterShape:
-		return cfg.calibrateCluster(ctx, target)
-	case TenantsShape:
-		return cfg.calibrateTenants(ctx, target)
-	}
-	return cfg.calibrate(ctx, target, sh.Spec)
 }
 
 // clusterWindow is the sending window of a part.
@@ -577,14 +564,14 @@ func (k *killer) result(probe time.Duration) *ClusterKillInfo {
 }
 
 // cluster runs one part of the cluster scenario on fresh backends.
-func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p point, capacity float64, repeat, run int) (s *Sample, err error) {
+func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p Point, capacity float64, repeat, run int) (s *Sample, err error) {
 	cl, err := cfg.startCluster(ctx, target)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, cl.stop()) }()
 	urls := cl.urls()
-	rate := p.multiple * capacity
+	rate := p.Multiple * capacity
 	// Connections per backend: as many as the whole load could have in
 	// flight within the deadline (Little's law, as Run derives Conns).
 	conns := min(max(int(math.Ceil(rate*cfg.Deadline.Seconds())), 1), MaxConns)
@@ -599,19 +586,19 @@ func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p point, cap
 	defer base.CloseIdleConnections()
 	var k *killer
 	onChange := func(string, client.State, client.State) {}
-	if p.part == ClusterKill {
+	if p.Part == ClusterKill {
 		k = &killer{victim: urls[0]}
 		onChange = k.onStateChange
 	}
-	tr, err := cfg.clusterClient(p.part, urls, base, onChange)
+	tr, err := cfg.clusterClient(p.Part, urls, base, onChange)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, tr.Close()) }()
 	rc := Config{
-		URL:      urls[0] + weatherPath, // the client sends it to the backend it picks
+		URL:      urls[0] + WeatherPath, // the client sends it to the backend it picks
 		Rate:     rate,
-		Duration: cfg.clusterWindow(p.part),
+		Duration: cfg.clusterWindow(p.Part),
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(run),
 		Client:   &http.Client{Transport: tr},
@@ -643,10 +630,10 @@ func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p point, cap
 		return nil, err
 	}
 	s = &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple,
+		Scenario: ScenarioCluster, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
+		Repeat: repeat, Capacity: capacity, Multiple: p.Multiple,
 	}
-	fill(s, res)
+	Fill(s, res)
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.GeneratorCPU = gen.Seconds() / sec
 		if k == nil { // a killed backend's CPU time is lost with it
@@ -654,7 +641,7 @@ func (cfg *SuiteConfig) cluster(ctx context.Context, target string, p point, cap
 		}
 	}
 	ci := &ClusterInfo{
-		Part: p.part, Requests: st.Requests, Attempts: st.Attempts, Retries: st.Retries,
+		Part: p.Part, Requests: st.Requests, Attempts: st.Attempts, Retries: st.Retries,
 		BudgetDenied: st.BudgetDenied, NoBackend: st.NoBackend,
 	}
 	if st.Requests > 0 {

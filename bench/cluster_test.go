@@ -18,7 +18,7 @@ import (
 func tinyCluster() SuiteConfig {
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []string{ScenarioCluster}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioCluster)}
 	cfg.Duration = 400 * time.Millisecond
 	cfg.Constant = false
 	cfg.Cluster = ClusterConfig{
@@ -124,7 +124,7 @@ func TestClusterConfig(t *testing.T) {
 	assert.ErrorContains(t, (&ClusterConfig{NaiveAttempts: -1}).defaults(), "naive")
 
 	cfg := tinySuite()
-	cfg.Scenarios = []string{ScenarioCluster}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioCluster)}
 	cfg.Cluster.Slow = -3
 	assert.ErrorContains(t, cfg.defaults(), "slow factor")
 }
@@ -141,5 +141,5 @@ func TestBackendCPUs(t *testing.T) {
 }
 
 func TestPointDescribeCluster(t *testing.T) {
-	assert.Equal(t, "cluster naive 1.5x", point{scenario: ScenarioCluster, part: ClusterNaive, multiple: 1.5}.describe())
+	assert.Equal(t, "cluster naive 1.5x", Point{Part: ClusterNaive, Multiple: 1.5}.describe(ScenarioCluster))
 }

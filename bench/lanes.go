@@ -208,15 +208,15 @@ func lanesCapable(target string) bool { return strings.HasPrefix(target, "sluice
 // lanes.
 func needsLanes(part string) bool { return part == LanesInBackground || part == LanesLive }
 
-// runsOn reports whether the point is measured on the target: the lanes
-// scenario's parts with a background lane are not measured on targets
+// lanesRunsOn reports whether a point of the lanes scenario is measured on
+// the target: the parts with a background lane are not measured on targets
 // without lanes.
-func (p point) runsOn(target string) bool {
-	return p.scenario != ScenarioLanes || !needsLanes(p.part) || lanesCapable(target)
+func lanesRunsOn(p Point, target string) bool {
+	return !needsLanes(p.Part) || lanesCapable(target)
 }
 
 // LanesChild is what a target of the lanes scenario serves beyond its
-// interactive work (childSpec.Handler.CPU): the batch route, and on a
+// interactive work (ChildSpec.Handler.CPU): the batch route, and on a
 // sluice target the background lane and the lane admin endpoint.
 type LanesChild struct {
 	Batch time.Duration `json:"batch"`
@@ -320,7 +320,7 @@ type WorkSeries struct {
 }
 
 // lanesHandler is the lanes scenario's target handler and its work log.
-func lanesHandler(cs childSpec) (http.Handler, *workLog) {
+func lanesHandler(cs ChildSpec) (http.Handler, *workLog) {
 	lc := cs.Lanes
 	log := newWorkLog(lc.Span)
 	cpu := cs.Handler.CPU
@@ -448,21 +448,21 @@ func (cfg *SuiteConfig) targetWorkers() int {
 }
 
 // lanes runs one part of the lanes scenario on a fresh target process.
-func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p point, capacity float64, repeat, run int) (s *Sample, err error) {
+func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p Point, capacity float64, repeat, run int) (s *Sample, err error) {
 	lc := cfg.Lanes
 	workers := cfg.targetWorkers()
 	window := cfg.Duration
 	child := &LanesChild{Batch: lc.Batch, Slice: lc.Slice, Span: window + 2*cfg.Deadline + lanesSpanSlack}
-	if needsLanes(p.part) {
+	if needsLanes(p.Part) {
 		child.Lane = &lanes.Spec{Name: LanesBackground, Priority: lc.Priority, Shares: lc.Shares}
 	}
-	live := p.part == LanesLive
+	live := p.Part == LanesLive
 	if live {
 		if child.Token, err = newToken(); err != nil {
 			return nil, err
 		}
 	}
-	proc, err := startChild(ctx, cfg.Launch, childSpec{Target: target, Handler: p.spec, Nice: TargetNice, Lanes: child}, cfg.TargetCPUs)
+	proc, err := startChild(ctx, cfg.Launch, ChildSpec{Target: target, Handler: p.Spec, Nice: TargetNice, Lanes: child}, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -474,7 +474,7 @@ func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p point, capac
 		URL: proc.URL + LanesInteractivePath, Rate: lc.Multiple * capacity, Duration: window,
 		Deadline: cfg.Deadline, Arrival: arrival, Seed: cfg.Seed + uint64(run), Bucket: lc.Window,
 	}
-	withBatch := p.part != LanesAlone
+	withBatch := p.Part != LanesAlone
 	batchRate := lc.BatchMultiple * float64(workers) / lc.Batch.Seconds()
 	bc := Config{
 		URL: proc.URL + LanesBatchPath, Rate: batchRate, Duration: window,
@@ -519,17 +519,17 @@ func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p point, capac
 		return nil, err
 	}
 	s = &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
+		Scenario: ScenarioLanes, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
 		Repeat: repeat, Capacity: capacity, Multiple: lc.Multiple, Placement: proc.Placement,
 	}
-	fill(s, ires)
+	Fill(s, ires)
 	s.Server = proc.Stats
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.TargetCPU = tcpu.Seconds() / sec
 		s.GeneratorCPU = gen.Seconds() / sec
 	}
 	li := &LanesInfo{
-		Part: p.part, Workers: workers, Interactive: p.spec.CPU, Batch: lc.Batch, Slice: lc.Slice,
+		Part: p.Part, Workers: workers, Interactive: p.Spec.CPU, Batch: lc.Batch, Slice: lc.Slice,
 		Window: lc.Window, Change: change, HostCPU: -1,
 	}
 	if hst.Err == nil && hst.Span > 0 {

@@ -25,7 +25,7 @@ import (
 func TestSuiteLanes(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{"nethttp", "sluice"}
-	cfg.Scenarios = []string{ScenarioLanes}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioLanes)}
 	cfg.Duration = 800 * time.Millisecond
 	cfg.Lanes = LanesConfig{Batch: 4 * time.Millisecond, Slice: 500 * time.Microsecond, Multiple: 0.3}
 	var progress progressLog
@@ -139,12 +139,12 @@ func TestLanesConfigDefaults(t *testing.T) {
 // Targets without lanes run the parts without a lane only.
 func TestLanesPointsRunOn(t *testing.T) {
 	for _, part := range LanesParts {
-		p := point{scenario: ScenarioLanes, part: part}
+		p := planned{builtIn(ScenarioLanes), Point{Part: part}}
 		assert.True(t, p.runsOn("sluice"), part)
 		assert.True(t, p.runsOn("sluice-half"), part)
 		assert.Equal(t, part == LanesOneLane || part == LanesAlone, p.runsOn("nethttp"), part)
 	}
-	assert.True(t, point{scenario: ScenarioSweep}.runsOn("nethttp"))
+	assert.True(t, planned{offer{}, Point{}}.runsOn("nethttp"), "a scenario without a filter runs on every target")
 }
 
 // The shares and series come from the completions at the generator and
@@ -201,7 +201,7 @@ func TestLanesInfoFill(t *testing.T) {
 // On net/http, Yield does nothing: the batch handler computes its slices
 // in a row and logs each, and stops when its client has left.
 func TestLanesHandlerOnNetHTTP(t *testing.T) {
-	cs := childSpec{Handler: HandlerSpec{CPU: 200 * time.Microsecond}, Lanes: &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute}}
+	cs := ChildSpec{Handler: HandlerSpec{CPU: 200 * time.Microsecond}, Lanes: &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute}}
 	h, log := lanesHandler(cs)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -244,7 +244,7 @@ func TestLanesTargetChangesShares(t *testing.T) {
 	}
 	tg, ok := targetByName("sluice", serveOptions{lanes: child})
 	require.True(t, ok)
-	h, log := lanesHandler(childSpec{Handler: HandlerSpec{CPU: 100 * time.Microsecond}, Lanes: child})
+	h, log := lanesHandler(ChildSpec{Handler: HandlerSpec{CPU: 100 * time.Microsecond}, Lanes: child})
 	rn, err := tg.Serve(h)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, rn.Stop()) }()

@@ -70,7 +70,7 @@ const neighbourBound = processStartTimeout + 10*time.Second
 
 // noisy runs one point of the noisy scenario: the neighbour, then a fresh
 // target process on all the suite's CPUs, then the load.
-func (cfg *SuiteConfig) noisy(ctx context.Context, target string, p point, repeat, run int) (s *Sample, err error) {
+func (cfg *SuiteConfig) noisy(ctx context.Context, target string, p Point, repeat, run int) (s *Sample, err error) {
 	cpus := cfg.allCPUs
 	if len(cpus) < 2 {
 		return nil, fmt.Errorf("bench: the noisy scenario needs two CPUs or more, this process has %v", cpus)
@@ -85,13 +85,13 @@ func (cfg *SuiteConfig) noisy(ctx context.Context, target string, p point, repea
 		}
 		defer func() { err = errors.Join(err, nb.stop()) }()
 	}
-	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cpus)
+	proc, err := startProcess(ctx, cfg.Launch, target, p.Spec, cpus)
 	if err != nil {
 		return nil, err
 	}
 	rc := Config{
-		URL:      proc.URL + weatherPath,
-		Rate:     p.rate,
+		URL:      proc.URL + WeatherPath,
+		Rate:     p.Rate,
 		Duration: cfg.Duration,
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(run),
@@ -109,12 +109,12 @@ func (cfg *SuiteConfig) noisy(ctx context.Context, target string, p point, repea
 		return nil, err
 	}
 	s = &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
+		Scenario: ScenarioNoisy, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
 		Repeat: repeat, Placement: proc.Placement,
 	}
-	fill(s, res)
+	Fill(s, res)
 	s.Server = proc.Stats
-	ni := &NoisyInfo{Rate: p.rate, CPUs: slices.Clone(cpus), NeighbourCPU: ncpu, NeighbourNice: TargetNice}
+	ni := &NoisyInfo{Rate: p.Rate, CPUs: slices.Clone(cpus), NeighbourCPU: ncpu, NeighbourNice: TargetNice}
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.TargetCPU = tcpu.Seconds() / sec
 		s.GeneratorCPU = gen.Seconds() / sec

@@ -30,8 +30,8 @@ import (
 // it and serves the target it describes instead of running the program.
 const ChildEnv = "SLUICE_BENCH_TARGET"
 
-// childSpec is ChildEnv's value, as JSON.
-type childSpec struct {
+// ChildSpec is ChildEnv's value, as JSON.
+type ChildSpec struct {
 	Target  string      `json:"target"`
 	Handler HandlerSpec `json:"handler"`
 	Nice    int         `json:"nice,omitempty"`
@@ -113,7 +113,7 @@ func ServeChild() {
 // died) or ctx ends. Then it stops the target and writes "stats JSON"
 // (the target's counters, if it has any) and, when probed, "exit JSON".
 func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) error {
-	var cs childSpec
+	var cs ChildSpec
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
 		return fmt.Errorf("bad %s: %w", ChildEnv, err)
 	}
@@ -222,7 +222,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 // panics on every cs.PanicEvery-th request when that is positive, and
 // LargePath, which the no-read chaos clients ask for; for the stray
 // scenario, the weather service beside StrayPath and TrivialPath.
-func childHandler(cs childSpec) http.Handler {
+func childHandler(cs ChildSpec) http.Handler {
 	h := weather.Handler(cs.Handler.Options())
 	if cs.StrayURL != "" {
 		return strayHandler(h, cs.StrayURL)
@@ -368,7 +368,7 @@ func startProbe(out io.Writer, interval time.Duration) (stop func()) {
 
 // attackTarget serves the attack suite's target named by cs: its stats are
 // what the target counted (attack.Server.Counters), as a JSON string.
-func attackTarget(cs childSpec) (*Running, error) {
+func attackTarget(cs ChildSpec) (*Running, error) {
 	srv, err := attack.Serve(cs.Target, cs.TLS)
 	if err != nil {
 		return nil, err
@@ -385,7 +385,7 @@ func attackTarget(cs childSpec) (*Running, error) {
 // executable), and returns it as the suite runs it: Usage reads the
 // child's CPU time and memory, and Counters what it counted, once stopped.
 func StartAttackTarget(ctx context.Context, launch Launcher, target string, https bool) (*attack.Server, error) {
-	p, err := startChild(ctx, launch, childSpec{Target: target, Attack: true, TLS: https}, nil)
+	p, err := startChild(ctx, launch, ChildSpec{Target: target, Attack: true, TLS: https}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -465,12 +465,12 @@ func StartProcess(ctx context.Context, launch Launcher, target string, spec Hand
 // startProcess is StartProcess with the child restricted to cpus (none:
 // the parent's CPUs).
 func startProcess(ctx context.Context, launch Launcher, target string, spec HandlerSpec, cpus []int) (*Process, error) {
-	return startChild(ctx, launch, childSpec{Target: target, Handler: spec, Nice: TargetNice}, cpus)
+	return startChild(ctx, launch, ChildSpec{Target: target, Handler: spec, Nice: TargetNice}, cpus)
 }
 
 // startChild starts the child cs describes on cpus (none: the parent's
 // CPUs) and returns once it listens.
-func startChild(ctx context.Context, launch Launcher, cs childSpec, cpus []int) (*Process, error) {
+func startChild(ctx context.Context, launch Launcher, cs ChildSpec, cpus []int) (*Process, error) {
 	target := cs.Target
 	if _, ok := TargetByName(target); !ok {
 		return nil, fmt.Errorf("bench: unknown target %q", target)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -148,6 +149,31 @@ type Sample struct {
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
+	// Detail is what the scenario recorded beyond these fields, as JSON
+	// of a type of its own (SetDetail, DetailOf); its report reads it.
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// SetDetail stores v, as JSON, as the sample's Detail.
+func (s *Sample) SetDetail(v any) error {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("bench: %s sample's detail: %w", s.Scenario, err)
+	}
+	s.Detail = js
+	return nil
+}
+
+// DetailOf decodes s's Detail as a T; nil, with no error, when s has none.
+func DetailOf[T any](s *Sample) (*T, error) {
+	if len(s.Detail) == 0 {
+		return nil, nil
+	}
+	v := new(T)
+	if err := json.Unmarshal(s.Detail, v); err != nil {
+		return nil, fmt.Errorf("bench: %s sample's detail: %w", s.Scenario, err)
+	}
+	return v, nil
 }
 
 // ClassSample is one class's part of a Sample.

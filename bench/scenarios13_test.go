@@ -23,7 +23,7 @@ func TestSuiteNoisy(t *testing.T) {
 	require.NoError(t, err)
 	cfg := tinySuite()
 	cfg.Targets = []string{"nethttp", "sluice", "sluice-pinned"}
-	cfg.Scenarios = []string{ScenarioNoisy}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
 	cfg.Noisy.Rates = []float64{50, 80}
 	var progress progressLog
 	cfg.Progress = progress.record
@@ -80,7 +80,7 @@ func TestSuiteNoisyWithASplit(t *testing.T) {
 	a, b := twoCPUs(t)
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []string{ScenarioNoisy}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
 	cfg.Noisy.Rates = []float64{50}
 	cfg.TargetCPUs, cfg.GeneratorCPUs = []int{b}, []int{a}
 	rep, err := RunSuite(context.Background(), cfg)
@@ -96,7 +96,7 @@ func TestSuiteNoisyWithASplit(t *testing.T) {
 func TestSuiteStray(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{"nethttp", "sluice"}
-	cfg.Scenarios = []string{ScenarioStray}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioStray)}
 	cfg.Duration = 400 * time.Millisecond
 	cfg.Stray = StrayConfig{
 		Delay: 100 * time.Millisecond, Rate: 5, TrivialRate: 100, TrivialConns: 4, Multiple: 0.2,
@@ -151,7 +151,7 @@ func TestSuiteStray(t *testing.T) {
 func TestStrayHandler(t *testing.T) {
 	slow := httptest.NewServer(slowService(50 * time.Millisecond))
 	defer slow.Close()
-	srv := httptest.NewServer(childHandler(childSpec{Handler: HandlerSpec{CPU: 10 * time.Microsecond}, StrayURL: slow.URL + "/slow"}))
+	srv := httptest.NewServer(childHandler(ChildSpec{Handler: HandlerSpec{CPU: 10 * time.Microsecond}, StrayURL: slow.URL + "/slow"}))
 	defer srv.Close()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -172,7 +172,7 @@ func TestStrayHandler(t *testing.T) {
 	code, body, _ = get(TrivialPath)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok\n", body)
-	code, body, _ = get(weatherPath)
+	code, body, _ = get(WeatherPath)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `"city":"Lisbon"`)
 
@@ -196,29 +196,29 @@ func TestNoisyAndStrayConfigs(t *testing.T) {
 	assert.Error(t, (&StrayConfig{Rate: -2}).defaults())
 	assert.Error(t, (&StrayConfig{Multiple: -1}).defaults())
 
-	for _, sc := range []string{ScenarioNoisy, ScenarioStray} {
+	for _, sc := range []Scenario{builtIn(ScenarioNoisy), builtIn(ScenarioStray)} {
 		cfg := tinySuite()
-		cfg.Scenarios = []string{sc}
-		require.NoError(t, cfg.defaults(), sc)
+		cfg.Scenarios = []Scenario{sc}
+		require.NoError(t, cfg.defaults(), sc.Name())
 	}
 	cfg := tinySuite()
-	cfg.Scenarios = []string{ScenarioNoisy}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
 	cfg.Noisy.Rates = []float64{0, 5}
 	assert.ErrorContains(t, cfg.defaults(), "noisy rate")
 }
 
 func TestPointDescribe(t *testing.T) {
-	assert.Equal(t, "sweep 2x", point{scenario: ScenarioSweep, multiple: 2}.describe())
-	assert.Equal(t, "noisy 800/s", point{scenario: ScenarioNoisy, rate: 800}.describe())
-	assert.Equal(t, "stray trivial", point{scenario: ScenarioStray, part: StrayTrivial}.describe())
-	assert.True(t, strings.HasPrefix(point{scenario: ScenarioStray, part: StrayCPUWith, multiple: 2}.describe(), "stray cpu+stray 2x"))
+	assert.Equal(t, "sweep 2x", Point{Multiple: 2}.describe(ScenarioSweep))
+	assert.Equal(t, "noisy 800/s", Point{Rate: 800}.describe(ScenarioNoisy))
+	assert.Equal(t, "stray trivial", Point{Part: StrayTrivial}.describe(ScenarioStray))
+	assert.True(t, strings.HasPrefix(Point{Part: StrayCPUWith, Multiple: 2}.describe(ScenarioStray), "stray cpu+stray 2x"))
 }
 
 func TestSuiteNoisyQuiet(t *testing.T) {
 	twoCPUs(t)
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []string{ScenarioNoisy}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
 	cfg.Noisy = NoisyConfig{Rates: []float64{50}, Quiet: true}
 	rep, err := RunSuite(context.Background(), cfg)
 	require.NoError(t, err)

@@ -168,18 +168,18 @@ func (cfg *SuiteConfig) shedWindow() time.Duration {
 // shed runs one point of the shed scenario: it measures the reference's
 // capacity, then offers the three phases, in buckets, to a fresh target
 // process.
-func (cfg *SuiteConfig) shed(ctx context.Context, target string, p point, repeat, run int) (*Sample, error) {
+func (cfg *SuiteConfig) shed(ctx context.Context, target string, p Point, repeat, run int) (*Sample, error) {
 	sc := cfg.Shed
-	capacity, capCPU, err := cfg.calibrate(ctx, ShedReference, p.spec)
+	capacity, capCPU, err := cfg.calibrate(ctx, ShedReference, p.Spec)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := startProcess(ctx, cfg.Launch, target, p.spec, cfg.TargetCPUs)
+	proc, err := startProcess(ctx, cfg.Launch, target, p.Spec, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
 	}
 	rc := Config{
-		URL:      proc.URL + weatherPath,
+		URL:      proc.URL + WeatherPath,
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(run),
 		Phases: []Phase{
@@ -202,11 +202,11 @@ func (cfg *SuiteConfig) shed(ctx context.Context, target string, p point, repeat
 		return nil, err
 	}
 	s := &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target, Repeat: repeat,
+		Scenario: ScenarioShed, Shape: p.Shape.Name, Handler: p.Spec, Target: target, Repeat: repeat,
 		Capacity: capacity, CapacityCPU: capCPU, Multiple: sc.High, Placement: proc.Placement,
 		Step: &StepInfo{Low: sc.Low, High: sc.High, Up: sc.Before, Down: sc.Before + sc.During, End: sc.window()},
 	}
-	fill(s, res)
+	Fill(s, res)
 	s.Server = proc.Stats
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.TargetCPU = tcpu.Seconds() / sec

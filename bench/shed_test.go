@@ -27,7 +27,7 @@ import (
 func TestSuiteShed(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{TargetSluiceBusy, TargetSluiceCPU}
-	cfg.Scenarios = []string{ScenarioShed}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioShed)}
 	cfg.Shed = ShedConfig{Low: 0.2, High: 1.5, Before: 300 * time.Millisecond, During: 800 * time.Millisecond, After: 400 * time.Millisecond, Bucket: 100 * time.Millisecond}
 	var progress progressLog
 	cfg.Progress = progress.record
@@ -86,7 +86,7 @@ func TestShedTargets(t *testing.T) {
 		rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 10 * time.Microsecond}))
 		require.NoError(t, err, name)
 		tr := &http.Transport{}
-		resp, err := (&http.Client{Transport: tr}).Get(rn.URL + weatherPath)
+		resp, err := (&http.Client{Transport: tr}).Get(rn.URL + WeatherPath)
 		require.NoError(t, err, name)
 		_ = resp.Body.Close()
 		tr.CloseIdleConnections()
@@ -115,8 +115,8 @@ func TestShedConfigDefaults(t *testing.T) {
 	assert.ErrorContains(t, (&ShedConfig{High: -1}).defaults(), "shed high multiple -1")
 	assert.ErrorContains(t, (&ShedConfig{During: -time.Second}).defaults(), "shed during -1s")
 	cfg := tinySuite()
-	cfg.Scenarios = []string{ScenarioShed}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioShed)}
 	cfg.Shed.Low = math.NaN()
 	assert.ErrorContains(t, cfg.defaults(), "shed low multiple NaN")
-	assert.Equal(t, "shed", point{scenario: ScenarioShed}.describe())
+	assert.Equal(t, "shed", Point{}.describe(ScenarioShed))
 }

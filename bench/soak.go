@@ -549,10 +549,10 @@ func median(xs []float64) float64 {
 // chaos clients and the readings together, then the drain, the stop and
 // the checks. A child that fails once started (a crash, an unclean exit)
 // fails checks; it is no error of the suite.
-func (cfg *SuiteConfig) soak(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
+func (cfg *SuiteConfig) soak(ctx context.Context, target string, p Point, capacity float64, repeat, run int) (*Sample, error) {
 	sc := cfg.Soak
-	proc, err := startChild(ctx, cfg.Launch, childSpec{
-		Target: target, Handler: p.spec, Nice: TargetNice, Soak: true, PanicEvery: sc.PanicEvery, Probe: soakProbe,
+	proc, err := startChild(ctx, cfg.Launch, ChildSpec{
+		Target: target, Handler: p.Spec, Nice: TargetNice, Soak: true, PanicEvery: sc.PanicEvery, Probe: soakProbe,
 	}, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
@@ -562,8 +562,8 @@ func (cfg *SuiteConfig) soak(ctx context.Context, target string, p point, capaci
 		PanicEvery: sc.PanicEvery, ChaosMix: *sc.Chaos, Rules: sc.Rules,
 	}
 	s := &Sample{
-		Scenario: ScenarioSoak, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple, Soak: info,
+		Scenario: ScenarioSoak, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
+		Repeat: repeat, Capacity: capacity, Multiple: p.Multiple, Soak: info,
 	}
 	if err := proc.awaitProbe(ctx, time.Time{}, processStartTimeout); err != nil {
 		return nil, errors.Join(err, proc.Stop())
@@ -571,8 +571,8 @@ func (cfg *SuiteConfig) soak(ctx context.Context, target string, p point, capaci
 	info.Resources = append(info.Resources, proc.resources(0))
 
 	rc := Config{
-		URL:      proc.URL + weatherPath,
-		Rate:     p.multiple * capacity,
+		URL:      proc.URL + WeatherPath,
+		Rate:     p.Multiple * capacity,
 		Duration: sc.Duration,
 		Bucket:   sc.Bucket,
 		Deadline: cfg.Deadline,
@@ -618,7 +618,7 @@ func (cfg *SuiteConfig) soak(ctx context.Context, target string, p point, capaci
 	if res == nil {
 		return nil, errors.Join(runErr, chaosErr)
 	}
-	fill(s, res)
+	Fill(s, res)
 	s.Server = proc.Stats
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.TargetCPU = tcpu.Seconds() / sec

@@ -331,17 +331,17 @@ func TestChildHandler(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec
 	}
-	plain := childHandler(childSpec{PanicEvery: 1})
+	plain := childHandler(ChildSpec{PanicEvery: 1})
 	assert.Equal(t, http.StatusNotFound, get(plain, LargePath).Code, "only a soak serves the large answer")
-	assert.Equal(t, http.StatusOK, get(plain, weatherPath).Code, "and only a soak panics")
+	assert.Equal(t, http.StatusOK, get(plain, WeatherPath).Code, "and only a soak panics")
 
-	soak := childHandler(childSpec{Soak: true, PanicEvery: 2})
+	soak := childHandler(ChildSpec{Soak: true, PanicEvery: 2})
 	rec := get(soak, LargePath)
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, LargeSize, rec.Body.Len())
 	assert.Equal(t, http.StatusNotFound, get(soak, "/elsewhere").Code)
-	assert.Equal(t, http.StatusOK, get(soak, weatherPath).Code)
-	assert.PanicsWithValue(t, PanicValue, func() { get(soak, weatherPath) }, "the second request")
+	assert.Equal(t, http.StatusOK, get(soak, WeatherPath).Code)
+	assert.PanicsWithValue(t, PanicValue, func() { get(soak, WeatherPath) }, "the second request")
 }
 
 func TestServeChildProbes(t *testing.T) {
@@ -399,7 +399,7 @@ func TestProcessReadLine(t *testing.T) {
 func TestSuiteSoak(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []string{ScenarioSoak}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioSoak)}
 	cfg.Soak = SoakConfig{
 		Multiple: 0.2, Duration: time.Second, Bucket: 250 * time.Millisecond, PanicEvery: 10,
 		Chaos: &ChaosMix{Slowloris: 1, NoRead: 1, Reset: 1, Garbage: 1, Flood: 1},

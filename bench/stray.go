@@ -168,14 +168,14 @@ func slowService(delay time.Duration) http.Handler {
 }
 
 // stray runs one part of the stray scenario on a fresh target process.
-func (cfg *SuiteConfig) stray(ctx context.Context, target string, p point, capacity float64, repeat, run int) (s *Sample, err error) {
+func (cfg *SuiteConfig) stray(ctx context.Context, target string, p Point, capacity float64, repeat, run int) (s *Sample, err error) {
 	sc := cfg.Stray
 	slowURL, stopSlow, err := startNetHTTP(slowService(sc.Delay))
 	if err != nil {
 		return nil, fmt.Errorf("bench: slow service: %w", err)
 	}
 	defer func() { err = errors.Join(err, stopSlow()) }()
-	cs := childSpec{Target: target, Handler: p.spec, Nice: TargetNice, StrayURL: slowURL + "/slow"}
+	cs := ChildSpec{Target: target, Handler: p.Spec, Nice: TargetNice, StrayURL: slowURL + "/slow"}
 	proc, err := startChild(ctx, cfg.Launch, cs, cfg.TargetCPUs)
 	if err != nil {
 		return nil, err
@@ -184,15 +184,15 @@ func (cfg *SuiteConfig) stray(ctx context.Context, target string, p point, capac
 	if !cfg.Constant {
 		rc.Arrival = Poisson
 	}
-	if p.part == StrayTrivial {
+	if p.Part == StrayTrivial {
 		rc.URL, rc.Rate, rc.Conns = proc.URL+TrivialPath, sc.TrivialRate, sc.TrivialConns
 		capacity = 0 // the CPU-bound handler's, which this part does not offer
 	} else {
-		rc.URL, rc.Rate = proc.URL+weatherPath, p.multiple*capacity
+		rc.URL, rc.Rate = proc.URL+WeatherPath, p.Multiple*capacity
 	}
 	calls := make(chan *Result, 1)
 	callErr := make(chan error, 1)
-	withCalls := p.part != StrayCPU
+	withCalls := p.Part != StrayCPU
 	cpu0, tcpu0, t0 := selfCPU(), proc.cpu(), time.Now()
 	if withCalls {
 		go func() {
@@ -216,20 +216,20 @@ func (cfg *SuiteConfig) stray(ctx context.Context, target string, p point, capac
 		return nil, err
 	}
 	s = &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple, Placement: proc.Placement,
+		Scenario: ScenarioStray, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
+		Repeat: repeat, Capacity: capacity, Multiple: p.Multiple, Placement: proc.Placement,
 	}
-	fill(s, res)
+	Fill(s, res)
 	s.Server = proc.Stats
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.TargetCPU = tcpu.Seconds() / sec
 		s.GeneratorCPU = gen.Seconds() / sec
 	}
-	si := &StrayInfo{Part: p.part, Delay: sc.Delay}
+	si := &StrayInfo{Part: p.Part, Delay: sc.Delay}
 	if callRes != nil {
 		si.Rate = sc.Rate
 		var call Sample
-		fill(&call, callRes)
+		Fill(&call, callRes)
 		si.Calls, si.CallLatency, si.CallsBehind = call.Rates, call.Latency, call.Behind
 	}
 	s.Stray = si

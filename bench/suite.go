@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -46,9 +44,9 @@ type StepConfig struct {
 type SuiteConfig struct {
 	// Targets names the targets (see Targets); default all of them.
 	Targets []string
-	// Scenarios names the scenarios (Scenario* constants); default all
-	// but the soak, which runs only when named.
-	Scenarios []string
+	// Scenarios are the scenarios to run, in order (package
+	// bench/scenario lists them); at least one.
+	Scenarios []Scenario
 	// Shape is the handler shape of the sweep, step, slowdown and mix
 	// scenarios; default ShapeIO.
 	Shape Shape
@@ -173,65 +171,6 @@ func (c *SuiteConfig) defaults() error {
 			return fmt.Errorf("bench: unknown target %q", n)
 		}
 	}
-	all := []string{ScenarioSweep, ScenarioShapes, ScenarioSlowdown, ScenarioMix, ScenarioStep}
-	if len(c.Scenarios) == 0 {
-		c.Scenarios = all
-	}
-	known := slices.Concat(all, []string{ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes})
-	for _, s := range c.Scenarios {
-		if !slices.Contains(known, s) {
-			return fmt.Errorf("bench: unknown scenario %q (have %v)", s, known)
-		}
-		if (c.TLS || c.NewConns) && !slices.Contains(all, s) {
-			return fmt.Errorf("bench: TLS and NewConns apply to the scenarios %v, not %s, which starts its servers its own way", all, s)
-		}
-		if c.NewConns && s == ScenarioMix {
-			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
-		}
-		if c.Clients != 0 && (!slices.Contains(all, s) || s == ScenarioMix) {
-			return fmt.Errorf("bench: Clients applies to the sweep, shapes, slowdown and step scenarios, not %s", s)
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioSoak) {
-		if err := c.Soak.defaults(); err != nil {
-			return err
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioNoisy) {
-		if err := c.Noisy.defaults(); err != nil {
-			return err
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioStray) {
-		if err := c.Stray.defaults(); err != nil {
-			return err
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioCluster) {
-		if err := c.Cluster.defaults(); err != nil {
-			return err
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioShed) {
-		if err := c.Shed.defaults(); err != nil {
-			return err
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioTenants) {
-		if err := c.Tenants.defaults(); err != nil {
-			return err
-		}
-		for _, t := range c.Targets {
-			if !tenantCapable(t) {
-				return fmt.Errorf("bench: the tenants scenario runs on sluice targets only (its tracker is an admission policy), not %q: name them with -targets", t)
-			}
-		}
-	}
-	if slices.Contains(c.Scenarios, ScenarioLanes) {
-		if err := c.Lanes.defaults(); err != nil {
-			return err
-		}
-	}
 	if c.Shape.Name == "" {
 		c.Shape = ShapeIO
 	}
@@ -303,139 +242,79 @@ func (c *SuiteConfig) defaults() error {
 	}
 	c.TargetCPUs = slices.Compact(slices.Sorted(slices.Values(c.TargetCPUs)))
 	c.GeneratorCPUs = slices.Compact(slices.Sorted(slices.Values(c.GeneratorCPUs)))
-	return checkSplit(c.TargetCPUs, c.GeneratorCPUs)
+	if err := checkSplit(c.TargetCPUs, c.GeneratorCPUs); err != nil {
+		return err
+	}
+	if len(c.Scenarios) == 0 {
+		return errors.New("bench: no scenario to run: name at least one (package bench/scenario lists them)")
+	}
+	seen := make(map[string]bool)
+	for _, sc := range c.Scenarios {
+		if sc == nil {
+			return errors.New("bench: a nil Scenario")
+		}
+		if seen[sc.Name()] {
+			return fmt.Errorf("bench: scenario %s named twice", sc.Name())
+		}
+		seen[sc.Name()] = true
+		if err := sc.Check(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// point is one measurement the suite plans.
-type point struct {
-	scenario string
-	shape    Shape
-	spec     HandlerSpec // what the target serves (the slowdown's is slower)
-	multiple float64     // of the capacity; 0 for a point offered a fixed rate
-	rate     float64     // the noisy scenario's fixed rate
-	part     string      // the stray scenario's part
-	// client is the generator's client mode of a sweep or shapes point
-	// when the suite names modes (SuiteConfig.ClientModes); "" otherwise.
-	client string
+// planned is a point of the suite's plan, with its scenario.
+type planned struct {
+	sc Scenario
+	Point
 }
 
-// clientPoints returns p once per mode of modes (once, unchanged, for
-// none).
-func clientPoints(p point, modes []ClientMode) []point {
-	if len(modes) == 0 {
-		return []point{p}
+// window is the point's sending window.
+func (p planned) window(c *SuiteConfig) time.Duration {
+	if p.Window > 0 {
+		return p.Window
 	}
-	ps := make([]point, 0, len(modes))
-	for _, m := range modes {
-		q := p
-		q.client = m.String()
-		ps = append(ps, q)
-	}
-	return ps
+	return c.Duration
+}
+
+// runsOn reports whether the point is measured on the target.
+func (p planned) runsOn(target string) bool {
+	f, ok := p.sc.(TargetFilter)
+	return !ok || f.RunsOn(p.Point, target)
 }
 
 // needsCapacity reports whether any of points is offered in multiples of
 // the capacity, which must then be measured first.
-func needsCapacity(points []point) bool {
-	return slices.ContainsFunc(points, func(p point) bool { return p.multiple > 0 })
+func needsCapacity(points []planned) bool {
+	return slices.ContainsFunc(points, func(p planned) bool { return p.Multiple > 0 })
 }
 
-// plan lists the points of one repeat for one target, grouped by the shape
-// whose capacity they are offered in multiples of.
-func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]point) {
-	points = make(map[string][]point)
-	add := func(sh Shape, p point) {
-		if _, ok := points[sh.Name]; !ok {
-			shapes = append(shapes, sh)
-		}
-		points[sh.Name] = append(points[sh.Name], p)
-	}
+// plan lists the points of one repeat, grouped by the shape whose capacity
+// they are offered in multiples of, shapes in the order they first appear.
+func (c *SuiteConfig) plan() (shapes []Shape, points map[string][]planned) {
+	points = make(map[string][]planned)
 	for _, sc := range c.Scenarios {
-		switch sc {
-		case ScenarioSweep:
-			for _, m := range c.Multiples {
-				for _, p := range clientPoints(point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m}, c.ClientModes) {
-					add(c.Shape, p)
-				}
+		for _, p := range sc.Points(c) {
+			if _, ok := points[p.Shape.Name]; !ok {
+				shapes = append(shapes, p.Shape)
 			}
-		case ScenarioShapes:
-			for _, sh := range c.Shapes {
-				for _, m := range c.ShapeMultiples {
-					for _, p := range clientPoints(point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m}, c.ClientModes) {
-						add(sh, p)
-					}
-				}
-			}
-		case ScenarioSlowdown:
-			slow := c.Shape.Spec
-			slow.DB = time.Duration(float64(slow.DB) * c.SlowdownFactor)
-			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: slow, multiple: c.SlowdownMultiple})
-		case ScenarioMix:
-			for _, m := range c.ShapeMultiples {
-				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: m})
-			}
-		case ScenarioStep:
-			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: c.Step.High})
-		case ScenarioSoak:
-			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, multiple: c.Soak.Multiple})
-		case ScenarioNoisy:
-			for _, r := range c.Noisy.Rates {
-				add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec, rate: r})
-			}
-		case ScenarioStray:
-			sh := c.Stray.Shape
-			for _, part := range StrayParts {
-				m := c.Stray.Multiple
-				if part == StrayTrivial {
-					m = 0
-				}
-				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m, part: part})
-			}
-		case ScenarioCluster:
-			sh := c.Cluster.shape()
-			for _, part := range ClusterParts {
-				m := c.Cluster.Multiple
-				if part == ClusterKill {
-					m = c.Cluster.KillMultiple
-				}
-				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: m, part: part})
-			}
-		case ScenarioShed:
-			add(c.Shape, point{scenario: sc, shape: c.Shape, spec: c.Shape.Spec}) // offered multiples of ShedReference's C
-		case ScenarioTenants:
-			sh := c.Tenants.shape()
-			for _, part := range TenantsParts {
-				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: c.Tenants.multiple(), part: part})
-			}
-		case ScenarioLanes:
-			sh := c.Lanes.shape()
-			for _, part := range LanesParts {
-				add(sh, point{scenario: sc, shape: sh, spec: sh.Spec, multiple: c.Lanes.Multiple, part: part})
-			}
+			points[p.Shape.Name] = append(points[p.Shape.Name], planned{sc, p})
 		}
 	}
 	return shapes, points
 }
 
-// window returns a point's sending window.
-func (c *SuiteConfig) window(p point) time.Duration {
-	switch p.scenario {
-	case ScenarioStep:
-		return c.Step.Before + c.Step.During + c.Step.After
-	case ScenarioSoak:
-		return c.Soak.Duration
-	case ScenarioStray:
-		if p.part != StrayCPU {
-			return c.Duration + c.Stray.Delay // the last stray call's answer
+// capacityOf measures target's capacity for the shape of points: the
+// way the first of them that calibrates its own way says, or closed loop
+// on one target serving the shape (calibrate).
+func (c *SuiteConfig) capacityOf(ctx context.Context, target string, sh Shape, points []planned) (capacity, cpu float64, err error) {
+	for _, p := range points {
+		if cal, ok := p.sc.(Calibrator); ok {
+			return cal.Calibrate(ctx, c, target, sh)
 		}
-	case ScenarioCluster:
-		return c.clusterWindow(p.part)
-	case ScenarioShed:
-		return c.shedWindow()
-	case ScenarioTenants:
-		return c.Tenants.Duration
 	}
-	return c.Duration
+	return c.calibrate(ctx, target, sh.Spec)
 }
 
 // RunSuite runs the overload benchmark: for each repeat, each handler
@@ -480,7 +359,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 			}
 			for _, p := range points[sh.Name] {
 				if p.runsOn(tgt) {
-					total += cfg.window(p) + cfg.Deadline/2
+					total += p.window(&cfg) + cfg.Deadline/2
 				}
 			}
 		}
@@ -504,7 +383,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 					what := fmt.Sprintf("repeat %d/%d, %s, %s: calibrating", r+1, cfg.Repeats, sh.Name, tgt)
 					progress(0, what)
 					var err error
-					capacity, capCPU, err = cfg.capacityOf(ctx, tgt, sh)
+					capacity, capCPU, err = cfg.capacityOf(ctx, tgt, sh, points[sh.Name])
 					progress(calibration, what)
 					if err != nil {
 						return rep, err
@@ -514,14 +393,18 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 					if !p.runsOn(tgt) {
 						continue
 					}
-					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s", r+1, cfg.Repeats, sh.Name, tgt, p.describe())
+					what := fmt.Sprintf("repeat %d/%d, %s, %s: %s", r+1, cfg.Repeats, sh.Name, tgt, p.describe(p.sc.Name()))
 					progress(0, what)
-					s, err := cfg.measure(ctx, tgt, p, capacity, r, run)
+					t := &Trial{Suite: &cfg, Scenario: p.sc, Point: p.Point, Target: tgt, Repeat: r, Index: run}
+					if p.Multiple > 0 {
+						t.Capacity = capacity
+					}
+					s, err := p.sc.Run(ctx, t)
 					if s != nil && s.Capacity > 0 {
 						s.CapacityCPU = capCPU
 					}
 					run++
-					progress(cfg.window(p)+cfg.Deadline/2, what)
+					progress(p.window(&cfg)+cfg.Deadline/2, what)
 					if s != nil {
 						rep.Samples = append(rep.Samples, *s)
 					}
@@ -538,12 +421,12 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 // calibrate measures a target's capacity on a fresh child process, and the
 // CPU time the target used per second meanwhile.
 func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
-	p, err := startChild(ctx, cfg.Launch, cfg.child(target, spec), cfg.TargetCPUs)
+	p, err := startChild(ctx, cfg.Launch, ChildSpec{Target: target, Handler: spec, Nice: TargetNice, TLS: cfg.TLS}, cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}
 	cc := cfg.Calibrate
-	cc.URL = p.URL + weatherPath
+	cc.URL = p.URL + WeatherPath
 	cc.NewConns = cfg.NewConns
 	var best Calibration
 	for _, n := range cfg.CalibrateConns {
@@ -570,134 +453,15 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 	return best.Goodput, cpu, nil
 }
 
-// child describes the child process of a target serving spec, over TLS
-// when the suite says so.
-func (cfg *SuiteConfig) child(target string, spec HandlerSpec) childSpec {
-	return childSpec{Target: target, Handler: spec, Nice: TargetNice, TLS: cfg.TLS}
-}
+// WeatherPath is the request the weather scenarios send.
+const WeatherPath = "/forecast?city=Lisbon"
 
-// weatherPath is the request every run sends.
-const weatherPath = "/forecast?city=Lisbon"
-
-// measure runs one point on a fresh child process.
-func (cfg *SuiteConfig) measure(ctx context.Context, target string, p point, capacity float64, repeat, run int) (*Sample, error) {
-	switch p.scenario {
-	case ScenarioSoak:
-		return cfg.soak(ctx, target, p, capacity, repeat, run)
-	case ScenarioNoisy:
-		return cfg.noisy(ctx, target, p, repeat, run)
-	case ScenarioStray:
-		return cfg.stray(ctx, target, p, capacity, repeat, run)
-	case ScenarioCluster:
-		return cfg.cluster(ctx, target, p, capacity, repeat, run)
-	case ScenarioShed:
-		return cfg.shed(ctx, target, p, repeat, run)
-	case ScenarioTenants:
-		return cfg.tenants(ctx, target, p, capacity, repeat, run)
-	case ScenarioLanes:
-		return cfg.lanes(ctx, target, p, capacity, repeat, run)
-	}
-	proc, err := startChild(ctx, cfg.Launch, cfg.child(target, p.spec), cfg.TargetCPUs)
-	if err != nil {
-		return nil, err
-	}
-	rc := Config{
-		URL:      proc.URL + weatherPath,
-		Deadline: cfg.Deadline,
-		Seed:     cfg.Seed + uint64(run),
-		Conns:    cfg.Conns,
-	}
-	if cfg.NewConns {
-		rc.NewConn = func(int) bool { return true }
-	}
-	rc.Clients = cfg.Clients
-	if !cfg.Constant {
-		rc.Arrival = Poisson
-	}
-	if p.client != "" {
-		if rc.ClientMode, err = ParseClientMode(p.client); err != nil {
-			return nil, errors.Join(err, proc.Stop())
-		}
-	}
-	s := &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple, Client: p.client,
-	}
-	switch p.scenario {
-	case ScenarioStep:
-		st := cfg.Step
-		rc.Phases = []Phase{
-			{Rate: st.Low * capacity, Duration: st.Before},
-			{Rate: st.High * capacity, Duration: st.During},
-			{Rate: st.Low * capacity, Duration: st.After},
-		}
-		rc.Bucket = st.Bucket
-		s.Step = &StepInfo{Low: st.Low, High: st.High, Up: st.Before, Down: st.Before + st.During, End: st.Before + st.During + st.After}
-	case ScenarioMix:
-		isNew := mixPattern(cfg.NewFraction)
-		rc.NewConn = isNew
-		rc.Classify = func(i int) (string, http.Header) {
-			if isNew(i) {
-				return "new", nil
-			}
-			return "kept", nil
-		}
-		fallthrough
-	default:
-		rc.Rate = p.multiple * capacity
-		rc.Duration = cfg.Duration
-	}
-	cpu0, tcpu0, t0 := selfCPU(), proc.cpu(), time.Now()
-	res, err := Run(ctx, rc)
-	gen, tcpu, elapsed := selfCPU()-cpu0, proc.cpu()-tcpu0, time.Since(t0)
-	err = errors.Join(err, proc.Stop())
-	if res == nil {
-		return nil, err
-	}
-	fill(s, res)
-	s.Server = proc.Stats
-	s.Placement = proc.Placement
-	// Per second of the whole run: the sending window and the wait for
-	// the last answers.
-	if sec := elapsed.Seconds(); sec > 0 {
-		s.TargetCPU = tcpu.Seconds() / sec
-		s.GeneratorCPU = gen.Seconds() / sec
-	}
-	return s, err
-}
-
-// describe names a point in the suite's progress: "sweep 2x", "noisy
-// 800/s", "stray cpu+stray 2x".
-func (p point) describe() string {
-	var b strings.Builder
-	b.WriteString(p.scenario)
-	if p.part != "" {
-		b.WriteString(" " + p.part)
-	}
-	if p.rate > 0 {
-		fmt.Fprintf(&b, " %.4g/s", p.rate)
-	}
-	if p.multiple > 0 {
-		fmt.Fprintf(&b, " %.3gx", p.multiple)
-	}
-	if p.client != "" {
-		b.WriteString(" " + p.client)
-	}
-	return b.String()
-}
-
-// mixPattern returns whether request i goes on a new connection, spreading
-// a fraction f of the requests evenly.
-func mixPattern(f float64) func(i int) bool {
-	return func(i int) bool {
-		return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
-	}
-}
-
-// fill copies a Result into a Sample.
-func fill(s *Sample, res *Result) {
+// Fill copies what a run of the generator measured into s: rates, the
+// requests scheduled, whether it fell behind, the series, connections
+// opened, the clients' fairness, latencies of all classes and of each.
+func Fill(s *Sample, res *Result) {
 	s.Requests = res.Offered
-	s.Rates = rates(res.Offered, res.OK, res.Rejected, res.Failed, res.Duration)
+	s.Rates = RatesOf(res.Offered, res.OK, res.Rejected, res.Failed, res.Duration)
 	s.Behind = res.Behind
 	s.MaxLag = res.MaxLag
 	s.Late = res.Late
@@ -716,20 +480,21 @@ func fill(s *Sample, res *Result) {
 		}
 		all.Merge(c.Latency)
 	}
-	s.Latency = percentiles(all)
+	s.Latency = PercentilesOf(all)
 	if len(res.ByClass) > 1 {
 		s.Classes = make(map[string]ClassSample, len(res.ByClass))
 		for name, c := range res.ByClass {
 			s.Classes[name] = ClassSample{
-				Rates:   rates(c.Offered, c.OK, c.Rejected, c.Failed, res.Duration),
-				Latency: percentiles(c.Latency),
+				Rates:   RatesOf(c.Offered, c.OK, c.Rejected, c.Failed, res.Duration),
+				Latency: PercentilesOf(c.Latency),
 				Series:  c.Series,
 			}
 		}
 	}
 }
 
-func rates(offered, ok, rejected, failed int64, d time.Duration) Rates {
+// RatesOf returns the rates of counts over d.
+func RatesOf(offered, ok, rejected, failed int64, d time.Duration) Rates {
 	sec := d.Seconds()
 	if sec <= 0 {
 		return Rates{}
@@ -742,8 +507,8 @@ func rates(offered, ok, rejected, failed int64, d time.Duration) Rates {
 	}
 }
 
-// percentiles reads a histogram of microseconds as milliseconds.
-func percentiles(h *hdrhistogram.Histogram) Percentiles {
+// PercentilesOf reads a histogram of microseconds as milliseconds.
+func PercentilesOf(h *hdrhistogram.Histogram) Percentiles {
 	if h == nil || h.TotalCount() == 0 {
 		return Percentiles{}
 	}

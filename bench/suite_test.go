@@ -4,7 +4,7 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"math"
 	"os/exec"
 	"slices"
@@ -26,7 +26,7 @@ var suiteShape = Shape{Name: "light", Spec: HandlerSpec{CPU: 100 * time.Microsec
 func tinySuite() SuiteConfig {
 	return SuiteConfig{
 		Targets:        []string{"nethttp", "sluice"},
-		Scenarios:      []string{ScenarioSweep},
+		Scenarios:      []Scenario{offer{}},
 		Shape:          suiteShape,
 		Multiples:      []float64{0.2},
 		Duration:       300 * time.Millisecond,
@@ -35,6 +35,35 @@ func tinySuite() SuiteConfig {
 		Calibrate:      CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
 		CalibrateConns: []int{8, 16},
 	}
+}
+
+// offer is a scenario for the tests of the suite itself: it offers each
+// of the suite's Multiples of the capacity of its Shape, open loop, for the
+// suite's Duration (package scenario's sweep, which this package cannot
+// import).
+type offer struct{}
+
+func (offer) Name() string             { return "offer" }
+func (offer) Check(*SuiteConfig) error { return nil }
+func (offer) Points(s *SuiteConfig) []Point {
+	var ps []Point
+	for _, m := range s.Multiples {
+		ps = append(ps, Point{Shape: s.Shape, Spec: s.Shape.Spec, Multiple: m})
+	}
+	return ps
+}
+
+func (offer) Run(ctx context.Context, t *Trial) (*Sample, error) {
+	proc, err := t.Start(ctx, t.Child())
+	if err != nil {
+		return nil, err
+	}
+	rc, err := t.Generator(proc)
+	if err != nil {
+		return nil, errors.Join(err, proc.Stop())
+	}
+	rc.Rate, rc.Duration = t.Point.Multiple*t.Capacity, t.Suite.Duration
+	return t.Measure(ctx, proc, rc, t.Sample())
 }
 
 // progressLog records the calls to SuiteConfig.Progress.
@@ -69,113 +98,6 @@ func (p *progressLog) check(t *testing.T) {
 	assert.Equal(t, total, last, "done reaches the total at the end")
 }
 
-func TestSuiteScenarios(t *testing.T) {
-	cfg := tinySuite()
-	cfg.Scenarios = []string{ScenarioSweep, ScenarioSlowdown, ScenarioMix, ScenarioStep}
-	cfg.ShapeMultiples = []float64{0.2}
-	cfg.SlowdownFactor = 3
-	cfg.SlowdownMultiple = 0.15
-	cfg.Step = StepConfig{Low: 0.1, High: 0.2, Before: 200 * time.Millisecond, During: 200 * time.Millisecond, After: 200 * time.Millisecond, Bucket: 100 * time.Millisecond}
-	cfg.Command = "bench -test"
-	var progress progressLog
-	cfg.Progress = progress.record
-
-	start := time.Now()
-	rep, err := RunSuite(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Logf("suite ran in %v", time.Since(start))
-	progress.check(t)
-
-	assert.Equal(t, "bench -test", rep.Command)
-	assert.Equal(t, 1, rep.Repeats)
-	assert.Equal(t, DefaultDeadline, rep.Deadline)
-	assert.NotEmpty(t, rep.Machine)
-	assert.False(t, rep.Started.IsZero())
-
-	// Per target, in the order of the config, the scenarios in theirs.
-	type key struct{ target, scenario string }
-	want := []key{}
-	for _, tgt := range cfg.Targets {
-		for _, sc := range cfg.Scenarios {
-			want = append(want, key{tgt, sc})
-		}
-	}
-	got := []key{}
-	for _, s := range rep.Samples {
-		got = append(got, key{s.Target, s.Scenario})
-	}
-	require.Equal(t, want, got)
-
-	capacity := map[string]float64{}
-	for _, s := range rep.Samples {
-		what := s.Target + " " + s.Scenario
-		t.Logf("%s: C %.0f/s, offered %.0f/s, goodput %.0f/s, p50 %.2f ms, target CPU %.2f, generator CPU %.2f, behind %v",
-			what, s.Capacity, s.Rates.Offered, s.Rates.Goodput, s.Latency.P50, s.TargetCPU, s.GeneratorCPU, s.Behind)
-		assert.Equal(t, "light", s.Shape, what)
-		assert.Equal(t, 0, s.Repeat, what)
-		assert.Positive(t, s.Capacity, what)
-		if c, ok := capacity[s.Target]; ok {
-			assert.Equal(t, c, s.Capacity, "%s: one calibration per target and shape", what)
-		}
-		capacity[s.Target] = s.Capacity
-		assert.GreaterOrEqual(t, s.CapacityCPU, 0.0, what)
-		assert.Positive(t, s.Requests, what)
-		assert.Positive(t, s.Rates.Goodput, what)
-		assert.Positive(t, s.Latency.P50, what)
-		assert.GreaterOrEqual(t, s.TargetCPU, 0.0, what)
-		assert.GreaterOrEqual(t, s.GeneratorCPU, 0.0, what)
-		if s.Target == "sluice" {
-			require.NotNil(t, s.Server, what)
-			assert.True(t, json.Valid(s.Server), what)
-		} else {
-			assert.Nil(t, s.Server, what)
-		}
-		if s.Behind {
-			t.Logf("%s: generator behind (max lag %v)", what, s.MaxLag)
-		}
-
-		switch s.Scenario {
-		case ScenarioSweep:
-			assert.Equal(t, 0.2, s.Multiple, what)
-			assert.Equal(t, suiteShape.Spec, s.Handler, what)
-			assert.InEpsilon(t, 0.2*s.Capacity, s.Rates.Offered, 0.5, what)
-			assert.Nil(t, s.Step, what)
-			assert.Empty(t, s.Series, what)
-			assert.Empty(t, s.Classes, what)
-		case ScenarioSlowdown:
-			assert.Equal(t, 0.15, s.Multiple, what)
-			spec := suiteShape.Spec
-			spec.DB *= 3
-			assert.Equal(t, spec, s.Handler, what)
-			assert.InEpsilon(t, 0.15*s.Capacity, s.Rates.Offered, 0.5, what)
-		case ScenarioMix:
-			assert.Equal(t, 0.2, s.Multiple, what)
-			assert.Equal(t, suiteShape.Spec, s.Handler, what)
-			require.Len(t, s.Classes, 2, what)
-			kept, fresh := s.Classes["kept"], s.Classes["new"]
-			assert.Positive(t, kept.Rates.Goodput, what)
-			assert.Positive(t, fresh.Rates.Goodput, what)
-			// Every other request on a new connection: the two
-			// classes differ by one request at most.
-			assert.InDelta(t, kept.Rates.Offered, fresh.Rates.Offered, 1/cfg.Duration.Seconds()+1e-9, "%s: half the requests on new connections", what)
-			assert.InDelta(t, s.Rates.Offered, kept.Rates.Offered+fresh.Rates.Offered, 1e-6, what)
-		case ScenarioStep:
-			assert.Equal(t, 0.2, s.Multiple, what)
-			assert.Equal(t, suiteShape.Spec, s.Handler, what)
-			require.NotNil(t, s.Step, what)
-			assert.Equal(t, StepInfo{Low: 0.1, High: 0.2, Up: 200 * time.Millisecond, Down: 400 * time.Millisecond, End: 600 * time.Millisecond}, *s.Step, what)
-			require.Len(t, s.Series, 6, what)
-			var offered int64
-			for i, b := range s.Series {
-				assert.Equal(t, time.Duration(i)*100*time.Millisecond, b.Start, what)
-				offered += b.Offered
-			}
-			assert.Equal(t, s.Requests, offered, "%s: the buckets count every request", what)
-			assert.Empty(t, s.Classes, what)
-		}
-	}
-}
-
 func TestSuiteRotatesTargets(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Repeats = 2
@@ -193,7 +115,7 @@ func TestSuiteRotatesTargets(t *testing.T) {
 	var got []key
 	for _, s := range rep.Samples {
 		got = append(got, key{s.Repeat, s.Target})
-		assert.Equal(t, ScenarioSweep, s.Scenario)
+		assert.Equal(t, "offer", s.Scenario)
 		assert.Positive(t, s.Capacity)
 		assert.Positive(t, s.Rates.Goodput)
 	}
@@ -237,9 +159,13 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		return selfLauncher()
 	}
 	for name, change := range map[string]func(*SuiteConfig){
-		"unknown target":          func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
-		"unknown scenario":        func(c *SuiteConfig) { c.Scenarios = []string{ScenarioSweep, "chaos"} },
-		"soak of half a bucket":   func(c *SuiteConfig) { c.Scenarios = []string{ScenarioSoak}; c.Soak.Duration = 1500 * time.Millisecond },
+		"unknown target":   func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
+		"no scenario":      func(c *SuiteConfig) { c.Scenarios = nil },
+		"a scenario twice": func(c *SuiteConfig) { c.Scenarios = []Scenario{offer{}, offer{}} },
+		"soak of half a bucket": func(c *SuiteConfig) {
+			c.Scenarios = []Scenario{builtIn(ScenarioSoak)}
+			c.Soak.Duration = 1500 * time.Millisecond
+		},
 		"zero multiple":           func(c *SuiteConfig) { c.Multiples = []float64{0.2, 0} },
 		"negative multiple":       func(c *SuiteConfig) { c.Multiples = []float64{-1} },
 		"NaN multiple":            func(c *SuiteConfig) { c.Multiples = []float64{math.NaN()} },
@@ -250,11 +176,10 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
 		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
 		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
-		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []string{ScenarioLanes} },
-		"new conns in the mix":    func(c *SuiteConfig) { c.NewConns, c.Scenarios = true, []string{ScenarioMix} },
+		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []Scenario{builtIn(ScenarioLanes)} },
 		"negative clients":        func(c *SuiteConfig) { c.Clients = -1 },
 		"clients and new conns":   func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
-		"clients in the mix":      func(c *SuiteConfig) { c.Clients, c.Scenarios = 8, []string{ScenarioMix} },
+		"clients in the soak":     func(c *SuiteConfig) { c.Clients, c.Scenarios = 8, []Scenario{builtIn(ScenarioSoak)} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()
@@ -289,7 +214,7 @@ func TestSuiteContextCancel(t *testing.T) {
 	cfg.Multiples = []float64{0.2, 0.3}
 	measured := 0
 	cfg.Progress = func(done, _ time.Duration, now string) {
-		if strings.Contains(now, "sweep") && done > 0 {
+		if strings.Contains(now, "offer") && done > 0 {
 			measured++
 			if measured == 2 { // the progress before and after the first point
 				cancel()

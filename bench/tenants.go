@@ -481,7 +481,7 @@ func (f TenantsFigures) Met() map[string]bool {
 // calibrateTenants measures the capacity of the scenario's servers
 // together, without tenants (the tracker costs nanoseconds a request).
 func (cfg *SuiteConfig) calibrateTenants(ctx context.Context, target string) (capacity, cpu float64, err error) {
-	cl, err := cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice}, cfg.tenantSpecs())
+	cl, err := cfg.startBackends(ctx, ChildSpec{Target: target, Nice: TargetNice}, cfg.tenantSpecs())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -534,7 +534,7 @@ func (m *tenantMix) classify(int) (string, http.Header) {
 
 // tenants runs one part of the tenants scenario on a fresh Redis and fresh
 // servers.
-func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, capacity float64, repeat, run int) (s *Sample, err error) {
+func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p Point, capacity float64, repeat, run int) (s *Sample, err error) {
 	tc := cfg.Tenants
 	dir, err := os.MkdirTemp("", "sluice-bench-redis-")
 	if err != nil {
@@ -549,15 +549,15 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, cap
 		return nil, fmt.Errorf("bench: tenants: %w", err)
 	}
 	defer func() { err = errors.Join(err, stopRedis()) }()
-	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation, Protection: tc.Protection}
-	cl, err := cfg.startBackends(ctx, childSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
+	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.Part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation, Protection: tc.Protection}
+	cl, err := cfg.startBackends(ctx, ChildSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, cl.stop()) }()
 	var urls []string
 	for _, u := range cl.urls() {
-		urls = append(urls, u+weatherPath)
+		urls = append(urls, u+WeatherPath)
 	}
 	seed := cfg.Seed + uint64(run)
 	rc := Config{
@@ -579,17 +579,17 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p point, cap
 		return nil, err
 	}
 	s = &Sample{
-		Scenario: p.scenario, Shape: p.shape.Name, Handler: p.spec, Target: target,
-		Repeat: repeat, Capacity: capacity, Multiple: p.multiple,
+		Scenario: ScenarioTenants, Shape: p.Shape.Name, Handler: p.Spec, Target: target,
+		Repeat: repeat, Capacity: capacity, Multiple: p.Multiple,
 	}
-	fill(s, res)
+	Fill(s, res)
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.GeneratorCPU = gen.Seconds() / sec
 		s.TargetCPU = tcpu.Seconds() / sec
 	}
 	// The servers' own counts come with their stop.
 	err = errors.Join(err, cl.stop())
-	ti := &TenantsInfo{Part: p.part, Heavy: tc.Heavy, Light: tc.Light, Lights: tc.Lights, Period: tc.Period, Bucket: tc.Bucket, Protection: tc.Protection}
+	ti := &TenantsInfo{Part: p.Part, Heavy: tc.Heavy, Light: tc.Light, Lights: tc.Lights, Period: tc.Period, Bucket: tc.Bucket, Protection: tc.Protection}
 	for i, js := range cl.stats {
 		var ts TenantServer
 		if jerr := json.Unmarshal(js, &ts); jerr != nil || ts.Totals == nil {

@@ -32,7 +32,7 @@ func needRedis(t *testing.T) {
 func tinyTenants() SuiteConfig {
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []string{ScenarioTenants}
+	cfg.Scenarios = []Scenario{builtIn(ScenarioTenants)}
 	cfg.Constant = false
 	cfg.Tenants = TenantsConfig{CPU: 2 * time.Millisecond, Duration: 2 * time.Second, Period: 250 * time.Millisecond, Bucket: 50 * time.Millisecond}
 	return cfg
@@ -94,7 +94,7 @@ func TestTenantsWithoutRedis(t *testing.T) {
 	require.NoError(t, cfg.defaults())
 	t.Setenv("PATH", t.TempDir())
 	sh := cfg.Tenants.shape()
-	_, err := cfg.tenants(context.Background(), "sluice", point{scenario: ScenarioTenants, shape: sh, spec: sh.Spec, multiple: 5.5, part: TenantsOn}, 100, 0, 0)
+	_, err := cfg.tenants(context.Background(), "sluice", Point{Shape: sh, Spec: sh.Spec, Multiple: 5.5, Part: TenantsOn}, 100, 0, 0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "apt-get install -y redis-server")
 }

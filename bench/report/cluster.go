@@ -134,11 +134,11 @@ func clusterRow(target, part string, samples []bench.Sample) ClusterRow {
 			}
 		}
 	}
-	r.Capacity, r.Multiple, r.Offered, r.Goodput = median(capacity), median(multiple), median(offered), median(goodput)
-	r.GoodputFrac, r.RejectedFrac, r.FailedFrac = median(frac), median(rej), median(fail)
-	r.P50, r.P99, r.Amplification = median(p50), median(p99), median(amp)
+	r.Capacity, r.Multiple, r.Offered, r.Goodput = Median(capacity), Median(multiple), Median(offered), Median(goodput)
+	r.GoodputFrac, r.RejectedFrac, r.FailedFrac = Median(frac), Median(rej), Median(fail)
+	r.P50, r.P99, r.Amplification = Median(p50), Median(p99), Median(amp)
 	for _, sh := range served {
-		r.Served = append(r.Served, median(sh))
+		r.Served = append(r.Served, Median(sh))
 	}
 	if part == bench.ClusterKill {
 		r.Kill = killRow(kept)
@@ -185,10 +185,10 @@ func killRow(samples []bench.Sample) *KillRow {
 			phases[name] = p
 		}
 	}
-	k.OpenAfter = time.Duration(median(openAfter))
-	k.ClosedAfter = time.Duration(median(closedAfter))
+	k.OpenAfter = time.Duration(Median(openAfter))
+	k.ClosedAfter = time.Duration(Median(closedAfter))
 	for name, p := range phases {
-		k.Phases[name] = KillPhase{Requests: median(p[0]), FailedFrac: median(p[1]), P50: median(p[2]), P99: median(p[3])}
+		k.Phases[name] = KillPhase{Requests: Median(p[0]), FailedFrac: Median(p[1]), P50: Median(p[2]), P99: Median(p[3])}
 	}
 	return k
 }
@@ -219,13 +219,13 @@ func WriteCluster(w io.Writer, rep *bench.Report) error {
 	if len(clients) > 0 {
 		fmt.Fprintf(&buf, "\ncluster: 3 backends, each a child process of the target, busy %v a request, the last %v; C their capacities measured together;\n", fast.CPU, slow.CPU)
 		fmt.Fprintf(&buf, "%sx of C offered open loop through each client:\n", formatMultiple(clients[0].Multiple))
-		tw := newTab(&buf)
-		line(tw, "target", "client", "C/s", "offered/s", "goodput/s", "goodput/C", "sent/offered", "503 %", "failed %", "p50 ms", "p99 ms", "served % (slow last)", "runs")
+		tw := NewTab(&buf)
+		Line(tw, "target", "client", "C/s", "offered/s", "goodput/s", "goodput/C", "sent/offered", "503 %", "failed %", "p50 ms", "p99 ms", "served % (slow last)", "runs")
 		for _, r := range clients {
-			line(tw, r.Target, r.Part, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.Offered), fmt.Sprintf("%.0f", r.Goodput),
+			Line(tw, r.Target, r.Part, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.Offered), fmt.Sprintf("%.0f", r.Goodput),
 				fmt.Sprintf("%.3f", r.GoodputFrac), fmt.Sprintf("%.3f", r.Amplification),
 				fmt.Sprintf("%.1f", 100*r.RejectedFrac), fmt.Sprintf("%.1f", 100*r.FailedFrac),
-				formatMS(r.P50), formatMS(r.P99), formatShares(r.Served), fmt.Sprintf("%d/%d", r.Runs, r.Behind))
+				FormatMS(r.P50), FormatMS(r.P99), formatShares(r.Served), fmt.Sprintf("%d/%d", r.Runs, r.Behind))
 		}
 		_ = tw.Flush()
 	}
@@ -257,22 +257,22 @@ func writeKill(buf *bytes.Buffer, r ClusterRow) {
 	runs := r.Runs + r.Behind
 	opened, closed := "never opened", "never closed"
 	if k.Opened > 0 {
-		opened = fmt.Sprintf("opened %s ms after the kill (%d of %d runs)", formatMS(ms(k.OpenAfter)), k.Opened, runs)
+		opened = fmt.Sprintf("opened %s ms after the kill (%d of %d runs)", FormatMS(ms(k.OpenAfter)), k.Opened, runs)
 	}
 	if k.Closed > 0 {
 		closed = fmt.Sprintf("closed %s ms after the return, %.2f probe intervals (%d of %d runs)",
-			formatMS(ms(k.ClosedAfter)), float64(k.ClosedAfter)/float64(k.ProbeInterval), k.Closed, runs)
+			FormatMS(ms(k.ClosedAfter)), float64(k.ClosedAfter)/float64(k.ProbeInterval), k.Closed, runs)
 	}
 	fmt.Fprintf(buf, "%s: the breaker %s, %s; runs %d/%d\n", r.Target, opened, closed, r.Runs, r.Behind)
-	tw := newTab(buf)
-	line(tw, "phase", "requests", "failed %", "p50 ms", "p99 ms")
+	tw := NewTab(buf)
+	Line(tw, "phase", "requests", "failed %", "p50 ms", "p99 ms")
 	for _, name := range []string{bench.KillBefore, bench.KillDead, bench.KillOpen, bench.KillAfter} {
 		p, ok := k.Phases[name]
 		if !ok {
-			line(tw, name, "0", "-", "-", "-")
+			Line(tw, name, "0", "-", "-", "-")
 			continue
 		}
-		line(tw, name, fmt.Sprintf("%.0f", p.Requests), fmt.Sprintf("%.1f", 100*p.FailedFrac), formatMS(p.P50), formatMS(p.P99))
+		Line(tw, name, fmt.Sprintf("%.0f", p.Requests), fmt.Sprintf("%.1f", 100*p.FailedFrac), FormatMS(p.P50), FormatMS(p.P99))
 	}
 	_ = tw.Flush()
 }

@@ -25,6 +25,10 @@ type Document struct {
 	// Tenants is the rows of the tenants scenario, absent when it has
 	// none.
 	Tenants []TenantsRow `json:"tenants,omitempty"`
+	// Scenarios holds the rows of the scenarios with reports of their
+	// own (package bench/scenario), by scenario name; absent when none
+	// has any.
+	Scenarios map[string]any `json:"scenarios,omitempty"`
 }
 
 // NewDocument builds the Document of rep.
@@ -45,9 +49,14 @@ func WriteJSON(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
 	}
+	return WriteDocument(w, NewDocument(rep))
+}
+
+// WriteDocument writes d to w as indented JSON.
+func WriteDocument(w io.Writer, d Document) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(NewDocument(rep)); err != nil {
+	if err := enc.Encode(d); err != nil {
 		return fmt.Errorf("report: write JSON: %w", err)
 	}
 	return nil

@@ -167,7 +167,7 @@ func lanesRow(target string, samples []bench.Sample) LanesRow {
 		workers = append(workers, float64(s.Lanes.Workers))
 		byPart[s.Lanes.Part] = append(byPart[s.Lanes.Part], s)
 	}
-	r.Capacity, r.Workers = median(capacity), int(median(workers))
+	r.Capacity, r.Workers = Median(capacity), int(Median(workers))
 	for part, ss := range byPart {
 		r.Parts[part] = lanesPart(ss)
 	}
@@ -243,14 +243,14 @@ func lanesPart(samples []bench.Sample) LanesPart {
 			}
 		}
 	}
-	p.Offered, p.GoodputFrac, p.P50, p.P99 = median(offered), median(good), median(p50), median(p99)
-	p.BatchRate = median(batchRate)
-	p.BatchShare, p.InteractiveShare = median(bs), median(is)
-	p.TargetBatchShare, p.TargetInteractiveShare = median(tbs), median(tis)
-	p.OtherCPU = median(other)
+	p.Offered, p.GoodputFrac, p.P50, p.P99 = Median(offered), Median(good), Median(p50), Median(p99)
+	p.BatchRate = Median(batchRate)
+	p.BatchShare, p.InteractiveShare = Median(bs), Median(is)
+	p.TargetBatchShare, p.TargetInteractiveShare = Median(tbs), Median(tis)
+	p.OtherCPU = Median(other)
 	if len(at) > 0 {
-		p.ChangeAt = time.Duration(median(at))
-		p.BatchBefore, p.BatchAfter = median(before), median(after)
+		p.ChangeAt = time.Duration(Median(at))
+		p.BatchBefore, p.BatchAfter = Median(before), Median(after)
 		p.Reach, p.Settle, p.SettleRequests = durationMedian(reach), durationMedian(p.Settles), durationMedian(settleReq)
 	}
 	return p
@@ -392,7 +392,7 @@ func LanesChecks(rows []LanesRow) []LanesCheck {
 		bg, alone := lane.Parts[bench.LanesInBackground], lane.Parts[bench.LanesAlone]
 		if lane.P99Ratio > 0 {
 			p99.Known, p99.Pass = true, lane.P99Ratio <= LanesMaxP99Ratio
-			p99.Value = fmt.Sprintf("%s: %.2fx (p99 %s ms against %s ms alone)", lane.Target, lane.P99Ratio, formatMS(bg.P99), formatMS(alone.P99))
+			p99.Value = fmt.Sprintf("%s: %.2fx (p99 %s ms against %s ms alone)", lane.Target, lane.P99Ratio, FormatMS(bg.P99), FormatMS(alone.P99))
 		}
 		if bg.Runs+bg.Behind > 0 {
 			share.Known, share.Pass = true, bg.BatchShare >= LanesMinBatchShare
@@ -415,12 +415,12 @@ func LanesChecks(rows []LanesRow) []LanesCheck {
 			continue
 		}
 		c := LanesCheck{What: r.Target + "'s interactive p99 under the same flood", Info: true, Known: true}
-		c.Value = fmt.Sprintf("%s ms (alone %s ms", formatMS(one.P99), formatMS(alone.P99))
+		c.Value = fmt.Sprintf("%s ms (alone %s ms", FormatMS(one.P99), FormatMS(alone.P99))
 		if r.P99Ratio > 0 {
 			c.Value += fmt.Sprintf(", %.2fx", r.P99Ratio)
 		}
 		if lane != nil {
-			c.Value += fmt.Sprintf("; %s with the batch in the background lane: %s ms", lane.Target, formatMS(lane.Parts[bench.LanesInBackground].P99))
+			c.Value += fmt.Sprintf("; %s with the batch in the background lane: %s ms", lane.Target, FormatMS(lane.Parts[bench.LanesInBackground].P99))
 		}
 		c.Value += ")"
 		checks = append(checks, c)
@@ -453,29 +453,14 @@ func formatSettle(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
-// hasOtherSamples reports whether rep has samples of scenarios other than
-// lanes.
-func hasOtherSamples(rep *bench.Report) bool {
-	return slices.ContainsFunc(rep.Samples, func(s bench.Sample) bool { return s.Scenario != bench.ScenarioLanes })
-}
-
 // WriteLanesReport writes rep as WriteTable does, then its lanes samples
-// (WriteLanes); a report of the lanes scenario alone gets WriteTable's
-// header, not its empty table.
+// (WriteLanes).
 func WriteLanesReport(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
 	}
-	if len(rep.Samples) == 0 || hasOtherSamples(rep) {
-		if err := WriteTable(w, rep); err != nil {
-			return err
-		}
-	} else {
-		var buf bytes.Buffer
-		writeHeader(&buf, rep)
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return fmt.Errorf("report: write lanes: %w", err)
-		}
+	if err := WriteTable(w, rep); err != nil {
+		return err
 	}
 	return WriteLanes(w, rep)
 }
@@ -528,16 +513,16 @@ func WriteLanes(w io.Writer, rep *bench.Report) error {
 		}
 		buf.WriteString("\n")
 	}
-	tw := newTab(&buf)
-	line(tw, "target", "part", "workers", "C/s", "offered/s", "goodput", "p50 ms", "p99 ms", "batch/s", "batch CPU", "interactive CPU", "in target: batch", "interactive", "others' CPU", "runs")
+	tw := NewTab(&buf)
+	Line(tw, "target", "part", "workers", "C/s", "offered/s", "goodput", "p50 ms", "p99 ms", "batch/s", "batch CPU", "interactive CPU", "in target: batch", "interactive", "others' CPU", "runs")
 	for _, r := range rows {
 		for _, part := range bench.LanesParts {
 			p, ok := r.Parts[part]
 			if !ok {
 				continue
 			}
-			line(tw, r.Target, part, workersOf(r), fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", p.Offered),
-				fmt.Sprintf("%.3f", p.GoodputFrac), formatMS(p.P50), formatMS(p.P99),
+			Line(tw, r.Target, part, workersOf(r), fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", p.Offered),
+				fmt.Sprintf("%.3f", p.GoodputFrac), FormatMS(p.P50), FormatMS(p.P99),
 				fmt.Sprintf("%.1f", p.BatchRate), percentCell(p.BatchShare), percentCell(p.InteractiveShare),
 				percentCell(p.TargetBatchShare), percentCell(p.TargetInteractiveShare), fmt.Sprintf("%.2f", p.OtherCPU), fmt.Sprintf("%d/%d", p.Runs, p.Behind))
 		}
@@ -575,7 +560,7 @@ func WriteLanes(w io.Writer, rep *bench.Report) error {
 		}
 		for _, pr := range r.Pairs {
 			fmt.Fprintf(&buf, "\n    #%d %.2fx (%s ms against %s ms; others' CPU %s, %s)", pr.Repeat, pr.Ratio(),
-				formatMS(pr.Flooded), formatMS(pr.Alone), formatOther(pr.FloodedOther), formatOther(pr.AloneOther))
+				FormatMS(pr.Flooded), FormatMS(pr.Alone), formatOther(pr.FloodedOther), formatOther(pr.AloneOther))
 		}
 		buf.WriteString("\n")
 	}

@@ -126,11 +126,11 @@ func noisyRow(target string, rate float64, samples []bench.Sample) NoisyRow {
 		rq = append(rq, s.Noisy.RunQueue.Wait)
 		rqMax = append(rqMax, s.Noisy.RunQueue.MaxThread)
 	}
-	r.Offered, r.Goodput, r.Rejected, r.Failed = median(offered), median(goodput), median(rejected), median(failed)
-	r.RejectedFrac, r.FailedFrac = median(rejFrac), median(failFrac)
-	r.P50, r.P99 = median(p50), median(p99)
-	r.TargetCPU, r.NeighbourUse = median(tcpu), median(nuse)
-	r.RunQueueWait, r.MaxThreadWait = median(rq), median(rqMax)
+	r.Offered, r.Goodput, r.Rejected, r.Failed = Median(offered), Median(goodput), Median(rejected), Median(failed)
+	r.RejectedFrac, r.FailedFrac = Median(rejFrac), Median(failFrac)
+	r.P50, r.P99 = Median(p50), Median(p99)
+	r.TargetCPU, r.NeighbourUse = Median(tcpu), Median(nuse)
+	r.RunQueueWait, r.MaxThreadWait = Median(rq), Median(rqMax)
 	return r
 }
 
@@ -176,9 +176,9 @@ func WriteNoisy(w io.Writer, rep *bench.Report) error {
 		fmt.Fprintf(&buf, "\nnoisy neighbour's control, shape %s%s: targets on CPUs %s, no neighbour\n",
 			orDash(first.Shape), handlerOf(rep, bench.ScenarioNoisy, first.Shape), bench.FormatCPUList(ni.CPUs))
 	}
-	tw := newTab(&buf)
+	tw := NewTab(&buf)
 	vs := "vs " + BaselineTarget
-	line(tw, "target", "workers", "offered/s", "goodput/s", vs, "503 %", "failed %", "p50 ms", "p99 ms",
+	Line(tw, "target", "workers", "offered/s", "goodput/s", vs, "503 %", "failed %", "p50 ms", "p99 ms",
 		"CPU tgt", "CPU nbr", "rq wait", "rq max", "runs")
 	indicative := false
 	for _, r := range rows {
@@ -194,9 +194,9 @@ func WriteNoisy(w io.Writer, rep *bench.Report) error {
 				ratio += "*"
 			}
 		}
-		line(tw, name, orDash(r.Placement), fmt.Sprintf("%.0f", r.Offered), fmt.Sprintf("%.0f", r.Goodput), ratio,
+		Line(tw, name, orDash(r.Placement), fmt.Sprintf("%.0f", r.Offered), fmt.Sprintf("%.0f", r.Goodput), ratio,
 			fmt.Sprintf("%.1f", 100*r.RejectedFrac), fmt.Sprintf("%.1f", 100*r.FailedFrac),
-			formatMS(r.P50), formatMS(r.P99),
+			FormatMS(r.P50), FormatMS(r.P99),
 			fmt.Sprintf("%.2f", r.TargetCPU), fmt.Sprintf("%.2f", r.NeighbourUse),
 			fmt.Sprintf("%.2f", r.RunQueueWait), fmt.Sprintf("%.2f", r.MaxThreadWait),
 			fmt.Sprintf("%d/%d", r.Runs, r.Behind))

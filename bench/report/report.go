@@ -115,8 +115,13 @@ type Row struct {
 	Indicative bool `json:"indicative,omitempty"`
 }
 
-// scenarioRank gives the position of a scenario in the report: sweep,
-// shapes, slowdown, mix, step, then any other.
+// otherScenario is scenarioRank's answer for a scenario whose samples
+// this package's table of rates by offered load does not show.
+const otherScenario = 5
+
+// scenarioRank gives the position of a scenario in the table of rates by
+// offered load: sweep, shapes, slowdown, mix, step; any other has tables
+// of its own (otherScenario).
 func scenarioRank(s string) int {
 	switch s {
 	case bench.ScenarioSweep:
@@ -130,7 +135,7 @@ func scenarioRank(s string) int {
 	case bench.ScenarioStep:
 		return 4
 	default:
-		return 5
+		return otherScenario
 	}
 }
 
@@ -170,8 +175,8 @@ func groups(rep *bench.Report) []*group {
 	var out []*group
 	index := make(map[groupKey]*group)
 	for _, s := range rep.Samples {
-		if s.Scenario == bench.ScenarioNoisy || s.Scenario == bench.ScenarioStray || s.Scenario == bench.ScenarioCluster || s.Scenario == bench.ScenarioShed || s.Scenario == bench.ScenarioTenants || s.Scenario == bench.ScenarioLanes {
-			continue // tables of their own: SummarizeNoisy, SummarizeStray, SummarizeCluster, SummarizeShed, SummarizeTenants, SummarizeLanes
+		if scenarioRank(s.Scenario) == otherScenario {
+			continue // tables of their own
 		}
 		k := groupKey{s.Scenario, s.Shape, s.Target, s.Client, multipleKey(s.Multiple)}
 		g, ok := index[k]
@@ -362,30 +367,30 @@ func summarizeSome(k groupKey, class string, parts []part, behind bool) Row {
 			p999 = append(p999, p.latency.P999)
 		}
 	}
-	r.Capacity = median(capacity)
-	r.Offered = median(offered)
-	r.Goodput = median(goodput)
-	r.Rejected = median(rejected)
-	r.Failed = median(failed)
-	r.GoodputFrac = median(goodFrac)
-	r.RejectedFrac = median(rejFrac)
-	r.FailedFrac = median(failFrac)
-	r.P50 = median(p50)
-	r.P99 = median(p99)
-	r.P999 = median(p999)
-	r.TargetCPU = median(tcpu)
-	r.GeneratorCPU = median(gcpu)
-	r.Efficiency = median(eff)
+	r.Capacity = Median(capacity)
+	r.Offered = Median(offered)
+	r.Goodput = Median(goodput)
+	r.Rejected = Median(rejected)
+	r.Failed = Median(failed)
+	r.GoodputFrac = Median(goodFrac)
+	r.RejectedFrac = Median(rejFrac)
+	r.FailedFrac = Median(failFrac)
+	r.P50 = Median(p50)
+	r.P99 = Median(p99)
+	r.P999 = Median(p999)
+	r.TargetCPU = Median(tcpu)
+	r.GeneratorCPU = Median(gcpu)
+	r.Efficiency = Median(eff)
 	if class == "" {
-		r.NewConns = median(conns)
-		r.Jain, r.Starved = median(jain), median(starved)
+		r.NewConns = Median(conns)
+		r.Jain, r.Starved = Median(jain), Median(starved)
 	}
 	return r
 }
 
-// median returns the median of xs (the mean of the middle two for an even
+// Median returns the median of xs (the mean of the middle two for an even
 // count), or 0 for none. It does not modify xs.
-func median(xs []float64) float64 {
+func Median(xs []float64) float64 {
 	n := len(xs)
 	if n == 0 {
 		return 0

@@ -200,12 +200,12 @@ func shedRow(target string, samples []bench.Sample) ShedRow {
 		after = append(after, m.RefusedAfter)
 		refusing = append(refusing, float64(m.RefusingFor))
 	}
-	r.Capacity, r.P99 = median(capacity), median(p99)
+	r.Capacity, r.P99 = Median(capacity), Median(p99)
 	r.Shed = Shed{
-		FirstRefusal: time.Duration(median(first)), Refused: len(first) > 0,
-		Goodput: median(goodput), Late: median(late),
-		RefusedBefore: median(before), RefusedDuring: median(during), RefusedAfter: median(after),
-		RefusingFor: time.Duration(median(refusing)),
+		FirstRefusal: time.Duration(Median(first)), Refused: len(first) > 0,
+		Goodput: Median(goodput), Late: Median(late),
+		RefusedBefore: Median(before), RefusedDuring: Median(during), RefusedAfter: Median(after),
+		RefusingFor: time.Duration(Median(refusing)),
 	}
 	for _, by := range runsBy {
 		for reason := range by {
@@ -219,7 +219,7 @@ func shedRow(target string, samples []bench.Sample) ShedRow {
 			for _, other := range runsBy {
 				ns = append(ns, float64(other[reason])) // 0 for a run without it
 			}
-			r.RefusedBy[reason] = median(ns)
+			r.RefusedBy[reason] = Median(ns)
 		}
 	}
 	return r
@@ -261,8 +261,8 @@ func WriteShed(w io.Writer, rep *bench.Report) error {
 	fmt.Fprintf(&buf, "\nshed: one signal alone against a step of overload, shape %s%s: %sx of C for %v, %sx for %v, %sx for %v (C = %.0f/s, %s's capacity)\n",
 		orDash(shape), handlerOf(rep, bench.ScenarioShed, shape), formatMultiple(r0.Low), r0.Up, formatMultiple(r0.High), r0.Down-r0.Up,
 		formatMultiple(r0.Low), shedAfter(rep), r0.Capacity, bench.ShedReference)
-	tw := newTab(&buf)
-	line(tw, "target", "first refusal", "goodput/C", "late %", "503 %", "503 % before", "503 % after", "refusing for", "p99 ms", "refused by", "runs")
+	tw := NewTab(&buf)
+	Line(tw, "target", "first refusal", "goodput/C", "late %", "503 %", "503 % before", "503 % after", "refusing for", "p99 ms", "refused by", "runs")
 	for _, r := range rows {
 		first := "never"
 		if r.Shed.Refused {
@@ -271,9 +271,9 @@ func WriteShed(w io.Writer, rep *bench.Report) error {
 				first += fmt.Sprintf(" (%d never)", r.NeverRefused)
 			}
 		}
-		line(tw, r.Target, first, fmt.Sprintf("%.2f", r.Shed.Goodput), fmt.Sprintf("%.1f", 100*r.Shed.Late),
+		Line(tw, r.Target, first, fmt.Sprintf("%.2f", r.Shed.Goodput), fmt.Sprintf("%.1f", 100*r.Shed.Late),
 			fmt.Sprintf("%.1f", 100*r.Shed.RefusedDuring), fmt.Sprintf("%.1f", 100*r.Shed.RefusedBefore),
-			fmt.Sprintf("%.1f", 100*r.Shed.RefusedAfter), formatSeconds(r.Shed.RefusingFor), formatMS(r.P99),
+			fmt.Sprintf("%.1f", 100*r.Shed.RefusedAfter), formatSeconds(r.Shed.RefusingFor), FormatMS(r.P99),
 			formatReasons(r.RefusedBy), fmt.Sprintf("%d/%d/%d", r.Runs, r.Behind, r.Disturbed))
 	}
 	_ = tw.Flush()

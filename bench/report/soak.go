@@ -128,7 +128,7 @@ func WriteSoak(w io.Writer, rep *bench.Report) error {
 	settle := "@" + strconv.FormatFloat(si.Settle.Seconds(), 'f', -1, 64) + "s"
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 	reported := false
-	line(tw, "target", "run", "C/s", "goodput/C min", "median",
+	Line(tw, "target", "run", "C/s", "goodput/C min", "median",
 		"rss MiB "+settle, "end", "goroutines "+settle, "end", "fds "+settle, "end", "result")
 	for _, r := range rows {
 		target := r.Target
@@ -143,7 +143,7 @@ func WriteSoak(w io.Writer, rep *bench.Report) error {
 			result = "(" + strings.ToLower(result[:4]) + result[4:] + ")"
 			reported = true
 		}
-		line(tw, target, strconv.Itoa(r.Repeat), fmt.Sprintf("%.0f", r.Capacity),
+		Line(tw, target, strconv.Itoa(r.Repeat), fmt.Sprintf("%.0f", r.Capacity),
 			fmt.Sprintf("%.2f", r.MinGoodput), fmt.Sprintf("%.2f", r.MedianGoodput),
 			mib(r.AtSettle), mib(r.AtEnd), goroutines(r.AtSettle), goroutines(r.AtEnd),
 			fds(r.AtSettle), fds(r.AtEnd), result)

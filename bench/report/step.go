@@ -109,7 +109,7 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 		high = append(high, b)
 		offered = append(offered, perSecond(b.Offered, w))
 	}
-	st := Step{Bucket: w, HighOffered: median(offered)}
+	st := Step{Bucket: w, HighOffered: Median(offered)}
 	var ok bool
 	if st.Steady, st.Level, st.ReactTime, st.Stable, ok = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.OK }); !ok {
 		return Step{}, false
@@ -155,7 +155,7 @@ func settle(high []bench.Bucket, mid, w, up time.Duration, offered float64, coun
 	if len(late) == 0 {
 		return 0, 0, 0, 0, false
 	}
-	steady = median(late)
+	steady = Median(late)
 	level = math.Min(steady, offered)
 	reach := 0
 	for perSecond(count(high[reach]), w) < (1-SettleBand)*level {
@@ -276,12 +276,12 @@ func summarizeStep(k stepKey, samples []bench.Sample) StepRow {
 			outStable = append(outStable, m.OutputStable)
 		}
 	}
-	r.Steady = median(steady)
-	r.HighOffered = median(offered)
-	r.ReactTime = time.Duration(math.Round(median(react)))
-	r.RecoverTime = time.Duration(math.Round(median(recover)))
-	r.Stable = median(stable)
-	r.OutputReact = time.Duration(math.Round(median(outReact)))
-	r.OutputStable = median(outStable)
+	r.Steady = Median(steady)
+	r.HighOffered = Median(offered)
+	r.ReactTime = time.Duration(math.Round(Median(react)))
+	r.RecoverTime = time.Duration(math.Round(Median(recover)))
+	r.Stable = Median(stable)
+	r.OutputReact = time.Duration(math.Round(Median(outReact)))
+	r.OutputStable = Median(outStable)
 	return r
 }

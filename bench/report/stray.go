@@ -90,7 +90,7 @@ func strayRow(target string, samples []bench.Sample) StrayRow {
 			}
 		}
 	}
-	r.Capacity, r.Multiple, r.WithOverAlone = median(capacity), median(multiple), median(ratios)
+	r.Capacity, r.Multiple, r.WithOverAlone = Median(capacity), Median(multiple), Median(ratios)
 	return r
 }
 
@@ -118,10 +118,10 @@ func strayPart(samples []bench.Sample) StrayPart {
 		callsOffered = append(callsOffered, s.Stray.Calls.Offered)
 		callsDone = append(callsDone, s.Stray.Calls.Goodput)
 	}
-	p.Offered, p.Goodput = median(offered), median(goodput)
-	p.RejectedFrac, p.FailedFrac = median(rejFrac), median(failFrac)
-	p.P50, p.P99 = median(p50), median(p99)
-	p.CallsOffered, p.CallsDone = median(callsOffered), median(callsDone)
+	p.Offered, p.Goodput = Median(offered), Median(goodput)
+	p.RejectedFrac, p.FailedFrac = Median(rejFrac), Median(failFrac)
+	p.P50, p.P99 = Median(p50), Median(p99)
+	p.CallsOffered, p.CallsDone = Median(callsOffered), Median(callsDone)
 	return p
 }
 
@@ -153,26 +153,26 @@ func WriteStray(w io.Writer, rep *bench.Report) error {
 	fmt.Fprintf(&buf, "\nstray blocking: %s calls a service that answers after %v through a plain net/http client (holding its thread), %.3g a second\n",
 		bench.StrayPath, si.Delay, si.Rate)
 	fmt.Fprintf(&buf, "%s beside the stray calls:\n", bench.TrivialPath)
-	tw := newTab(&buf)
-	line(tw, "target", "workers", "offered/s", "goodput/s", "p50 ms", "p99 ms", "503 %", "failed %", "stray calls/s", "done/s", "runs")
+	tw := NewTab(&buf)
+	Line(tw, "target", "workers", "offered/s", "goodput/s", "p50 ms", "p99 ms", "503 %", "failed %", "stray calls/s", "done/s", "runs")
 	for _, r := range rows {
 		p := r.Trivial
-		line(tw, r.Target, orDash(r.Placement), fmt.Sprintf("%.0f", p.Offered), fmt.Sprintf("%.0f", p.Goodput),
-			formatMS(p.P50), formatMS(p.P99), fmt.Sprintf("%.1f", 100*p.RejectedFrac), fmt.Sprintf("%.1f", 100*p.FailedFrac),
+		Line(tw, r.Target, orDash(r.Placement), fmt.Sprintf("%.0f", p.Offered), fmt.Sprintf("%.0f", p.Goodput),
+			FormatMS(p.P50), FormatMS(p.P99), fmt.Sprintf("%.1f", 100*p.RejectedFrac), fmt.Sprintf("%.1f", 100*p.FailedFrac),
 			fmt.Sprintf("%.2g", p.CallsOffered), fmt.Sprintf("%.2g", p.CallsDone), fmt.Sprintf("%d/%d", p.Runs, p.Behind))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&buf, "\nCPU-bound handler, shape %s%s, at %sx of C, alone and beside the stray calls:\n",
 		orDash(cpuShape), handlerOf(rep, bench.ScenarioStray, cpuShape), formatMultiple(rows[0].Multiple))
-	tw = newTab(&buf)
-	line(tw, "target", "C/s", "goodput/s alone", "with stray", "with/alone", "p99 ms alone", "with stray", "503 % alone", "with stray", "runs")
+	tw = NewTab(&buf)
+	Line(tw, "target", "C/s", "goodput/s alone", "with stray", "with/alone", "p99 ms alone", "with stray", "503 % alone", "with stray", "runs")
 	for _, r := range rows {
 		ratio := "-"
 		if r.WithOverAlone > 0 {
 			ratio = fmt.Sprintf("%.2f", r.WithOverAlone)
 		}
-		line(tw, r.Target, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.CPU.Goodput), fmt.Sprintf("%.0f", r.CPUWith.Goodput),
-			ratio, formatMS(r.CPU.P99), formatMS(r.CPUWith.P99),
+		Line(tw, r.Target, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.CPU.Goodput), fmt.Sprintf("%.0f", r.CPUWith.Goodput),
+			ratio, FormatMS(r.CPU.P99), FormatMS(r.CPUWith.P99),
 			fmt.Sprintf("%.1f", 100*r.CPU.RejectedFrac), fmt.Sprintf("%.1f", 100*r.CPUWith.RejectedFrac),
 			fmt.Sprintf("%d/%d, %d/%d", r.CPU.Runs, r.CPU.Behind, r.CPUWith.Runs, r.CPUWith.Behind))
 	}

@@ -29,8 +29,10 @@ import (
 // they measured, marked "*", and a note under the table says so, as it
 // says why a cell of the column is blank.
 //
-// The noisy, stray and cluster scenarios have tables of their own
-// (WriteNoisy, WriteStray, WriteCluster), written last.
+// The noisy, stray, cluster, shed and tenants scenarios have tables of
+// their own (WriteNoisy, WriteStray, WriteCluster, WriteShed,
+// WriteTenants), written last; other scenarios' samples are left to their
+// own reports.
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -58,12 +60,11 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		}
 		start = end
 	}
-	own := len(SummarizeNoisy(rep)) > 0 || len(SummarizeStray(rep)) > 0 || len(SummarizeCluster(rep)) > 0 || len(SummarizeShed(rep)) > 0 || len(SummarizeTenants(rep)) > 0
 	switch {
 	case len(rows) > 0:
 		buf.WriteString("\n")
 		writeLegend(&buf, legend(rep.Deadline, shown))
-	case !own:
+	case len(rep.Samples) == 0:
 		buf.WriteString("\nno samples\n")
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
@@ -247,13 +248,14 @@ func handlerOf(rep *bench.Report, scenario, shape string) string {
 	return ""
 }
 
-// newTab returns a tabwriter aligning cells to the right into buf.
-func newTab(buf *bytes.Buffer) *tabwriter.Writer {
+// NewTab returns a tabwriter aligning cells to the right into buf, for
+// a scenario's table.
+func NewTab(buf io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 }
 
-// line writes cells as one tab-terminated line.
-func line(tw *tabwriter.Writer, cells ...string) {
+// Line writes cells as one tab-terminated line of a NewTab table.
+func Line(tw *tabwriter.Writer, cells ...string) {
 	// Writes into a bytes.Buffer through a tabwriter cannot fail.
 	_, _ = io.WriteString(tw, strings.Join(cells, "\t")+"\t\n")
 }
@@ -346,8 +348,8 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 	}
 	cols.ratio = hasBase && hasOther
 	var notes [nRatioNotes]bool
-	tw := newTab(buf)
-	line(tw, tableHead(cols)...)
+	tw := NewTab(buf)
+	Line(tw, tableHead(cols)...)
 	for _, r := range rows {
 		name := r.Target
 		if r.Indicative {
@@ -390,9 +392,9 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 			cells = append(cells,
 				fmt.Sprintf("%.1f", 100*r.RejectedFrac),
 				fmt.Sprintf("%.1f", 100*r.FailedFrac),
-				formatMS(r.P50),
-				formatMS(r.P99),
-				formatMS(r.P999),
+				FormatMS(r.P50),
+				FormatMS(r.P99),
+				FormatMS(r.P999),
 				formatCPU(r.TargetCPU, r.GeneratorCPU),
 				formatEff(r.Efficiency),
 			)
@@ -408,7 +410,7 @@ func writeRows(buf *bytes.Buffer, rows []Row) columns {
 			}
 		}
 		cells = append(cells, fmt.Sprintf("%d/%d", r.Runs, r.Behind))
-		line(tw, cells...)
+		Line(tw, cells...)
 	}
 	// Flushing into a bytes.Buffer cannot fail.
 	_ = tw.Flush()
@@ -463,8 +465,8 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 	}
 	fmt.Fprintf(buf, "\nstep response, shape %s (react: until goodput is within %.0f%% of its level; stable: share of the later\nhigh buckets within that band; both by the requests' scheduled time, and as \"done\" by the time the answers\nended; recover: until the last rejection or failure after the step down)\n",
 		orDash(shape), 100*SettleBand)
-	tw := newTab(buf)
-	line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "stable %", "done react ms", "done stable %", "recover ms", "recovered", "runs")
+	tw := NewTab(buf)
+	Line(tw, "target", "x low->high", "offered/s", "steady/s", "react ms", "stable %", "done react ms", "done stable %", "recover ms", "recovered", "runs")
 	for _, r := range rows {
 		cells := []string{r.Target, formatMultiple(r.Low) + "->" + formatMultiple(r.High)}
 		if r.Measured == 0 {
@@ -489,7 +491,7 @@ func writeSteps(buf *bytes.Buffer, shape string, steps []StepRow) {
 			)
 		}
 		cells = append(cells, fmt.Sprintf("%d/%d", r.Runs, r.Behind))
-		line(tw, cells...)
+		Line(tw, cells...)
 	}
 	_ = tw.Flush()
 }
@@ -510,9 +512,9 @@ func formatMultiple(m float64) string {
 	return strconv.FormatFloat(m, 'g', -1, 64)
 }
 
-// formatMS prints a latency in milliseconds with about three significant
+// FormatMS prints a latency in milliseconds with about three significant
 // digits, or "-" for none.
-func formatMS(ms float64) string {
+func FormatMS(ms float64) string {
 	switch {
 	case ms <= 0:
 		return "-"

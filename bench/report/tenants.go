@@ -105,11 +105,11 @@ func tenantsRow(target, part string, samples []bench.Sample) TenantsRow {
 			}
 		}
 	}
-	r.Capacity, r.Offered, r.ConvergePeriods = median(capacity), median(offered), median(conv)
-	r.LightSuccess, r.WorstLight, r.LightSuccessAll = median(light), median(worst), median(all)
-	r.HeavyGoodput, r.HeavyFair, r.Jain = median(heavy), median(fair), median(jain)
-	r.BlameHeavy, r.DemandBlameHeavy = median(blame), median(dblame)
-	r.HeavyDropped, r.LightDropped = median(hdrop), median(ldrop)
+	r.Capacity, r.Offered, r.ConvergePeriods = Median(capacity), Median(offered), Median(conv)
+	r.LightSuccess, r.WorstLight, r.LightSuccessAll = Median(light), Median(worst), Median(all)
+	r.HeavyGoodput, r.HeavyFair, r.Jain = Median(heavy), Median(fair), Median(jain)
+	r.BlameHeavy, r.DemandBlameHeavy = Median(blame), Median(dblame)
+	r.HeavyDropped, r.LightDropped = Median(hdrop), Median(ldrop)
 	return r
 }
 
@@ -148,14 +148,14 @@ func WriteTenants(w io.Writer, rep *bench.Report) error {
 		tenantsServers(info), tenantsProtection(info))
 	fmt.Fprintf(&buf, "busy %v a request, control period %v; heavy at %sx of C, %d light tenants at %sx each, open loop, round robin:\n",
 		spec.CPU, info.Period, formatMultiple(info.Heavy), info.Lights, formatMultiple(info.Light))
-	tw := newTab(&buf)
-	line(tw, "target", "enforce", "C/s", "offered/s", "converged", "lights %", "worst light %", "lights % all", "heavy xC", "heavy/left", "Jain", "blame heavy %", "of demand %", "heavy dropped %", "runs")
+	tw := NewTab(&buf)
+	Line(tw, "target", "enforce", "C/s", "offered/s", "converged", "lights %", "worst light %", "lights % all", "heavy xC", "heavy/left", "Jain", "blame heavy %", "of demand %", "heavy dropped %", "runs")
 	for _, r := range rows {
 		conv := "-"
 		if r.Converged > 0 {
 			conv = fmt.Sprintf("%.1f (%d)", r.ConvergePeriods, r.Converged)
 		}
-		line(tw, r.Target, r.Part, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.Offered), conv,
+		Line(tw, r.Target, r.Part, fmt.Sprintf("%.0f", r.Capacity), fmt.Sprintf("%.0f", r.Offered), conv,
 			pct2(r.LightSuccess), pct2(r.WorstLight), pct2(r.LightSuccessAll),
 			fmt.Sprintf("%.3f", r.HeavyGoodput), fmt.Sprintf("%.3f", r.HeavyFair), fmt.Sprintf("%.3f", r.Jain),
 			fmt.Sprintf("%.1f", 100*r.BlameHeavy), fmt.Sprintf("%.1f", 100*r.DemandBlameHeavy), fmt.Sprintf("%.1f", 100*r.HeavyDropped),

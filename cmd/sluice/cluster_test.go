@@ -15,7 +15,7 @@ func TestClusterFlags(t *testing.T) {
 	}
 	f, err := parse()
 	require.NoError(t, err)
-	assert.Equal(t, []string{bench.ScenarioCluster}, f.cfg.Scenarios)
+	assert.Equal(t, []string{bench.ScenarioCluster}, scenarioNames(f.cfg.Scenarios))
 	assert.Equal(t, bench.DefaultClusterMultiple, f.cfg.Cluster.Multiple, "the issue's 1.5x by default")
 
 	f, err = parse("-cluster-x", "2")

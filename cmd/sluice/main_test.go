@@ -346,3 +346,12 @@ func TestEveryCommandSaysWhatItDoes(t *testing.T) {
 		})
 	}
 }
+
+// scenarioNames returns the names of ss.
+func scenarioNames(ss []bench.Scenario) []string {
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.Name())
+	}
+	return names
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 // suiteFlags are the flags demo and bench share; their defaults differ.
@@ -51,6 +52,9 @@ type suiteFlags struct {
 	// dashboard is the address the sluice targets serve their live
 	// dashboard on while they run; empty for none.
 	dashboard string
+	// all are the scenarios -scenarios chooses from (scenario.All), with
+	// the settings their own flags give them.
+	all []bench.Scenario
 }
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
@@ -64,7 +68,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
-		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, closed (closed loops of 1 to 256 connections resending at once, as wrk does: -closed-conns), soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (3 servers over Redis, a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
@@ -83,6 +87,11 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
 		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
 		fs.IntVar(&c.Tenants.Servers, "tenants-servers", bench.DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
+		for _, sc := range f.all {
+			if fl, ok := sc.(scenario.Flagger); ok {
+				fl.Flags(fs)
+			}
+		}
 		fs.StringVar(&c.Tenants.Protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections, ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
@@ -123,7 +132,7 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		return fmt.Errorf("-progress must be auto, on, lines or off, got %q", f.progress)
 	}
 	c.Targets = splitList(f.targets)
-	c.Scenarios = splitList(f.scenarios)
+	names := splitList(f.scenarios)
 	if f.soak {
 		if c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour || c.Soak.Duration%time.Second != 0 {
 			return fmt.Errorf("-duration must be a whole number of seconds in (0, 1h], got %v", c.Soak.Duration)
@@ -142,7 +151,7 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 			return fmt.Errorf("-chaos: %w", err)
 		}
 		c.Soak.Chaos = &mix
-		c.Scenarios = []string{bench.ScenarioSoak}
+		names = []string{bench.ScenarioSoak}
 	} else {
 		switch {
 		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
@@ -175,6 +184,9 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		c.Noisy.Rates = rates
 	}
 	var err error
+	if c.Scenarios, err = scenario.Select(f.all, names); err != nil {
+		return fmt.Errorf("-scenarios: %w", err)
+	}
 	if c.Multiples, err = parseMultiples("-x", f.multiples); err != nil {
 		return err
 	}
@@ -200,7 +212,7 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	c.Shape = bench.Shape{Name: name, Spec: bench.HandlerSpec{CPU: f.cpu, DB: f.db, Blocking: f.blocking}}
 	c.Command = strings.Join(append([]string{"go run ./cmd/sluice", cmd}, args...), " ")
 	if f.dashboard != "" {
-		if err := checkDashboard(f.dashboard, c.Scenarios); err != nil {
+		if err := checkDashboard(f.dashboard, names); err != nil {
 			return err
 		}
 		c.Launch = bench.DashboardLauncher(c.Launch, f.dashboard)
@@ -335,6 +347,7 @@ func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, mult
 		},
 		targets:   targets,
 		scenarios: scenarios,
+		all:       scenario.All(),
 		multiples: multiples,
 		shapeX:    "2,5",
 		cpu:       bench.ShapeIO.Spec.CPU,
@@ -377,27 +390,15 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		return err
 	}
 	fmt.Fprintln(stdout)
-	if werr := report.WriteLanesReport(stdout, rep); werr != nil {
-		return errors.Join(err, werr)
-	}
 	jsonPath := filepath.Join(out, "report.json")
 	jf, jerr := os.Create(jsonPath)
 	if jerr == nil {
-		jerr = errors.Join(report.WriteJSON(jf, rep), jf.Close())
+		jerr = errors.Join(scenario.WriteJSON(jf, rep, f.all), jf.Close())
 	}
 	if jerr != nil {
 		return errors.Join(err, jerr)
 	}
-	plots, perr := allPlots(out, rep)
-	if perr != nil {
-		return errors.Join(err, perr)
-	}
-	fmt.Fprintf(stdout, "\nJSON:  %s\n", jsonPath)
-	for _, p := range plots {
-		fmt.Fprintf(stdout, "plot:  %s\n", p)
-	}
-	writeSummary(stdout, rep)
-	return errors.Join(err, writeSoak(stdout, rep))
+	return errors.Join(err, printReport(stdout, rep, out, jsonPath, f.all, true))
 }
 
 // writeSoak prints the soak runs of rep (report.WriteSoak) and returns an

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 // reportCmd prints the table of a saved report.json again, with its plain
@@ -51,38 +52,40 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if doc.Report == nil {
 		return fmt.Errorf("report: %s holds no report", path)
 	}
-	if err := report.WriteLanesReport(stdout, doc.Report); err != nil {
-		return err
-	}
 	dir := *out
 	if dir == "" {
 		dir = filepath.Dir(path)
 	}
-	plots, err := allPlots(dir, doc.Report)
+	// The soak's checks are shown again; a failed one is no error of
+	// this command, which only reads.
+	return printReport(stdout, doc.Report, dir, "", scenario.All(), false)
+}
+
+// printReport writes the one report of a run, whether it just ran or was
+// read back: every scenario's tables, the path of the JSON (when given),
+// the plots drawn in dir, the plain summary and the soak's checks. With
+// enforce, a failed soak check is the error returned.
+func printReport(w io.Writer, rep *bench.Report, dir, jsonPath string, all []bench.Scenario, enforce bool) error {
+	if err := scenario.WriteReport(w, rep, all); err != nil {
+		return err
+	}
+	plots, err := scenario.Plots(dir, rep, all)
 	if err != nil {
 		return err
 	}
-	if len(plots) > 0 {
-		fmt.Fprintln(stdout)
+	if jsonPath != "" {
+		fmt.Fprintf(w, "\nJSON:  %s\n", jsonPath)
+	} else if len(plots) > 0 {
+		fmt.Fprintln(w)
 	}
 	for _, p := range plots {
-		fmt.Fprintf(stdout, "plot:  %s\n", p)
+		fmt.Fprintf(w, "plot:  %s\n", p)
 	}
-	writeSummary(stdout, doc.Report)
-	// The soak's checks are shown again; a failed one is no error of
-	// this command, which only reads.
-	return report.WriteSoak(stdout, doc.Report)
-}
-
-// allPlots draws every plot of rep in dir (the sweep's and the scenarios',
-// and the lanes scenario's live change) and returns their files.
-func allPlots(dir string, rep *bench.Report) ([]string, error) {
-	plots, err := report.Plots(dir, rep)
-	if err != nil {
-		return nil, err
+	writeSummary(w, rep)
+	if !enforce {
+		return report.WriteSoak(w, rep)
 	}
-	lanesPlots, err := report.LanesPlots(dir, rep)
-	return append(plots, lanesPlots...), err
+	return writeSoak(w, rep)
 }
 
 // parseInterspersed parses args with fs, letting flags follow the

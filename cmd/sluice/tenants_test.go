@@ -16,7 +16,7 @@ func TestTenantsFlags(t *testing.T) {
 	}
 	f, err := parse()
 	require.NoError(t, err)
-	assert.Equal(t, []string{bench.ScenarioTenants}, f.cfg.Scenarios)
+	assert.Equal(t, []string{bench.ScenarioTenants}, scenarioNames(f.cfg.Scenarios))
 	assert.Equal(t, bench.DefaultTenantsDuration, f.cfg.Tenants.Duration)
 	assert.Equal(t, bench.DefaultTenantsCPU, f.cfg.Tenants.CPU)
 

@@ -1,0 +1,180 @@
+// Package scenario holds the benchmark's scenarios, one file each, and the
+// list that `sluice bench -scenarios` reads (All).
+//
+// A scenario is a bench.Scenario: its name, the check of its settings, the
+// points one repeat runs, and how one point runs on a target, with what
+// package bench gives every scenario (bench.Trial: the target's child
+// process, the load generator, the CPU bracket). A scenario with a report
+// of its own implements Reporter; one with flags of its own, Flagger.
+//
+// Adding a scenario is one file here and one line in All.
+package scenario
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/report"
+)
+
+// All returns every scenario, in the order a report shows them, each a
+// fresh value with its settings at their defaults.
+func All() []bench.Scenario {
+	return []bench.Scenario{
+		&Sweep{},
+		&Shapes{},
+		&Slowdown{},
+		&Mix{},
+		&Step{},
+		&Closed{},
+		builtIn(bench.ScenarioSoak),
+		builtIn(bench.ScenarioNoisy),
+		builtIn(bench.ScenarioStray),
+		builtIn(bench.ScenarioCluster),
+		builtIn(bench.ScenarioShed),
+		builtIn(bench.ScenarioTenants),
+		builtIn(bench.ScenarioLanes),
+	}
+}
+
+// builtIn returns a scenario that still runs inside package bench.
+func builtIn(name string) bench.Scenario {
+	s, ok := bench.BuiltIn(name)
+	if !ok {
+		panic("scenario: no built-in scenario " + name)
+	}
+	return s
+}
+
+// Default names the scenarios `sluice bench` runs when -scenarios is not
+// given.
+var Default = []string{bench.ScenarioSweep, bench.ScenarioShapes, bench.ScenarioSlowdown, bench.ScenarioMix, bench.ScenarioStep}
+
+// Names returns the names of All, in order.
+func Names() []string {
+	var names []string
+	for _, s := range All() {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+// Select returns the scenarios of all with the given names, in the order
+// named, or an error naming an unknown or repeated one.
+func Select(all []bench.Scenario, names []string) ([]bench.Scenario, error) {
+	var out []bench.Scenario
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(s bench.Scenario) bool { return s.Name() == n })
+		if i < 0 {
+			var have []string
+			for _, s := range all {
+				have = append(have, s.Name())
+			}
+			return nil, fmt.Errorf("scenario: unknown scenario %q (have %s)", n, strings.Join(have, ", "))
+		}
+		if slices.Contains(out, all[i]) {
+			return nil, fmt.Errorf("scenario: %s named twice", n)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// A Reporter is a scenario with a report of its own, written after the
+// suite's table of rates by offered load (WriteReport).
+type Reporter interface {
+	// WriteReport writes the scenario's tables of rep's samples to w,
+	// nothing when rep has none of them.
+	WriteReport(w io.Writer, rep *bench.Report) error
+	// Rows returns the scenario's summary of rep for the JSON document
+	// (WriteJSON), nil when rep has none of its samples.
+	Rows(rep *bench.Report) any
+}
+
+// A Plotter is a scenario with plots of its own: Plots draws those of
+// rep's samples in dir and returns their files.
+type Plotter interface {
+	Plots(dir string, rep *bench.Report) ([]string, error)
+}
+
+// A Flagger is a scenario with settings of its own on the command line:
+// Flags registers them on fs, named after the scenario ("-closed-conns"),
+// and Check (bench.Scenario's) checks what they were given.
+type Flagger interface {
+	Flags(fs *flag.FlagSet)
+}
+
+// WriteReport writes rep to w: the suite's tables (report.WriteLanesReport)
+// and then each reporting scenario's of all.
+func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
+	if err := writeSuiteTables(w, rep); err != nil {
+		return err
+	}
+	for _, s := range all {
+		if r, ok := s.(Reporter); ok {
+			if err := r.WriteReport(w, rep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeSuiteTables writes the suite's own tables: the header, the table of
+// rates by offered load and the tables of the scenarios that still report
+// inside package bench/report.
+func writeSuiteTables(w io.Writer, rep *bench.Report) error {
+	return report.WriteLanesReport(w, rep)
+}
+
+// WriteJSON writes rep to w as the report's JSON document
+// (report.Document), with the rows of each reporting scenario of all.
+func WriteJSON(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
+	if rep == nil {
+		return errors.New("scenario: nil report")
+	}
+	d := report.NewDocument(rep)
+	for _, s := range all {
+		r, ok := s.(Reporter)
+		if !ok {
+			continue
+		}
+		if rows := r.Rows(rep); rows != nil {
+			if d.Scenarios == nil {
+				d.Scenarios = make(map[string]any)
+			}
+			d.Scenarios[s.Name()] = rows
+		}
+	}
+	return report.WriteDocument(w, d)
+}
+
+// Plots draws every plot of rep in dir, the suite's (report.Plots,
+// report.LanesPlots) and each plotting scenario's of all, and returns
+// their files.
+func Plots(dir string, rep *bench.Report, all []bench.Scenario) ([]string, error) {
+	plots, err := report.Plots(dir, rep)
+	if err != nil {
+		return plots, err
+	}
+	lanes, err := report.LanesPlots(dir, rep)
+	plots = append(plots, lanes...)
+	if err != nil {
+		return plots, err
+	}
+	for _, s := range all {
+		if p, ok := s.(Plotter); ok {
+			more, err := p.Plots(dir, rep)
+			plots = append(plots, more...)
+			if err != nil {
+				return plots, err
+			}
+		}
+	}
+	return plots, nil
+}

@@ -1,0 +1,39 @@
+package scenario
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/bench"
+)
+
+func TestAllNamesEachScenarioOnce(t *testing.T) {
+	names := Names()
+	seen := make(map[string]bool)
+	for _, n := range names {
+		assert.False(t, seen[n], "%s listed twice", n)
+		seen[n] = true
+	}
+	for _, n := range Default {
+		assert.True(t, seen[n], "the default %s is listed", n)
+	}
+	assert.True(t, seen["closed"])
+	assert.True(t, seen[bench.ScenarioSoak])
+}
+
+func TestSelect(t *testing.T) {
+	all := All()
+	got, err := Select(all, []string{"closed", "sweep"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, "closed", got[0].Name(), "in the order named")
+	assert.Equal(t, "sweep", got[1].Name())
+
+	_, err = Select(all, []string{"sweep", "chaos"})
+	assert.ErrorContains(t, err, `unknown scenario "chaos"`)
+	assert.ErrorContains(t, err, "closed", "the error lists what there is")
+	_, err = Select(all, []string{"sweep", "sweep"})
+	assert.ErrorContains(t, err, "twice")
+}

@@ -1,0 +1,63 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluice-go/sluice/bench"
+)
+
+// The weather scenarios (sweep, shapes, slowdown, mix, step) offer the
+// weather handler open loop, in multiples of each target's capacity, and
+// share the suite's table of rates by offered load (bench/report). Their
+// settings are the suite's: Shape, Multiples, ShapeMultiples, Shapes,
+// SlowdownFactor, SlowdownMultiple, NewFraction and Step.
+
+// checkWeather refuses the suite's settings that a weather scenario cannot
+// take: mix mixes new and kept connections itself.
+func checkWeather(s *bench.SuiteConfig, name string) error {
+	if name == bench.ScenarioMix {
+		if s.NewConns {
+			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
+		}
+		if s.Clients != 0 {
+			return errors.New("bench: Clients applies to the sweep, shapes, slowdown and step scenarios, not mix")
+		}
+	}
+	return nil
+}
+
+// clientPoints returns p once per client mode of the suite (once,
+// unchanged, for none).
+func clientPoints(p bench.Point, s *bench.SuiteConfig) []bench.Point {
+	if len(s.ClientModes) == 0 {
+		return []bench.Point{p}
+	}
+	ps := make([]bench.Point, 0, len(s.ClientModes))
+	for _, m := range s.ClientModes {
+		q := p
+		q.Client = m.String()
+		ps = append(ps, q)
+	}
+	return ps
+}
+
+// offer runs the trial's point on a fresh target: rate requests a second
+// for the suite's Duration, shaped by shape (nil for none).
+func offer(ctx context.Context, t *bench.Trial, shape func(*bench.Config, *bench.Sample)) (*bench.Sample, error) {
+	proc, err := t.Start(ctx, t.Child())
+	if err != nil {
+		return nil, err
+	}
+	rc, err := t.Generator(proc)
+	if err != nil {
+		return nil, errors.Join(err, proc.Stop())
+	}
+	rc.Rate = t.Point.Multiple * t.Capacity
+	rc.Duration = t.Suite.Duration
+	s := t.Sample()
+	if shape != nil {
+		shape(&rc, s)
+	}
+	return t.Measure(ctx, proc, rc, s)
+}
