@@ -20,7 +20,7 @@ import (
 )
 
 // redisReport runs the long measurements of docs/benchmarks.md ("Rate
-// limits (issue 15): distributed over Redis") and prints their tables:
+// limits: distributed over Redis") and prints their tables:
 //
 //	go test -run TestRedisReport -v ./ratelimit/ -args -ratelimit.redis-report
 var redisReport = flag.Bool("ratelimit.redis-report", false, "run the distributed mode's accuracy and Redis load measurements (about 2 minutes) and print their tables")
