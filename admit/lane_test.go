@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/queue"
 )
 
@@ -17,4 +19,27 @@ func TestClassByLane(t *testing.T) {
 	assert.Equal(t, queue.Critical, classify(&admit.Attempt{Lane: "checkout"}))
 	assert.Equal(t, queue.Default, classify(&admit.Attempt{Lane: "other"}))
 	assert.Equal(t, queue.Default, classify(&admit.Attempt{}))
+}
+
+func TestPipelineClassifiesAsItsQueueDoes(t *testing.T) {
+	gates := []admit.Policy{gate.NewConcurrency(1)}
+	p, err := admit.New(admit.Config{Gates: gates, Queue: &admit.QueueOptions{Classify: admit.ClassByLane(map[string]queue.Class{"batch": queue.Sheddable}, queue.Default)}}, admit.Host{})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.True(t, p.Classifies())
+	cl, ok := p.Classify(&admit.Attempt{Lane: "batch"})
+	assert.True(t, ok)
+	assert.Equal(t, queue.Sheddable, cl)
+	cl, ok = p.Classify(&admit.Attempt{})
+	assert.True(t, ok)
+	assert.Equal(t, queue.Default, cl)
+
+	for _, cfg := range []admit.Config{{}, {Gates: gates, Queue: &admit.QueueOptions{}}} {
+		p, err := admit.New(cfg, admit.Host{})
+		require.NoError(t, err)
+		assert.False(t, p.Classifies(), "no Classify, no classes")
+		_, ok := p.Classify(&admit.Attempt{})
+		assert.False(t, ok)
+		p.Close()
+	}
 }

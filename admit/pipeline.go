@@ -572,6 +572,21 @@ func (p *Pipeline) Close() {
 	})
 }
 
+// Classify returns the priority class the pipeline gives the request of a
+// (Config.Queue's Classify), and false when the pipeline classifies
+// nothing (no queue, or no Classify): an adapter that routes requests by
+// their class, as the sluice server's lanes do, asks it rather than reading
+// the configuration itself.
+func (p *Pipeline) Classify(a *Attempt) (queue.Class, bool) {
+	if p.classify == nil {
+		return 0, false
+	}
+	return p.classify(a), true
+}
+
+// Classifies reports whether Classify gives requests a class.
+func (p *Pipeline) Classifies() bool { return p.classify != nil }
+
 // AgeLimited reports whether the pipeline was built with an age limit, so
 // that an adapter that can read when requests arrived (Ticket.Stamp)
 // should.

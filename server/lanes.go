@@ -57,9 +57,9 @@ type Lanes struct {
 	// controls the field.
 	Header       string
 	HeaderValues map[string]string
-	// Classes maps the request's admission class, as
-	// Config.Admission.Queue.Classify gives it, to a lane name; it needs
-	// that Classify.
+	// Classes maps the request's admission class, as the admission
+	// pipeline gives it (Config.Admission.Queue.Classify), to a lane name;
+	// it needs that Classify.
 	Classes map[queue.Class]string
 }
 
@@ -78,8 +78,15 @@ type laneRouter struct {
 	prefixes []string // the routes' literal path prefixes (literalPrefixes)
 	header   string
 	byHeader map[string]laneRef
-	classify func(a *admit.Attempt) queue.Class
+	classes  classifier // the admission's classes, for byClass
 	byClass  map[queue.Class]laneRef
+}
+
+// classifier gives requests their admission class: the server's
+// *admit.Pipeline.
+type classifier interface {
+	Classify(a *admit.Attempt) (queue.Class, bool)
+	Classifies() bool
 }
 
 // laneHandler marks, in the router's ServeMux, the lane of a pattern; rest
@@ -92,7 +99,7 @@ type laneHandler struct {
 func (laneHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
 // newLaneRouter checks cfg's lanes against set; nil when there are none.
-func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) queue.Class) (*laneRouter, error) {
+func newLaneRouter(cfg Lanes, set *lanes.Set, classes classifier) (*laneRouter, error) {
 	if cfg.Func == nil && len(cfg.Routes) == 0 && cfg.Header == "" && len(cfg.HeaderValues) == 0 && len(cfg.Classes) == 0 {
 		return nil, nil
 	}
@@ -147,10 +154,10 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classify func(a *admit.Attempt) qu
 		}
 	}
 	if len(cfg.Classes) > 0 {
-		if classify == nil {
+		if classes == nil || !classes.Classifies() {
 			errs = append(errs, errors.New("Lanes.Classes needs the requests' admission classes: set Config.Admission.Queue.Classify"))
 		}
-		lr.classify = classify
+		lr.classes = classes
 		lr.byClass = map[queue.Class]laneRef{}
 		for cl, name := range cfg.Classes {
 			if ref, ok := resolve(fmt.Sprintf("Lanes.Classes[%v]", cl), name); ok {
@@ -200,9 +207,11 @@ func (lr *laneRouter) route(r *Request, a *admit.Attempt, scratch *http.Request)
 			}
 		}
 	}
-	if lr.byClass != nil && lr.classify != nil {
-		if ref, ok := lr.byClass[lr.classify(a)]; ok {
-			return ref, true
+	if lr.byClass != nil {
+		if cl, ok := lr.classes.Classify(a); ok {
+			if ref, ok := lr.byClass[cl]; ok {
+				return ref, true
+			}
 		}
 	}
 	return laneRef{}, false

@@ -50,7 +50,6 @@ import (
 	"github.com/sluice-go/sluice/internal/lograte"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
-	"github.com/sluice-go/sluice/queue"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -381,11 +380,7 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	if err != nil {
 		return nil, netpoll.Options{}, fmt.Errorf("server: %w", err)
 	}
-	var classify func(a *admit.Attempt) queue.Class
-	if q := cfg.Admission.Queue; q != nil {
-		classify = q.Classify
-	}
-	if srv.lanes, err = newLaneRouter(cfg.Lanes, s.Lanes(), classify); err != nil {
+	if srv.lanes, err = newLaneRouter(cfg.Lanes, s.Lanes(), adm); err != nil {
 		adm.Close()
 		return nil, netpoll.Options{}, err
 	}
