@@ -15,25 +15,29 @@ import (
 // On Linux the front door serves on the sluice executor: a runtime of its
 // own and a server.Server on it. front_other.go is the net/http version.
 
-func listen(addr string, h http.Handler, cfg Config, opts []srt.Option) (*Server, error) {
-	return start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
+func listen(addr string, h http.Handler, cfg Config) (*Server, error) {
+	return start(h, &cfg, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
 		return server.Listen(rt, addr, sh, cfg)
 	})
 }
 
-func newServer(l net.Listener, h http.Handler, cfg Config, opts []srt.Option) (*Server, error) {
-	s, err := start(h, opts, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
+func newServer(l net.Listener, h http.Handler, cfg Config) (*Server, error) {
+	s, err := start(h, &cfg, func(rt *srt.Runtime, sh server.Handler) (*server.Server, error) {
 		return server.Serve(rt, l, sh, cfg)
 	})
 	_ = l.Close() // the server has its own duplicate of the socket
 	return s, err
 }
 
-func start(h http.Handler, opts []srt.Option, serve func(*srt.Runtime, server.Handler) (*server.Server, error)) (*Server, error) {
+// start starts the runtime of cfg.Runtime and, on it, the server that
+// serve starts with cfg, whose Runtime it clears: the server runs on the
+// runtime it is given.
+func start(h http.Handler, cfg *Config, serve func(*srt.Runtime, server.Handler) (*server.Server, error)) (*Server, error) {
 	if h == nil {
 		return nil, errors.New("sluice: nil http.Handler")
 	}
-	rt, err := srt.New(opts...)
+	rt, err := srt.New(cfg.Runtime)
+	cfg.Runtime = srt.Config{}
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}

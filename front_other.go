@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-
-	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // Off Linux the executor cannot run (sched.New fails there): the front
 // door serves on net/http, behind the same admission pipeline, through
-// serveNetHTTP (nethttp.go). The runtime options do not apply; the log
-// line at start names them, with the other settings left unused.
+// serveNetHTTP (nethttp.go). Config.Runtime does not apply; the log line
+// at start names it, with the other settings left unused.
 
-func listen(addr string, h http.Handler, cfg Config, opts []srt.Option) (*Server, error) {
+func listen(addr string, h http.Handler, cfg Config) (*Server, error) {
 	if h == nil {
 		return nil, errors.New("sluice: nil http.Handler")
 	}
@@ -24,11 +22,11 @@ func listen(addr string, h http.Handler, cfg Config, opts []srt.Option) (*Server
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return newServer(l, h, cfg, opts)
+	return newServer(l, h, cfg)
 }
 
-func newServer(l net.Listener, h http.Handler, cfg Config, opts []srt.Option) (*Server, error) {
-	nh, err := serveNetHTTP(l, h, cfg, len(opts) > 0)
+func newServer(l net.Listener, h http.Handler, cfg Config) (*Server, error) {
+	nh, err := serveNetHTTP(l, h, cfg)
 	if err != nil {
 		_ = l.Close()
 		return nil, err

@@ -254,7 +254,8 @@ func TestLowMemoryChild(t *testing.T) {
 		held.Unlock()
 		fmt.Fprint(w, "ok")
 	})
-	srv, err := Listen("127.0.0.1:0", h, cfg, srt.WithPinning(false))
+	cfg.Runtime.Pinning = srt.PinOff
+	srv, err := Listen("127.0.0.1:0", h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

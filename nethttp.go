@@ -33,7 +33,7 @@ type netHTTP struct {
 // serveNetHTTP serves h on l with net/http, behind the admission pipeline
 // of cfg.Admission, and logs once, through cfg.Logger (slog.Default() when
 // nil), that it does so in place of the executor, naming the settings it
-// ignores: withOpts says runtime options were given. It fails, without
+// ignores. It fails, without
 // closing l, on a nil handler or an admission configuration that net/http
 // cannot honour (gate.Busy, which counts the executor's busy workers: see
 // httpgate.New); ignoring that gate would leave the server unprotected.
@@ -44,10 +44,10 @@ type netHTTP struct {
 // *http.MaxBytesError when reading past it), Admission, TLS and
 // DisableHTTP2 (HTTP/2 over TLS, and h2c with prior knowledge). What does
 // not: Lanes, Listen (the socket options of the executor's listeners),
-// MaxHandshakes, HoldRefused, LoadHint and the runtime options. The age
+// MaxHandshakes, HoldRefused, LoadHint and Runtime. The age
 // limit of Admission bounds the wait in its queue only: net/http does not
 // say when the kernel received a request.
-func serveNetHTTP(l net.Listener, h http.Handler, cfg Config, withOpts bool) (*netHTTP, error) {
+func serveNetHTTP(l net.Listener, h http.Handler, cfg Config) (*netHTTP, error) {
 	if h == nil {
 		return nil, errors.New("sluice: nil http.Handler")
 	}
@@ -87,7 +87,7 @@ func serveNetHTTP(l net.Listener, h http.Handler, cfg Config, withOpts bool) (*n
 		hs.TLSConfig = cfg.TLS.Clone()
 	}
 	log.Info("sluice: the executor is Linux-only; serving on net/http behind the admission pipeline",
-		"os", goruntime.GOOS, "addr", l.Addr().String(), "ignored", ignoredOffLinux(cfg, withOpts))
+		"os", goruntime.GOOS, "addr", l.Addr().String(), "ignored", ignoredOffLinux(cfg))
 	s := &netHTTP{hs: hs, gate: gate, l: l, served: make(chan struct{})}
 	go func() {
 		defer close(s.served)
@@ -100,12 +100,12 @@ func serveNetHTTP(l net.Listener, h http.Handler, cfg Config, withOpts bool) (*n
 	return s, nil
 }
 
-// ignoredOffLinux names the settings of cfg (and the runtime options, when
-// withOpts) that the net/http front door does not apply.
-func ignoredOffLinux(cfg Config, withOpts bool) []string {
+// ignoredOffLinux names the settings of cfg that the net/http front door
+// does not apply.
+func ignoredOffLinux(cfg Config) []string {
 	var names []string
-	if withOpts {
-		names = append(names, "runtime options")
+	if !reflect.ValueOf(cfg.Runtime).IsZero() {
+		names = append(names, "Config.Runtime")
 	}
 	if !reflect.ValueOf(cfg.Lanes).IsZero() {
 		names = append(names, "Config.Lanes")

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/syncbuf"
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
 
@@ -24,13 +25,13 @@ import (
 
 // serveNetHTTPForTest serves h with cfg on a loopback port, logging into
 // the returned buffer, and stops the server when the test ends.
-func serveNetHTTPForTest(t *testing.T, h http.Handler, cfg Config, withOpts bool) (*netHTTP, string, *syncbuf.Buffer) {
+func serveNetHTTPForTest(t *testing.T, h http.Handler, cfg Config) (*netHTTP, string, *syncbuf.Buffer) {
 	t.Helper()
 	var logs syncbuf.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s, err := serveNetHTTP(l, h, cfg, withOpts)
+	s, err := serveNetHTTP(l, h, cfg)
 	if err != nil {
 		_ = l.Close()
 	}
@@ -54,7 +55,7 @@ func TestNetHTTPServesBehindTheAdmission(t *testing.T) {
 		_, _ = io.WriteString(w, "hello "+r.URL.Path)
 	})
 	cfg := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1)}}}
-	s, url, logs := serveNetHTTPForTest(t, h, cfg, false)
+	s, url, logs := serveNetHTTPForTest(t, h, cfg)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -104,7 +105,7 @@ func TestNetHTTPLimitsTheBody(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	_, url, _ := serveNetHTTPForTest(t, h, Config{MaxBodyBytes: 8}, false)
+	_, url, _ := serveNetHTTPForTest(t, h, Config{MaxBodyBytes: 8})
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -127,7 +128,7 @@ func TestNetHTTPStopCutsWhatOutlastsItsContext(t *testing.T) {
 		entered <- struct{}{}
 		<-release
 	})
-	s, url, _ := serveNetHTTPForTest(t, h, Config{}, false)
+	s, url, _ := serveNetHTTPForTest(t, h, Config{})
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	go func() {
@@ -148,17 +149,17 @@ func TestNetHTTPConfig(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	busy := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}}}
-	_, err = serveNetHTTP(l, http.NotFoundHandler(), busy, false)
+	_, err = serveNetHTTP(l, http.NotFoundHandler(), busy)
 	assert.ErrorContains(t, err, "sluice: on net/http")
-	_, err = serveNetHTTP(l, nil, Config{}, false)
+	_, err = serveNetHTTP(l, nil, Config{})
 	assert.ErrorContains(t, err, "nil http.Handler")
 
-	assert.Empty(t, ignoredOffLinux(Config{}, false))
-	cfg := Config{Lanes: server.Lanes{Routes: map[string]string{"/x": "slow"}}, HoldRefused: time.Second, LoadHint: true}
+	assert.Empty(t, ignoredOffLinux(Config{}))
+	cfg := Config{Lanes: server.Lanes{Routes: map[string]string{"/x": "slow"}}, HoldRefused: time.Second, LoadHint: true, Runtime: srt.Config{Workers: 2}}
 	cfg.Listen.Shared = true
-	assert.Equal(t, []string{"runtime options", "Config.Lanes", "Config.Listen", "Config.HoldRefused", "Config.LoadHint"},
-		ignoredOffLinux(cfg, true))
+	assert.Equal(t, []string{"Config.Runtime", "Config.Lanes", "Config.Listen", "Config.HoldRefused", "Config.LoadHint"},
+		ignoredOffLinux(cfg))
 
-	_, _, logs := serveNetHTTPForTest(t, http.NotFoundHandler(), cfg, true)
-	assert.Contains(t, logs.String(), `ignored="[runtime options Config.Lanes Config.Listen Config.HoldRefused Config.LoadHint]"`)
+	_, _, logs := serveNetHTTPForTest(t, http.NotFoundHandler(), cfg)
+	assert.Contains(t, logs.String(), `ignored="[Config.Runtime Config.Lanes Config.Listen Config.HoldRefused Config.LoadHint]"`)
 }

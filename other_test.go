@@ -21,8 +21,8 @@ import (
 // runtime or sluice server to show.
 func TestFrontDoorServesOnNetHTTP(t *testing.T) {
 	var logs syncbuf.Buffer
-	cfg := Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	s, err := Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello "+r.URL.Path) }), cfg, srt.WithWorkers(2))
+	cfg := Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Runtime: srt.Config{Workers: 2}}
+	s, err := Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello "+r.URL.Path) }), cfg)
 	require.NoError(t, err)
 	assert.Nil(t, s.Runtime())
 	assert.Nil(t, s.Server())
@@ -35,7 +35,7 @@ func TestFrontDoorServesOnNetHTTP(t *testing.T) {
 	assert.Equal(t, "hello /up", string(b))
 	assert.EqualValues(t, 1, s.Stats().Admitted)
 	assert.Contains(t, logs.String(), "Linux-only")
-	assert.Contains(t, logs.String(), "runtime options")
+	assert.Contains(t, logs.String(), "Config.Runtime")
 	require.NoError(t, s.Stop(context.Background()))
 	require.NoError(t, s.Stop(context.Background()), "a second Stop returns the first one's result")
 }

@@ -222,6 +222,9 @@ func Example_lanes() {
 	defer stop()
 
 	srv, err := sluice.Listen(":8080", mux, sluice.Config{
+		Runtime: runtime.Config{Lanes: []lanes.Spec{
+			{Name: "background", Priority: 2, Shares: 11},
+		}},
 		Lanes: server.Lanes{Routes: map[string]string{
 			"GET /export/": "background", // http.ServeMux patterns
 		}},
@@ -230,7 +233,7 @@ func Example_lanes() {
 			// a batch flood cannot take more than 4 requests at a time
 			gate.ForLanes(gate.NewConcurrency(4), "background"),
 		}},
-	}, runtime.WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 11}))
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -247,7 +250,7 @@ func Example_runtime() {
 	}
 	defer db.Close()
 
-	rt, err := runtime.New() // github.com/sluice-go/sluice/runtime
+	rt, err := runtime.New(runtime.Config{}) // github.com/sluice-go/sluice/runtime
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -73,10 +73,9 @@ type Server struct {
 	err  error
 }
 
-// Listen starts a runtime (by default one worker per usable CPU, pinned
-// where the CPUs are the process's own; opts change that, see package
-// runtime) and a server on addr that serves
-// h. addr is what net.Listen("tcp", addr) takes: ":8080" (every address,
+// Listen starts a runtime as cfg.Runtime says (by default one worker per
+// usable CPU, pinned where the CPUs are the process's own; see
+// runtime.Config) and a server on addr that serves h. addr is what net.Listen("tcp", addr) takes: ":8080" (every address,
 // IPv6 and IPv4), "127.0.0.1:8080", "[::1]:8080", "localhost:8080"; see
 // netpoll.Listen. It fails, naming the problem, on a bad address, a port
 // it cannot bind or that another socket holds (EADDRINUSE, unless
@@ -85,24 +84,39 @@ type Server struct {
 //
 // Off Linux, Listen serves h on net/http instead, behind the same
 // admission pipeline (see the package documentation).
+//
+// opts are the runtime's settings in their former style, applied to
+// cfg.Runtime in order. Deprecated: set cfg.Runtime's fields instead; opts
+// will go.
 func Listen(addr string, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
-	return listen(addr, h, cfg, opts)
+	return listen(addr, h, withOptions(cfg, opts))
+}
+
+// withOptions is cfg with the deprecated runtime options applied to
+// cfg.Runtime.
+func withOptions(cfg Config, opts []srt.Option) Config {
+	for _, o := range opts {
+		o(&cfg.Runtime)
+	}
+	return cfg
 }
 
 // NewServer is Listen on a listener opened elsewhere: systemd's socket
 // activation (net.FileListener on the inherited descriptor) or a socket
 // handed over by the process this one replaces. The server listens on a
 // duplicate of l's socket; NewServer closes l. (Off Linux, net/http
-// serves on l itself, and Stop closes it.)
+// serves on l itself, and Stop closes it.) opts are deprecated, as
+// Listen's.
 func NewServer(l net.Listener, h http.Handler, cfg Config, opts ...srt.Option) (*Server, error) {
 	if l == nil {
 		return nil, errors.New("sluice: NewServer with a nil net.Listener")
 	}
-	return newServer(l, h, cfg, opts)
+	return newServer(l, h, withOptions(cfg, opts))
 }
 
 // ListenAndServe serves h on addr until ctx ends, then shuts down
-// gracefully (see Run). It returns nil after a clean shutdown.
+// gracefully (see Run). It returns nil after a clean shutdown. opts are
+// deprecated, as Listen's.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler, cfg Config, opts ...srt.Option) error {
 	s, err := Listen(addr, h, cfg, opts...)
 	if err != nil {
@@ -114,7 +128,8 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, cfg Config
 // ListenAndServeTLS is ListenAndServe over HTTPS, with the certificate
 // and key of certFile and keyFile (PEM; the certificate file may hold the
 // chain after the leaf), as net/http's ListenAndServeTLS. A cfg.TLS, if
-// set, gives the other settings; its certificates are replaced.
+// set, gives the other settings; its certificates are replaced. opts are
+// deprecated, as Listen's.
 func ListenAndServeTLS(ctx context.Context, addr, certFile, keyFile string, h http.Handler, cfg Config, opts ...srt.Option) error {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
@@ -130,7 +145,8 @@ func ListenAndServeTLS(ctx context.Context, addr, certFile, keyFile string, h ht
 }
 
 // Serve serves h on l until ctx ends, then shuts down gracefully (see Run).
-// It closes l, as net/http's Serve does.
+// It closes l, as net/http's Serve does. opts are deprecated, as
+// Listen's.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, cfg Config, opts ...srt.Option) error {
 	s, err := NewServer(l, h, cfg, opts...)
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 
 // small is the runtime of these tests: two unpinned workers, GOMAXPROCS
 // left alone.
-var small = []srt.Option{srt.WithWorkers(2), srt.WithPinning(false), srt.WithGOMAXPROCS(-1)}
+var small = srt.Config{Workers: 2, Pinning: srt.PinOff, GOMAXPROCS: -1}
 
 func hello(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.URL.Path) }
 
@@ -53,7 +53,7 @@ func TestListenAndServeStopsWithContext(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	serveUntilCancelled(t, client, "http://"+addr+"/up", func(ctx context.Context) error {
-		return ListenAndServe(ctx, addr, http.HandlerFunc(hello), Config{}, small...)
+		return ListenAndServe(ctx, addr, http.HandlerFunc(hello), Config{Runtime: small})
 	})
 }
 
@@ -89,7 +89,7 @@ func serveUntilCancelled(t *testing.T, client *http.Client, url string, serve fu
 func TestServeOnAListener(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s, err := NewServer(l, http.HandlerFunc(hello), Config{}, small...)
+	s, err := NewServer(l, http.HandlerFunc(hello), Config{Runtime: small})
 	require.NoError(t, err)
 	_, err = l.Accept()
 	assert.ErrorIs(t, err, net.ErrClosed, "NewServer closed the caller's listener")
@@ -111,7 +111,7 @@ func TestStopLetsRequestsFinish(t *testing.T) {
 		<-release // holds its worker: Stop must wait for it anyway
 		_, _ = io.WriteString(w, "finished")
 	})
-	s, err := Listen("127.0.0.1:0", h, Config{}, small...)
+	s, err := Listen("127.0.0.1:0", h, Config{Runtime: small})
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -144,7 +144,7 @@ func TestStopCutsWhatOutlastsItsContext(t *testing.T) {
 		})
 		ended <- err
 	})
-	s, err := Listen("127.0.0.1:0", h, Config{}, small...)
+	s, err := Listen("127.0.0.1:0", h, Config{Runtime: small})
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -196,20 +196,23 @@ func TestReadmeExampleIsCompiled(t *testing.T) {
 // What cannot work fails at once, naming the problem, and leaves nothing
 // running (goleak checks the workers are gone).
 func TestListenErrors(t *testing.T) {
-	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}}, small...)
+	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}, Runtime: small})
 	assert.ErrorContains(t, err, "a queue needs a gate")
-	_, err = Listen("not an address", http.HandlerFunc(hello), Config{}, small...)
+	_, err = Listen("not an address", http.HandlerFunc(hello), Config{Runtime: small})
 	assert.ErrorContains(t, err, `listen address "not an address"`)
-	_, err = Listen("127.0.0.1:0", nil, Config{}, small...)
+	_, err = Listen("127.0.0.1:0", nil, Config{Runtime: small})
 	assert.ErrorContains(t, err, "nil http.Handler")
-	_, err = NewServer(nil, http.HandlerFunc(hello), Config{}, small...)
+	_, err = NewServer(nil, http.HandlerFunc(hello), Config{Runtime: small})
 	assert.ErrorContains(t, err, "nil net.Listener")
-	_, err = Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{}, srt.WithWorkers(-1))
-	assert.ErrorContains(t, err, "negative worker count")
+	_, err = Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Runtime: srt.Config{Workers: -1}})
+	assert.ErrorContains(t, err, "Config.Workers -1 is negative")
+	// The runtime's former options still apply, over Config.Runtime.
+	_, err = Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Runtime: small}, srt.WithWorkers(-1))
+	assert.ErrorContains(t, err, "Config.Workers -1 is negative")
 
 	// A busy gate is bound to the server's runtime when it starts.
 	busy := gate.NewBusy(gate.BusyOptions{})
-	s, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Gates: []admit.Policy{busy}}}, small...)
+	s, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Gates: []admit.Policy{busy}}, Runtime: small})
 	require.NoError(t, err)
 	assert.Equal(t, 1, busy.Limit(), "half of 2 workers")
 	require.NoError(t, s.Stop(context.Background()))
@@ -234,10 +237,10 @@ func TestListenAndServeTLS(t *testing.T) {
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	defer tr.CloseIdleConnections()
 	serveUntilCancelled(t, &http.Client{Transport: tr}, "https://"+addr+"/up", func(ctx context.Context) error {
-		return ListenAndServeTLS(ctx, addr, certFile, keyFile, http.HandlerFunc(hello), Config{}, small...)
+		return ListenAndServeTLS(ctx, addr, certFile, keyFile, http.HandlerFunc(hello), Config{Runtime: small})
 	})
 
-	err = ListenAndServeTLS(context.Background(), addr, filepath.Join(dir, "nope.pem"), keyFile, http.HandlerFunc(hello), Config{}, small...)
+	err = ListenAndServeTLS(context.Background(), addr, filepath.Join(dir, "nope.pem"), keyFile, http.HandlerFunc(hello), Config{Runtime: small})
 	assert.ErrorContains(t, err, "loading the TLS certificate")
 	assert.ErrorContains(t, err, "nope.pem")
 }

@@ -39,7 +39,7 @@ func ExampleNewClient() {
 		defer resp.Body.Close()
 		io.Copy(w, resp.Body)
 	})
-	srv, err := sluice.Listen("127.0.0.1:0", mux, sluice.Config{}, srt.WithWorkers(1), srt.WithPinning(false))
+	srv, err := sluice.Listen("127.0.0.1:0", mux, sluice.Config{Runtime: srt.Config{Workers: 1, Pinning: srt.PinOff}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,7 +40,8 @@ func testServer(t *testing.T, cfg sluice.Config, h http.Handler) *sluice.Server 
 	}
 	quiet := slog.New(slog.DiscardHandler) // a loaded test machine makes the executor warn
 	cfg.Logger = quiet
-	srv, err := sluice.Listen("127.0.0.1:0", h, cfg, srt.WithWorkers(2), srt.WithLogger(quiet))
+	cfg.Runtime = srt.Config{Workers: 2, Logger: quiet}
+	srv, err := sluice.Listen("127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

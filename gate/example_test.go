@@ -22,7 +22,8 @@ func ExampleNewBusy() {
 	busy := gate.NewBusy(gate.BusyOptions{Fraction: 0.5})
 	srv, err := sluice.Listen("127.0.0.1:0", http.NotFoundHandler(), sluice.Config{
 		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueOptions{}},
-	}, srt.WithWorkers(2), srt.WithPinning(false))
+		Runtime:   srt.Config{Workers: 2, Pinning: srt.PinOff},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

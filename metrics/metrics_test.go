@@ -176,7 +176,7 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	mux.HandleFunc("/fail", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusBadGateway) })
 	srv, err := sluice.Listen("127.0.0.1:0", mux, sluice.Config{Admission: admit.Config{
 		Policies: []admit.Policy{tracker},
-	}}, srt.WithWorkers(2))
+	}, Runtime: srt.Config{Workers: 2}})
 	require.NoError(t, err)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -301,7 +301,7 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 	cert, pool, err := selfsigned.New()
 	require.NoError(t, err)
 	srv, err := sluice.Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
-		sluice.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, srt.WithWorkers(1))
+		sluice.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Runtime: srt.Config{Workers: 1}})
 	require.NoError(t, err)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

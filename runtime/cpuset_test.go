@@ -202,28 +202,31 @@ func TestDetectCPUsReadsTheCpuset(t *testing.T) {
 
 func TestPinningDefaultFollowsTheCpuset(t *testing.T) {
 	cpus := []int{0, 1, 2, 3}
-	own := withDetector(func() (CPUInfo, error) { return CPUInfo{Allowed: cpus, Exclusive: true}, nil })
-	shared := withDetector(func() (CPUInfo, error) { return CPUInfo{Allowed: cpus}, nil })
+	own := func() (CPUInfo, error) { return CPUInfo{Allowed: cpus, Exclusive: true}, nil }
+	shared := func() (CPUInfo, error) { return CPUInfo{Allowed: cpus}, nil }
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		cfg  Config
 		want []int // nil: floating
-		err  error
+		err  string
 	}{
-		{"exclusive: pinned", []Option{own}, cpus, nil},
-		{"exclusive, fewer workers: the first CPUs", []Option{own, WithWorkers(2)}, []int{0, 1}, nil},
-		{"exclusive, more workers than CPUs: floating, no error", []Option{own, WithWorkers(6)}, nil, nil},
-		{"exclusive, forced off", []Option{own, WithPinning(false)}, nil, nil},
-		{"shared: floating", []Option{shared}, nil, nil},
-		{"shared, forced on", []Option{shared, WithPinning(true)}, cpus, nil},
-		{"shared, CPUs given", []Option{shared, WithCPUs(3, 1)}, []int{3, 1}, nil},
-		{"shared, forced on with too many workers", []Option{shared, WithPinning(true), WithWorkers(5)}, nil, ErrAffinity},
-		{"forced off, then CPUs given: the last option wins", []Option{shared, WithPinning(false), WithCPUs(2)}, []int{2}, nil},
+		{"exclusive: pinned", Config{detect: own}, cpus, ""},
+		{"exclusive, fewer workers: the first CPUs", Config{detect: own, Workers: 2}, []int{0, 1}, ""},
+		{"exclusive, more workers than CPUs: floating, no error", Config{detect: own, Workers: 6}, nil, ""},
+		{"exclusive, forced off", Config{detect: own, Pinning: PinOff}, nil, ""},
+		{"shared: floating", Config{detect: shared}, nil, ""},
+		{"shared, forced on", Config{detect: shared, Pinning: PinOn}, cpus, ""},
+		{"shared, CPUs given", Config{detect: shared, CPUs: []int{3, 1}}, []int{3, 1}, ""},
+		{"shared, CPUs given with PinOn", Config{detect: shared, CPUs: []int{2}, Pinning: PinOn}, []int{2}, ""},
+		{"shared, forced on with too many workers", Config{detect: shared, Pinning: PinOn, Workers: 5}, nil, ErrAffinity.Error()},
+		{"forced off with CPUs given", Config{detect: shared, Pinning: PinOff, CPUs: []int{2}}, nil, "cannot go with Pinning PinOff"},
+		{"an unknown pinning", Config{detect: shared, Pinning: 7}, nil, "Pinning(7) is not PinAuto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt, err := New(tc.opts...)
-			if tc.err != nil {
-				assert.ErrorIs(t, err, tc.err)
+			rt, err := New(tc.cfg)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
 				return
 			}
 			require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 )
 
 func TestNewFailsOffLinux(t *testing.T) {
-	rt, err := New(WithWorkers(1))
+	rt, err := New(Config{Workers: 1})
 	require.Error(t, err)
 	assert.Nil(t, rt)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)

@@ -20,8 +20,8 @@
 // admission rule reading busy workers or request ages refuses work the
 // other CPUs had room for. On CPUs that are the process's own there is no
 // such neighbour, and pinning keeps each worker's caches and run queue to
-// itself. WithPinning(true) and WithCPUs pin whatever the cpuset says;
-// WithPinning(false) never pins. Runtime.Pinned and Runtime.CPUs report
+// itself. Config.Pinning PinOn and Config.CPUs pin whatever the cpuset
+// says; PinOff never pins. Runtime.Pinned and Runtime.CPUs report
 // the decision.
 //
 // The package shares its name with the standard library's runtime; import it
@@ -50,115 +50,209 @@ import (
 	"github.com/sluice-go/sluice/sched"
 )
 
-// Option configures a Runtime.
-type Option func(*config)
+// Config configures a Runtime. Its zero value is the default runtime: a
+// worker per CPU the process may use (CPUInfo.Usable), pinned only where
+// the CPUs are the process's own (see the package documentation),
+// GOMAXPROCS raised so that Go's own goroutines always find a P, the Strict
+// lane policy with its starvation guard, and the blocked-worker rescue on.
+type Config struct {
+	// Workers is the number of workers; zero means one per CPU the
+	// process may use (CPUInfo.Usable), or len(CPUs) when CPUs is set.
+	Workers int
+	// CPUs pins the workers to these CPUs, worker i to CPUs[i], whether
+	// or not the process's cpuset is exclusive; each must be in the
+	// process's affinity mask. It implies Pinning PinOn.
+	CPUs []int
+	// Pinning says whether each worker's thread is pinned to a CPU:
+	// PinAuto (the zero value) pins only where the process's cpuset is
+	// exclusive (CPUInfo.Exclusive) and there are no more workers than
+	// CPUs; PinOn pins on the first CPUs of the affinity mask, and New
+	// fails with ErrAffinity if there are more workers than CPUs; PinOff
+	// never pins (the workers float, still each on an OS thread of its
+	// own).
+	Pinning Pinning
+	// GOMAXPROCS is what Start sets: n > 0 sets exactly n (which must
+	// exceed the worker count, or Go's own goroutines could find no P
+	// while every worker is busy); n < 0 leaves GOMAXPROCS alone; 0 is
+	// the default policy, workers + max(1, workers/2), applied only when
+	// it raises GOMAXPROCS. Stop restores the previous value.
+	GOMAXPROCS int
+	// Lanes are registered when the runtime is built, after the built-in
+	// ones and in order, as RegisterLane would: for a runtime that the
+	// sluice package starts at once, whose lanes a server names in
+	// server.Config.Lanes.
+	Lanes []lanes.Spec
+	// Policy is the lane policy; the zero value is lanes.Strict.
+	Policy lanes.Policy
+	// Guard is the starvation guard of the Strict policy: zero means
+	// lanes.DefaultGuard, less than zero turns it off.
+	Guard time.Duration
+	// Spin is how long an idle worker keeps polling for work before it
+	// sleeps (sched.Config.Spin); zero means no spinning.
+	Spin time.Duration
+	// BlockedAfter is how long a handler may hold its worker's thread
+	// off the CPU (blocked without Await) before the worker goes on
+	// without it on a spare thread (sched.Config.BlockedAfter): zero means
+	// sched.DefaultBlockedAfter, less than zero turns the rescue off.
+	BlockedAfter time.Duration
+	// MaxSpares bounds the spare threads that run workers whose threads
+	// are blocked (sched.Config.MaxSpares); zero means
+	// sched.DefaultMaxSpares.
+	MaxSpares int
+	// BlockedStacks logs the stack of a handler found blocking its
+	// worker, once per call site: where an Await is missing (for
+	// debugging).
+	BlockedStacks bool
+	// PollEvery is how many tasks a busy worker runs between two polls of
+	// its descriptors; zero means sched's default (61).
+	PollEvery int
+	// Clock replaces the monotonic nanosecond clock, for tests.
+	Clock func() int64
+	// OnPanic is called with a panicking task's value and stack; nil
+	// logs them.
+	OnPanic func(v any, stack []byte)
+	// Logger is the logger for panics and internal errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
 
-type config struct {
-	workers       int
-	cpus          []int
-	pin           bool
-	pinSet        bool // pin was chosen by an option, not by detection
-	goProcs       int
-	policy        lanes.Policy
-	guard         time.Duration
-	guardSet      bool
-	clock         func() int64
-	onPanic       func(any, []byte)
-	logger        *slog.Logger
-	pollEvery     int
-	spin          time.Duration
-	blockedAfter  time.Duration
-	maxSpares     int
-	blockedStacks bool
-	detect        func() (CPUInfo, error)
-	lanes         []lanes.Spec
+	// detect replaces CPU detection, for tests; nil means DetectCPUs.
+	detect func() (CPUInfo, error)
 }
 
-// WithSpin sets how long an idle worker keeps polling for work before it
-// sleeps (sched.Config.Spin); the default is no spinning.
-func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
+// Pinning says whether the workers' threads are pinned to CPUs
+// (Config.Pinning).
+type Pinning uint8
 
-// WithBlockedAfter sets how long a handler may hold its worker's thread
-// off the CPU (blocked without Await) before the worker goes on without it
-// on a spare thread (sched.Config.BlockedAfter; default
-// sched.DefaultBlockedAfter, less than zero turns the rescue off).
+// The pinning choices.
+const (
+	// PinAuto pins only where the process's CPUs are its own: the
+	// default.
+	PinAuto Pinning = iota
+	// PinOn pins each worker to a CPU whatever the cpuset.
+	PinOn
+	// PinOff never pins.
+	PinOff
+)
+
+// String names the choice.
+func (p Pinning) String() string {
+	switch p {
+	case PinAuto:
+		return "auto"
+	case PinOn:
+		return "on"
+	case PinOff:
+		return "off"
+	}
+	return fmt.Sprintf("Pinning(%d)", uint8(p))
+}
+
+// Option changes a Config: the With functions below, from before Config
+// existed, kept for one release.
+//
+// Deprecated: set Config's fields, and give the Config to New (or, through
+// the front door, as sluice.Config's Runtime).
+type Option func(*Config)
+
+// WithSpin sets Config.Spin.
+//
+// Deprecated: set Config.Spin.
+func WithSpin(d time.Duration) Option { return func(c *Config) { c.Spin = d } }
+
+// WithBlockedAfter sets Config.BlockedAfter.
+//
+// Deprecated: set Config.BlockedAfter.
 func WithBlockedAfter(d time.Duration) Option {
-	return func(c *config) { c.blockedAfter = d }
+	return func(c *Config) { c.BlockedAfter = d }
 }
 
-// WithMaxSpares bounds the spare threads that run workers whose threads
-// are blocked (sched.Config.MaxSpares; default sched.DefaultMaxSpares).
-func WithMaxSpares(n int) Option { return func(c *config) { c.maxSpares = n } }
+// WithMaxSpares sets Config.MaxSpares.
+//
+// Deprecated: set Config.MaxSpares.
+func WithMaxSpares(n int) Option { return func(c *Config) { c.MaxSpares = n } }
 
-// WithBlockedStacks logs the stack of a handler found blocking its worker,
-// once per call site: where an Await is missing (sched.Config.BlockedStacks;
-// for debugging).
+// WithBlockedStacks sets Config.BlockedStacks.
+//
+// Deprecated: set Config.BlockedStacks.
 func WithBlockedStacks(on bool) Option {
-	return func(c *config) { c.blockedStacks = on }
+	return func(c *Config) { c.BlockedStacks = on }
 }
 
-// WithWorkers sets the number of workers. The default is the number of CPUs
-// the process may use (CPUInfo.Usable).
-func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
+// WithWorkers sets Config.Workers.
+//
+// Deprecated: set Config.Workers.
+func WithWorkers(n int) Option { return func(c *Config) { c.Workers = n } }
 
-// WithCPUs pins the workers to these CPUs, worker i to cpus[i], whether or
-// not the process's cpuset is exclusive; each must be in the process's
-// affinity mask. Without WithWorkers the worker count is len(cpus).
+// WithCPUs sets Config.CPUs.
+//
+// Deprecated: set Config.CPUs.
 func WithCPUs(cpus ...int) Option {
-	return func(c *config) { c.cpus = slices.Clone(cpus); c.pin, c.pinSet = true, true }
+	return func(c *Config) { c.CPUs = slices.Clone(cpus) }
 }
 
-// WithPinning forces pinning on or off. On, each worker is pinned to a CPU
-// of the affinity mask (the first ones), and New fails with ErrAffinity if
-// there are more workers than CPUs; off, the workers float: still locked to
-// their own OS threads, placed by the kernel. Without this option the
-// workers are pinned only when the process's cpuset is exclusive
-// (CPUInfo.Exclusive) and there are no more of them than CPUs; see the
-// package documentation.
-func WithPinning(on bool) Option { return func(c *config) { c.pin, c.pinSet = on, true } }
+// WithPinning sets Config.Pinning to PinOn or PinOff.
+//
+// Deprecated: set Config.Pinning.
+func WithPinning(on bool) Option {
+	return func(c *Config) {
+		c.Pinning = PinOff
+		if on {
+			c.Pinning = PinOn
+		}
+	}
+}
 
-// WithGOMAXPROCS sets the GOMAXPROCS the runtime applies at Start: n > 0
-// sets exactly n (which must exceed the worker count, or Go's own goroutines
-// could find no P while every worker is busy); n < 0 leaves GOMAXPROCS alone;
-// 0 is the default policy, workers + max(1, workers/2), applied only when it
-// raises GOMAXPROCS. Stop restores the previous value.
-func WithGOMAXPROCS(n int) Option { return func(c *config) { c.goProcs = n } }
+// WithGOMAXPROCS sets Config.GOMAXPROCS.
+//
+// Deprecated: set Config.GOMAXPROCS.
+func WithGOMAXPROCS(n int) Option { return func(c *Config) { c.GOMAXPROCS = n } }
 
-// WithLane registers a lane when the runtime is built, after the built-in
-// ones and the lanes of earlier WithLane options, as RegisterLane would: for
-// a runtime that the sluice package starts at once, whose lanes a server
-// names in server.Config.Lanes.
+// WithLane adds a lane to Config.Lanes.
+//
+// Deprecated: set Config.Lanes.
 func WithLane(spec lanes.Spec) Option {
-	return func(c *config) { c.lanes = append(c.lanes, spec) }
+	return func(c *Config) { c.Lanes = append(c.Lanes, spec) }
 }
 
-// WithPolicy sets the lane policy (default lanes.Strict).
-func WithPolicy(p lanes.Policy) Option { return func(c *config) { c.policy = p } }
+// WithPolicy sets Config.Policy.
+//
+// Deprecated: set Config.Policy.
+func WithPolicy(p lanes.Policy) Option { return func(c *Config) { c.Policy = p } }
 
-// WithGuard sets the starvation guard of the Strict policy (default
-// lanes.DefaultGuard); zero or less turns it off.
+// WithGuard sets Config.Guard; zero or less turns the guard off.
+//
+// Deprecated: set Config.Guard (where zero means the default guard and less
+// than zero turns it off).
 func WithGuard(d time.Duration) Option {
-	return func(c *config) { c.guard, c.guardSet = d, true }
+	return func(c *Config) {
+		c.Guard = d
+		if d <= 0 {
+			c.Guard = -1
+		}
+	}
 }
 
-// WithClock replaces the monotonic nanosecond clock, for tests.
-func WithClock(now func() int64) Option { return func(c *config) { c.clock = now } }
+// WithClock sets Config.Clock.
+//
+// Deprecated: set Config.Clock.
+func WithClock(now func() int64) Option { return func(c *Config) { c.Clock = now } }
 
-// WithPanicHandler is called with a panicking task's value and stack; the
-// default logs them.
+// WithPanicHandler sets Config.OnPanic.
+//
+// Deprecated: set Config.OnPanic.
 func WithPanicHandler(f func(v any, stack []byte)) Option {
-	return func(c *config) { c.onPanic = f }
+	return func(c *Config) { c.OnPanic = f }
 }
 
-// WithLogger sets the logger for panics and internal errors.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+// WithLogger sets Config.Logger.
+//
+// Deprecated: set Config.Logger.
+func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
 
-// WithPollEvery sets how many tasks a busy worker runs between two polls of
-// its descriptors (default 61).
-func WithPollEvery(n int) Option { return func(c *config) { c.pollEvery = n } }
-
-// withDetector replaces CPU detection, for tests.
-func withDetector(f func() (CPUInfo, error)) Option { return func(c *config) { c.detect = f } }
+// WithPollEvery sets Config.PollEvery.
+//
+// Deprecated: set Config.PollEvery.
+func WithPollEvery(n int) Option { return func(c *Config) { c.PollEvery = n } }
 
 // ErrAffinity is returned when pinning asks for CPUs the process may not use.
 var ErrAffinity = errors.New("runtime: CPU affinity mask too small")
@@ -176,71 +270,74 @@ type Runtime struct {
 	setProcs  int
 }
 
-// New validates the options, detects the CPUs and builds the runtime; Start
-// runs it.
-func New(opts ...Option) (*Runtime, error) {
-	cfg := config{detect: DetectCPUs}
-	for _, o := range opts {
-		o(&cfg)
+// New checks cfg, detects the CPUs and builds the runtime; Start runs it.
+func New(cfg Config) (*Runtime, error) {
+	detect := cfg.detect
+	if detect == nil {
+		detect = DetectCPUs
 	}
-	info, err := cfg.detect()
+	info, err := detect()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.workers < 0 {
-		return nil, fmt.Errorf("runtime: negative worker count %d", cfg.workers)
+	workers := cfg.Workers
+	switch {
+	case workers < 0:
+		return nil, fmt.Errorf("runtime: Config.Workers %d is negative", workers)
+	case cfg.Pinning > PinOff:
+		return nil, fmt.Errorf("runtime: Config.Pinning %v is not PinAuto, PinOn or PinOff", cfg.Pinning)
+	case cfg.Pinning == PinOff && len(cfg.CPUs) > 0:
+		return nil, errors.New("runtime: Config.CPUs pins the workers: it cannot go with Pinning PinOff")
+	case workers == 0 && len(cfg.CPUs) > 0:
+		workers = len(cfg.CPUs)
+	case workers == 0:
+		workers = info.Usable()
 	}
-	if cfg.workers == 0 {
-		if len(cfg.cpus) > 0 {
-			cfg.workers = len(cfg.cpus)
-		} else {
-			cfg.workers = info.Usable()
-		}
-	}
-	if !cfg.pinSet {
+	pin := cfg.Pinning == PinOn || len(cfg.CPUs) > 0
+	if cfg.Pinning == PinAuto && len(cfg.CPUs) == 0 {
 		// Pin by default only on CPUs that are the process's own, and
 		// only where each worker can have one.
-		cfg.pin = info.Exclusive && cfg.workers <= len(info.Allowed)
+		pin = info.Exclusive && workers <= len(info.Allowed)
 	}
 	var cpus []int
-	if cfg.pin {
-		if cpus, err = pinPlan(cfg.workers, cfg.cpus, info.Allowed); err != nil {
+	if pin {
+		if cpus, err = pinPlan(workers, cfg.CPUs, info.Allowed); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.goProcs > 0 && cfg.goProcs <= cfg.workers {
-		return nil, fmt.Errorf("runtime: GOMAXPROCS %d must exceed the %d workers", cfg.goProcs, cfg.workers)
+	if cfg.GOMAXPROCS > 0 && cfg.GOMAXPROCS <= workers {
+		return nil, fmt.Errorf("runtime: Config.GOMAXPROCS %d must exceed the %d workers", cfg.GOMAXPROCS, workers)
 	}
 	set := lanes.NewSet()
-	if err := set.SetPolicy(cfg.policy); err != nil {
+	if err := set.SetPolicy(cfg.Policy); err != nil {
 		return nil, err
 	}
-	if cfg.guardSet {
-		set.SetGuard(cfg.guard)
+	if cfg.Guard != 0 {
+		set.SetGuard(max(cfg.Guard, 0))
 	}
-	for _, sp := range cfg.lanes {
+	for _, sp := range cfg.Lanes {
 		if _, err := set.Register(sp); err != nil {
-			return nil, fmt.Errorf("runtime: WithLane: %w", err)
+			return nil, fmt.Errorf("runtime: Config.Lanes: %w", err)
 		}
 	}
 	s, err := sched.New(sched.Config{
-		Workers:   cfg.workers,
+		Workers:   workers,
 		CPUs:      cpus,
 		Lanes:     set,
-		Clock:     cfg.clock,
-		PollEvery: cfg.pollEvery,
-		Spin:      cfg.spin,
+		Clock:     cfg.Clock,
+		PollEvery: cfg.PollEvery,
+		Spin:      cfg.Spin,
 
-		BlockedAfter:  cfg.blockedAfter,
-		MaxSpares:     cfg.maxSpares,
-		BlockedStacks: cfg.blockedStacks,
-		OnPanic:       cfg.onPanic,
-		Logger:        cfg.logger,
+		BlockedAfter:  cfg.BlockedAfter,
+		MaxSpares:     cfg.MaxSpares,
+		BlockedStacks: cfg.BlockedStacks,
+		OnPanic:       cfg.OnPanic,
+		Logger:        cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Scheduler: s, cpus: cpus, info: info, goProcs: cfg.goProcs}, nil
+	return &Runtime{Scheduler: s, cpus: cpus, info: info, goProcs: cfg.GOMAXPROCS}, nil
 }
 
 // pinPlan returns the CPU of each worker.
@@ -262,7 +359,7 @@ func pinPlan(workers int, asked, allowed []int) ([]int, error) {
 		return slices.Clone(asked), nil
 	}
 	if workers > len(allowed) {
-		return nil, fmt.Errorf("%w: %d pinned workers need %d CPUs, the mask has %d (%v); use fewer workers or WithPinning(false)",
+		return nil, fmt.Errorf("%w: %d pinned workers need %d CPUs, the mask has %d (%v); use fewer workers or Config.Pinning PinOff",
 			ErrAffinity, workers, workers, len(allowed), allowed)
 	}
 	return slices.Clone(allowed[:workers]), nil

@@ -47,7 +47,7 @@ func TestDetectCPUs(t *testing.T) {
 func TestWorkersArePinnedToOneCPUEach(t *testing.T) {
 	info, err := DetectCPUs()
 	require.NoError(t, err)
-	rt, err := New(WithPinning(true))
+	rt, err := New(Config{Pinning: PinOn})
 	require.NoError(t, err)
 	require.Equal(t, info.Usable(), rt.NumWorkers())
 	assert.True(t, rt.Pinned())
@@ -95,16 +95,16 @@ func TestWorkersArePinnedToOneCPUEach(t *testing.T) {
 func TestMaskTooSmallIsAnError(t *testing.T) {
 	info, err := DetectCPUs()
 	require.NoError(t, err)
-	_, err = New(WithWorkers(len(info.Allowed)+1), WithPinning(true))
+	_, err = New(Config{Workers: len(info.Allowed) + 1, Pinning: PinOn})
 	assert.ErrorIs(t, err, ErrAffinity)
-	_, err = New(WithCPUs(1023))
+	_, err = New(Config{CPUs: []int{1023}})
 	assert.ErrorIs(t, err, ErrAffinity)
-	_, err = New(WithCPUs(info.Allowed[0], info.Allowed[0]))
+	_, err = New(Config{CPUs: []int{info.Allowed[0], info.Allowed[0]}})
 	assert.Error(t, err)
-	_, err = New(WithWorkers(2), WithCPUs(info.Allowed[0]))
+	_, err = New(Config{Workers: 2, CPUs: []int{info.Allowed[0]}})
 	assert.Error(t, err)
 	// Unpinned, more workers than CPUs is allowed.
-	rt, err := New(WithWorkers(len(info.Allowed)+1), WithPinning(false))
+	rt, err := New(Config{Workers: len(info.Allowed) + 1, Pinning: PinOff})
 	require.NoError(t, err)
 	assert.Nil(t, rt.CPUs())
 	require.NoError(t, rt.Start())
@@ -112,16 +112,16 @@ func TestMaskTooSmallIsAnError(t *testing.T) {
 }
 
 func TestFakeDetector(t *testing.T) {
-	det := withDetector(func() (CPUInfo, error) {
+	det := func() (CPUInfo, error) {
 		return CPUInfo{Allowed: []int{0, 1, 2, 3, 4, 5, 6, 7}, Quota: 3}, nil
-	})
-	rt, err := New(det, WithPinning(false))
+	}
+	rt, err := New(Config{Pinning: PinOff, detect: det})
 	require.NoError(t, err)
 	assert.Equal(t, 3, rt.NumWorkers(), "the quota caps the worker count")
-	rt, err = New(det, WithPinning(true))
+	rt, err = New(Config{Pinning: PinOn, detect: det})
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1, 2}, rt.CPUs())
-	_, err = New(det, WithWorkers(-1))
+	_, err = New(Config{Workers: -1, detect: det})
 	assert.Error(t, err)
 }
 
@@ -132,32 +132,32 @@ func TestGOMAXPROCSPolicy(t *testing.T) {
 
 	prev := goruntime.GOMAXPROCS(2)
 	defer goruntime.GOMAXPROCS(prev)
-	rt, err := New(WithWorkers(2), WithPinning(false))
+	rt, err := New(Config{Workers: 2, Pinning: PinOff})
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	assert.Equal(t, 3, goruntime.GOMAXPROCS(0), "raised to workers + max(1, workers/2)")
 	stop(t, rt)
 	assert.Equal(t, 2, goruntime.GOMAXPROCS(0), "restored by Stop")
 
-	rt, err = New(WithWorkers(2), WithPinning(false), WithGOMAXPROCS(-1))
+	rt, err = New(Config{Workers: 2, Pinning: PinOff, GOMAXPROCS: -1})
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	assert.Equal(t, 2, goruntime.GOMAXPROCS(0), "left alone")
 	stop(t, rt)
 
-	rt, err = New(WithWorkers(2), WithPinning(false), WithGOMAXPROCS(5))
+	rt, err = New(Config{Workers: 2, Pinning: PinOff, GOMAXPROCS: 5})
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	assert.Equal(t, 5, goruntime.GOMAXPROCS(0))
 	stop(t, rt)
 	assert.Equal(t, 2, goruntime.GOMAXPROCS(0))
 
-	_, err = New(WithWorkers(2), WithPinning(false), WithGOMAXPROCS(2))
+	_, err = New(Config{Workers: 2, Pinning: PinOff, GOMAXPROCS: 2})
 	assert.Error(t, err, "GOMAXPROCS must exceed the worker count")
 }
 
 func TestLaneOptionsAndRegistration(t *testing.T) {
-	rt, err := New(WithWorkers(1), WithPinning(false), WithPolicy(lanes.Shares), WithGuard(time.Millisecond))
+	rt, err := New(Config{Workers: 1, Pinning: PinOff, Policy: lanes.Shares, Guard: time.Millisecond})
 	require.NoError(t, err)
 	assert.Equal(t, lanes.Shares, rt.Lanes().Policy())
 	assert.Equal(t, time.Millisecond, rt.Lanes().Guard())
@@ -171,7 +171,7 @@ func TestLaneOptionsAndRegistration(t *testing.T) {
 	ran := make(chan struct{})
 	require.NoError(t, rt.Submit(bg, func() { close(ran) }))
 	<-ran
-	_, err = New(WithPolicy(lanes.Policy(9)), WithPinning(false))
+	_, err = New(Config{Policy: lanes.Policy(9), Pinning: PinOff})
 	assert.Error(t, err)
 }
 
@@ -179,7 +179,7 @@ func TestIsolatedBlockingNeverDeadlocks(t *testing.T) {
 	// Handlers that block without Await hold their workers; with every
 	// worker blocked, work Await runs off the workers still completes and
 	// the blocked handlers finish.
-	rt, err := New(WithWorkers(2), WithPinning(false))
+	rt, err := New(Config{Workers: 2, Pinning: PinOff})
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	defer stop(t, rt)
@@ -197,10 +197,11 @@ func TestIsolatedBlockingNeverDeadlocks(t *testing.T) {
 	assert.Eventually(t, func() bool { return rt.Busy() == 0 }, 10*time.Second, time.Millisecond)
 }
 
-func TestWithLaneRegistersInOrder(t *testing.T) {
-	rt, err := New(WithWorkers(1), WithPinning(false),
-		WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 10}),
-		WithLane(lanes.Spec{Name: "reports", Priority: 1}))
+func TestConfigLanesRegisterInOrder(t *testing.T) {
+	rt, err := New(Config{Workers: 1, Pinning: PinOff, Lanes: []lanes.Spec{
+		{Name: "background", Priority: 2, Shares: 10},
+		{Name: "reports", Priority: 1},
+	}})
 	require.NoError(t, err)
 	bg, ok := rt.Lanes().Lookup("background")
 	require.True(t, ok)
@@ -212,7 +213,7 @@ func TestWithLaneRegistersInOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(10), sp.Shares)
 
-	_, err = New(WithWorkers(1), WithPinning(false), WithLane(lanes.Spec{Name: "upstream"}))
+	_, err = New(Config{Workers: 1, Pinning: PinOff, Lanes: []lanes.Spec{{Name: "upstream"}}})
 	require.ErrorIs(t, err, lanes.ErrDuplicate)
-	assert.Contains(t, err.Error(), "WithLane")
+	assert.Contains(t, err.Error(), "Config.Lanes")
 }

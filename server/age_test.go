@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
+	srt "github.com/sluice-go/sluice/runtime"
 )
 
 // The age limit is on by default, and its reads carry the kernel's stamps
@@ -71,6 +72,8 @@ func TestListenRefusesAdmissionThatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, "nil runtime")
 	_, err = Listen(rt, "127.0.0.1:0", nil, Config{})
 	assert.ErrorContains(t, err, "nil Handler")
+	_, err = Listen(rt, "127.0.0.1:0", h, Config{Runtime: srt.Config{Workers: 4}})
+	assert.ErrorContains(t, err, "Config.Runtime configures the runtime that sluice.Listen starts")
 }
 
 // A request's age counts from when its head was all there: a head sent in

@@ -22,7 +22,7 @@ import (
 // server.HTTPHandler runs any http.Handler instead. The front door,
 // package sluice, does the same in one call.
 func ExampleListen() {
-	rt, err := srt.New(srt.WithWorkers(2), srt.WithPinning(false))
+	rt, err := srt.New(srt.Config{Workers: 2, Pinning: srt.PinOff})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,8 +59,8 @@ func ExampleListen() {
 // each worker; its handler yields between slices of its work. Its
 // admission has a gate of its own: at most 2 exports at a time.
 func ExampleLanes() {
-	rt, err := srt.New(srt.WithWorkers(2), srt.WithPinning(false),
-		srt.WithLane(lanes.Spec{Name: "background", Priority: 2, Shares: 11}))
+	rt, err := srt.New(srt.Config{Workers: 2, Pinning: srt.PinOff,
+		Lanes: []lanes.Spec{{Name: "background", Priority: 2, Shares: 11}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -463,7 +463,7 @@ func TestH2BodyReadReleasesTheWorker(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%d", len(b)+1)
 	})
-	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1))
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 	pr, pw := io.Pipe()
 	got := make(chan string, 1)
@@ -503,7 +503,7 @@ func TestH2LateStreamNotStarted(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, r.URL.Path)
 	})
-	rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)) // the spin holds the worker
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1}) // the spin holds the worker
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond}})
 	c := h2cClient(t)
 	_, body := getBody(t, c, "http://"+addr+"/warm")

@@ -17,7 +17,7 @@ import (
 // CPU once requests have started: "health checks and checkout first", "the
 // batch export gets a tenth of the CPU while interactive traffic waits".
 // Register the lanes on the runtime before it starts
-// (runtime.Runtime.RegisterLane, or runtime.WithLane for the sluice
+// (runtime.Runtime.RegisterLane, or runtime.Config.Lanes for the sluice
 // package's front door), then name them here; their shares and priorities
 // can be changed while serving (rt.Lanes(), package laneadmin, the
 // dashboard).
@@ -109,7 +109,7 @@ func newLaneRouter(cfg Lanes, set *lanes.Set, classes classifier) (*laneRouter, 
 		id, ok := set.Lookup(name)
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("%s names lane %q, which the runtime lacks: register it with Runtime.RegisterLane (or runtime.WithLane) before the runtime starts", where, name))
+			errs = append(errs, fmt.Errorf("%s names lane %q, which the runtime lacks: register it with Runtime.RegisterLane (or runtime.Config.Lanes) before the runtime starts", where, name))
 			return laneRef{}, false
 		case id == lanes.Continuation:
 			errs = append(errs, fmt.Errorf("%s names lane %q: requests cannot start in the Continuation lane, which is for work already started; name a lane of your own, or %q for the default", where, name, set.Name(lanes.Upstream)))

@@ -54,11 +54,7 @@ func (p *laneRecorder) lane(path string) string {
 // laneRuntime is a started runtime of workers with the lanes given.
 func laneRuntime(t *testing.T, workers int, specs ...lanes.Spec) *srt.Runtime {
 	t.Helper()
-	opts := []srt.Option{}
-	for _, sp := range specs {
-		opts = append(opts, srt.WithLane(sp))
-	}
-	return schedtest.Runtime(t, workers, opts...)
+	return schedtest.RuntimeWith(t, srt.Config{Workers: workers, Lanes: specs})
 }
 
 // ranIn returns how many tasks each lane has run, by name.

@@ -77,7 +77,7 @@ var errWriterDone = errors.New("server: ResponseWriter used after its handler re
 // the worker to a spare thread at once (sched.Worker.Release): a WebSocket
 // served that way costs a thread, about 18 KB, where on net/http it costs
 // a goroutine, up to the runtime's bound on spare threads
-// (runtime.WithMaxSpares, 1,024 by default); a goroutine of its own, or
+// (runtime.Config.MaxSpares, 1,024 by default); a goroutine of its own, or
 // waits through sched.Await, cost none.
 //
 // Call Hijack from the handler, or from one goroutine the handler waits
@@ -85,7 +85,7 @@ var errWriterDone = errors.New("server: ResponseWriter used after its handler re
 // a goroutine, Hijack hands its work on the connection to the worker and
 // waits for it: a handler that waits by blocking its thread (a channel, a
 // WaitGroup) frees the worker only through the blocked-worker rescue, so
-// with the rescue turned off (runtime.WithBlockedAfter(-1)) call Hijack
+// with the rescue turned off (runtime.Config.BlockedAfter -1) call Hijack
 // from the handler itself, or wait through sched.Await.
 func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.returned.Load() {

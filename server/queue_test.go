@@ -241,7 +241,7 @@ func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Without the blocked-worker rescue, a handler that sleeps
 			// holds its worker, and the request behind it ages.
-			rt := schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1))
+			rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
 			entered := make(chan struct{}, 1)
 			var started sync.Map
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -213,6 +214,13 @@ type Config struct {
 	// the requests the server holds per worker, for clients that balance
 	// on it (package client). Rejections do not carry it.
 	LoadHint bool
+	// Runtime configures the runtime that the front door (sluice.Listen
+	// and the functions beside it) starts for the server: the workers,
+	// their pinning, lanes and the blocked-worker rescue; see
+	// runtime.Config. Listen and Serve in this package run on the runtime
+	// they are given, built with runtime.New, and fail when Runtime is
+	// set, rather than ignore it.
+	Runtime srt.Config
 }
 
 // Server serves HTTP/1.1 on the workers of a runtime.
@@ -331,6 +339,9 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	}
 	if h == nil {
 		return nil, netpoll.Options{}, errors.New("server: nil Handler")
+	}
+	if !reflect.ValueOf(cfg.Runtime).IsZero() {
+		return nil, netpoll.Options{}, errors.New("server: Config.Runtime configures the runtime that sluice.Listen starts; this server runs on the runtime it was given: set those fields in the runtime.Config given to runtime.New")
 	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout

@@ -553,7 +553,7 @@ func TestTLSLateHelloIsNotHandshaken(t *testing.T) {
 			}
 		}
 	})
-	srv, addr := serveNativeOn(t, schedtest.Runtime(t, 1, srt.WithBlockedAfter(-1)), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
+	srv, addr := serveNativeOn(t, schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1}), h, Config{TLS: scfg, Admission: admit.Config{MaxAge: 20 * time.Millisecond}})
 	c := tlsClient(t, ccfg)
 	spun := make(chan error, 1)
 	go func() {

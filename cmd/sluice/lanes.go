@@ -125,11 +125,11 @@ func spin(d time.Duration) {
 }
 
 func demoRun(ctx context.Context, c demoConfig, name string, apply func(*lanes.Set), stderr io.Writer) (demoResult, error) {
-	opts := []srt.Option{srt.WithPinning(c.pin)}
-	if c.workers > 0 {
-		opts = append(opts, srt.WithWorkers(c.workers))
+	rc := srt.Config{Workers: max(c.workers, 0), Pinning: srt.PinOff}
+	if c.pin {
+		rc.Pinning = srt.PinOn
 	}
-	rt, err := srt.New(opts...)
+	rt, err := srt.New(rc)
 	if err != nil {
 		return demoResult{}, err
 	}

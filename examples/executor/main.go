@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	rt, err := srt.New() // one worker per usable CPU (pinned on an exclusive cpuset)
+	rt, err := srt.New(srt.Config{}) // one worker per usable CPU (pinned on an exclusive cpuset)
 	if err != nil {
 		log.Fatal(err)
 	}

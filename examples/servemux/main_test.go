@@ -20,8 +20,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestMuxOnSluice runs the example's mux, unchanged, on a sluice server.
 func TestMuxOnSluice(t *testing.T) {
-	srv, err := sluice.Listen("127.0.0.1:0", logRequests(newMux()), sluice.Config{},
-		srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1))
+	srv, err := sluice.Listen("127.0.0.1:0", logRequests(newMux()), sluice.Config{
+		Runtime: srt.Config{Workers: 1, Pinning: srt.PinOff, GOMAXPROCS: -1},
+	})
 	require.NoError(t, err)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -54,8 +54,7 @@ func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 		rescue   time.Duration
 	}{{false, 0}, {true, 0}, {true, -1}} {
 		blocking := tc.blocking
-		rt, err := srt.New(srt.WithWorkers(1), srt.WithPinning(false), srt.WithGOMAXPROCS(-1),
-			srt.WithBlockedAfter(tc.rescue))
+		rt, err := srt.New(srt.Config{Workers: 1, Pinning: srt.PinOff, GOMAXPROCS: -1, BlockedAfter: tc.rescue})
 		require.NoError(t, err)
 		require.NoError(t, rt.Start())
 		var inDB, peak atomic.Int32

@@ -30,14 +30,25 @@ func Start(t testing.TB, workers int) *sched.Scheduler {
 	return s
 }
 
-// Runtime starts a runtime with the given number of unpinned workers,
-// GOMAXPROCS left alone, and the given options after those, and stops it
-// when the test ends, failing the test
+// Runtime starts a runtime with the given number of unpinned workers and
+// GOMAXPROCS left alone, and stops it when the test ends, failing the test
 // if it does not stop within 10 seconds.
-func Runtime(t testing.TB, workers int, opts ...srt.Option) *srt.Runtime {
+func Runtime(t testing.TB, workers int) *srt.Runtime {
 	t.Helper()
-	opts = append([]srt.Option{srt.WithWorkers(workers), srt.WithPinning(false), srt.WithGOMAXPROCS(-1)}, opts...)
-	rt, err := srt.New(opts...)
+	return RuntimeWith(t, srt.Config{Workers: workers})
+}
+
+// RuntimeWith is Runtime with the settings of cfg; its workers are
+// unpinned and GOMAXPROCS left alone unless cfg says otherwise.
+func RuntimeWith(t testing.TB, cfg srt.Config) *srt.Runtime {
+	t.Helper()
+	if cfg.Pinning == srt.PinAuto && len(cfg.CPUs) == 0 {
+		cfg.Pinning = srt.PinOff
+	}
+	if cfg.GOMAXPROCS == 0 {
+		cfg.GOMAXPROCS = -1
+	}
+	rt, err := srt.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, rt.Start())
 	t.Cleanup(func() {

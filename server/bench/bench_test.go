@@ -30,7 +30,7 @@ const (
 	envConns = "SLUICE_BENCH_CONNS"      // client connections of BenchmarkHello
 	envPin   = "SLUICE_BENCH_PIN"        // "0": sluice workers unpinned
 	envProcs = "SLUICE_BENCH_GOMAXPROCS" // GOMAXPROCS while sluice runs
-	envSpin  = "SLUICE_BENCH_SPIN"       // sluice workers' spin before park (runtime.WithSpin), e.g. 20us
+	envSpin  = "SLUICE_BENCH_SPIN"       // sluice workers' spin before park (runtime.Config.Spin), e.g. 20us
 )
 
 // running is a server under test, started on 127.0.0.1.
@@ -158,33 +158,33 @@ func startSluiceAdapter() (*running, error) {
 // per usable CPU, pinned, GOMAXPROCS raised as the runtime does. Two
 // environment variables change them, for diagnosis: SLUICE_BENCH_PIN=0
 // leaves the workers unpinned, SLUICE_BENCH_GOMAXPROCS=n sets GOMAXPROCS
-// while the runtime runs (runtime.WithGOMAXPROCS), SLUICE_BENCH_SPIN=20us
-// makes idle workers poll that long before they sleep (runtime.WithSpin).
+// while the runtime runs (runtime.Config.GOMAXPROCS), SLUICE_BENCH_SPIN=20us
+// makes idle workers poll that long before they sleep (runtime.Config.Spin).
 func startSluice(h server.Handler) (*running, error) {
 	return startSluiceConfig(h, server.Config{TLS: benchTLS})
 }
 
 // startSluiceConfig is startSluice with a server configuration.
 func startSluiceConfig(h server.Handler, cfg server.Config) (*running, error) {
-	var opts []srt.Option
+	var rc srt.Config
 	if os.Getenv(envPin) == "0" {
-		opts = append(opts, srt.WithPinning(false))
+		rc.Pinning = srt.PinOff
 	}
 	if v := os.Getenv(envSpin); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", envSpin, err)
 		}
-		opts = append(opts, srt.WithSpin(d))
+		rc.Spin = d
 	}
 	if os.Getenv(envProcs) != "" {
 		n, err := envInt(envProcs, 0)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, srt.WithGOMAXPROCS(n))
+		rc.GOMAXPROCS = n
 	}
-	rt, err := srt.New(opts...)
+	rt, err := srt.New(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func BenchmarkIOBound(b *testing.B) {
 }
 
 func startSluiceHTTP(h http.Handler) (string, func(), error) {
-	rt, err := srt.New()
+	rt, err := srt.New(srt.Config{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -142,7 +142,7 @@ func runSlowdown(b *testing.B, rate int, d time.Duration, mk func() admit.Policy
 	defer downTr.CloseIdleConnections()
 	downClient := await.NewClient(&http.Client{Transport: downTr})
 
-	rt, err := srt.New()
+	rt, err := srt.New(srt.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
