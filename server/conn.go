@@ -122,9 +122,14 @@ type conn struct {
 	refusedAt int64
 	unparkFn  func() // c.unpark, bound at the first hold (park.go)
 	// arrived is when the kernel received the bytes that completed the
-	// head of the request being read (Unix nanoseconds; see read), 0 when
-	// unknown.
+	// head of the request being read (Unix nanoseconds; see read), or
+	// ready if that is later; 0 when unknown.
 	arrived int64
+	// stamp is the kernel's own stamp of that read, before ready is
+	// applied: a request sent after its connection's last refusal was
+	// answered was stamped after it (Ticket.Resent); one the client had
+	// pipelined behind the refused one was not.
+	stamp int64
 	// ready is when the connection's last request ended (Unix
 	// nanoseconds, taken while the server times requests from their
 	// arrival), the earliest the server could start the next one: a
@@ -380,6 +385,7 @@ func (c *conn) read(head bool) (int, error) {
 	}
 	n, stamp, err := c.nc.ReadStamped(c.buf[c.n:])
 	if n > 0 && (head || c.r == c.n) {
+		c.stamp = stamp
 		c.arrived = max(stamp, c.ready)
 	}
 	return n, err

@@ -69,9 +69,11 @@ func (c *conn) start(h *head, x *reqState) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
-	// A request that came right after a refusal on this connection: a
-	// client that resends at once (admit.FutileRatio).
-	t.Resent = c.refusedAt != 0 && c.arrived != 0 && c.arrived-c.refusedAt < int64(admit.ResendWindow)
+	// A request its client sent right after a refusal on this connection
+	// was answered: a client that resends at once (admit.FutileRatio). One
+	// it had pipelined behind the refused request reached the server
+	// before the refusal left it (its stamp is older), whenever it starts.
+	t.Resent = c.refusedAt != 0 && c.stamp >= c.refusedAt && c.stamp-c.refusedAt < int64(admit.ResendWindow)
 	c.refusedAt = 0
 	t.Picked = nil
 	if n := len(h.pick); n > 0 && !h.pickFailed {
