@@ -24,7 +24,7 @@ import (
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
-	// "sluice-half-pinned".
+	// "sluice-half-pinned", "sluice-hold".
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
@@ -89,6 +89,17 @@ func SluiceHalfConfig() sluice.Config {
 	}}
 }
 
+// SluiceHoldConfig is the configuration of the "sluice-hold" target:
+// SluiceConfig with server.Config.HoldRefused at the default Retry-After,
+// so that connections beyond what the server serves in time, whose
+// clients resend the moment they are refused, are left unread until their
+// Retry-After instead of being refused again and again.
+func SluiceHoldConfig() sluice.Config {
+	cfg := SluiceConfig()
+	cfg.HoldRefused = admit.DefaultRetryAfter
+	return cfg
+}
+
 // Targets returns the targets of the overload benchmark:
 //
 //   - sluice: SluiceConfig, what the README shows;
@@ -105,7 +116,9 @@ func SluiceHalfConfig() sluice.Config {
 //   - sluice-pinned and sluice-half-pinned: sluice and sluice-half with
 //     every worker pinned to a CPU whatever the cpuset (the default before
 //     the runtime pinned only on exclusive cpusets), to compare the two
-//     placements side by side (the noisy scenario).
+//     placements side by side (the noisy scenario);
+//   - sluice-hold: SluiceHoldConfig, to measure holding the clients that
+//     resend at once (the closed and soak scenarios).
 //
 // The handler is the weather service in every one.
 func Targets() []Target { return targets(serveOptions{}) }
@@ -156,6 +169,7 @@ func targets(o serveOptions) []Target {
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
 			return startSluice(o, h, SluiceHalfConfig(), pinned)
 		}},
+		{Name: "sluice-hold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHoldConfig()) }},
 	}
 }
 
