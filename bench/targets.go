@@ -24,7 +24,7 @@ import (
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
-	// "sluice-half-pinned", "sluice-hold".
+	// "sluice-half-pinned", "sluice-nohold".
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
@@ -89,14 +89,13 @@ func SluiceHalfConfig() sluice.Config {
 	}}
 }
 
-// SluiceHoldConfig is the configuration of the "sluice-hold" target:
-// SluiceConfig with server.Config.HoldRefused at the default Retry-After,
-// so that connections beyond what the server serves in time, whose
-// clients resend the moment they are refused, are left unread until their
-// Retry-After instead of being refused again and again.
-func SluiceHoldConfig() sluice.Config {
+// SluiceNoHoldConfig is the configuration of the "sluice-nohold" target:
+// SluiceConfig with server.Config.HoldRefused negative, so that clients
+// that resend the moment they are refused are refused again and again
+// rather than left unread until their Retry-After.
+func SluiceNoHoldConfig() sluice.Config {
 	cfg := SluiceConfig()
-	cfg.HoldRefused = admit.DefaultRetryAfter
+	cfg.HoldRefused = -1
 	return cfg
 }
 
@@ -117,8 +116,8 @@ func SluiceHoldConfig() sluice.Config {
 //     every worker pinned to a CPU whatever the cpuset (the default before
 //     the runtime pinned only on exclusive cpusets), to compare the two
 //     placements side by side (the noisy scenario);
-//   - sluice-hold: SluiceHoldConfig, to measure holding the clients that
-//     resend at once (the closed and soak scenarios).
+//   - sluice-nohold: SluiceNoHoldConfig, to measure what holding the
+//     clients that resend at once does (the closed and soak scenarios).
 //
 // The handler is the weather service in every one.
 func Targets() []Target { return targets(serveOptions{}) }
@@ -169,7 +168,7 @@ func targets(o serveOptions) []Target {
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
 			return startSluice(o, h, SluiceHalfConfig(), pinned)
 		}},
-		{Name: "sluice-hold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHoldConfig()) }},
+		{Name: "sluice-nohold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceNoHoldConfig()) }},
 	}
 }
 
@@ -267,6 +266,9 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 		stop = func() error { return errors.Join(stopDashboard(), stopServer()) }
 	}
 	stats := func() any { return tenants.stats(srv.Stats()) }
+	if tenants == nil && srv.Server() != nil {
+		stats = func() any { return SluiceServer{Stats: srv.Stats(), Holds: srv.Server().Holds()} }
+	}
 	if o.tls != nil {
 		stats = func() any { return TLSServer{Stats: srv.Stats(), TLS: srv.Server().TLSStats()} }
 	}
@@ -276,6 +278,14 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 		Stats:     stats,
 		Placement: func() Placement { return place },
 	}, nil
+}
+
+// SluiceServer is what a sluice target reports: its admission's counters
+// and how many times it left a connection unread after a refusal
+// (server.Server.Holds).
+type SluiceServer struct {
+	admit.Stats
+	Holds int64 `json:",omitempty"`
 }
 
 // TLSServer is what an HTTPS sluice target reports: its admission's

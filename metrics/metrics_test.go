@@ -249,6 +249,8 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	assert.Equal(t, 6.0, value(t, mfs, "sluice_http_requests_total", srvL, "class=5xx"))
 	assert.Equal(t, 60.0, value(t, mfs, "sluice_admission_admitted_total", srvL))
 	assert.GreaterOrEqual(t, value(t, mfs, "sluice_http_connections", srvL), 1.0)
+	assert.Zero(t, value(t, mfs, "sluice_http_connections_parked", srvL), "nothing was refused for its age")
+	assert.Zero(t, metric(t, mfs, "sluice_http_holds_total", dto.MetricType_COUNTER, srvL).GetCounter().GetValue())
 	assert.Nil(t, mfs["sluice_tls_handshakes_total"], "a plain HTTP server has no handshakes")
 	assert.Equal(t, uint64(60), metric(t, mfs, "sluice_http_request_duration_seconds", dto.MetricType_HISTOGRAM, srvL).GetHistogram().GetSampleCount())
 	ex := "executor=api"

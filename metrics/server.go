@@ -26,6 +26,7 @@ func Server(name string, s *sluice.Server) Source {
 		p := openPipeline(c, name, s.Server().Pipeline())
 		p.conns = s.Server().OpenConns
 		p.parked = s.Server().ParkedConns
+		p.holds = s.Server().Holds
 		if s.Server().HTTPServer().TLSConfig != nil {
 			p.tls = s.Server().TLSStats
 		}
@@ -79,6 +80,7 @@ type pipelineLive struct {
 	p      *admit.Pipeline
 	conns  func() int             // nil: not a server's
 	parked func() int             // nil: not a server's
+	holds  func() int64           // nil: not a server's
 	tls    func() server.TLSStats // nil: not an HTTPS server's
 	rec    *obs.Recorder
 	remove func()
@@ -115,6 +117,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 	if l.conns != nil {
 		gauge(ch, d.conns, float64(l.conns()), name)
 		gauge(ch, d.parked, float64(l.parked()), name)
+		counter(ch, d.holds, float64(l.holds()), name)
 	}
 	if l.tls != nil {
 		t := l.tls()

@@ -11,8 +11,8 @@ import (
 // retry loop without backoff) keeps its request in the line whatever the
 // server answers, and the server spends its CPU refusing the same clients
 // again and again: with 2,048 such connections on two CPUs, a fast handler
-// served 3% of what net/http serves. So, with Config.HoldRefused set, once
-// the pipeline has found that its clients resend at once
+// served 3% of what net/http serves. So, unless Config.HoldRefused is
+// negative, once the pipeline has found that its clients resend at once
 // (admit.FutileRatio), a connection whose request was resent at once and
 // refused for waiting the whole age limit is parked when its answer is
 // written: nothing of it is read until the refusal's
@@ -28,15 +28,24 @@ import (
 // ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
-// refusal: Config.HoldRefused when it is set and admit.Pipeline.Hold holds
-// the refusal, for the open connections not parked; 0 otherwise.
+// refusal: when admit.Pipeline.Hold holds the refusal, for the open
+// connections not parked, Config.HoldRefused if positive, else the
+// refusal's Retry-After (what Hold returns); 0 when Hold does not hold it
+// or HoldRefused is negative.
 func (c *conn) holdAfter() time.Duration {
 	srv := c.srv
 	set := srv.cfg.HoldRefused
-	if set <= 0 || srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load())) <= 0 {
+	if set < 0 {
 		return 0
 	}
-	return set
+	d := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
+	if d <= 0 {
+		return 0
+	}
+	if set > 0 {
+		return set
+	}
+	return d
 }
 
 // refusing notes the current refusal as its answer goes out: the hold it
@@ -51,6 +60,7 @@ func (c *conn) refusing() {
 func (c *conn) park(hold time.Duration) {
 	c.state = connParked
 	c.srv.parked.Add(1)
+	c.srv.holds.Add(1)
 	c.ws.parked.add(c)
 	c.releaseBuf()
 	if c.unparkFn == nil {

@@ -102,10 +102,9 @@ func closedLoop(t *testing.T, srv *Server, addr string, clients int, warm, d tim
 }
 
 // A closed loop of more clients than one worker serves within the age
-// limit: without holds (the default), the clients refused resend at once
-// and the server spends its time refusing them again and again; with them
-// (HoldRefused),
-// the clients beyond what it serves in time wait out their Retry-After
+// limit: without holds (HoldRefused negative), the clients refused resend
+// at once and the server spends its time refusing them again and again;
+// with them (the default), the clients beyond what it serves in time wait out their Retry-After
 // unread, and the refusals fall several times. Shutdown then
 // serves or closes the parked connections like idle ones.
 func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
@@ -114,7 +113,7 @@ func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	run := func(hold time.Duration) (ok, refused int64, parked int) {
+	run := func(hold time.Duration) (ok, refused int64, parked int, holds int64) {
 		rt := schedtest.Runtime(t, 1)
 		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(work), Config{
 			HoldRefused: hold,
@@ -125,16 +124,18 @@ func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
 		defer cancel()
 		require.NoError(t, srv.Shutdown(ctx))
 		assert.Zero(t, srv.ParkedConns())
-		return ok, refused, parked
+		return ok, refused, parked, srv.Holds()
 	}
-	okOff, refusedOff, parkedOff := run(0)
+	okOff, refusedOff, parkedOff, holdsOff := run(-1)
 	require.Zero(t, parkedOff)
+	require.Zero(t, holdsOff)
 	require.Greater(t, refusedOff, okOff, "premise: without holds, the clients refused resend and are refused again (%d served)", okOff)
 
-	ok, refused, parked := run(time.Second)
+	ok, refused, parked, holds := run(0)
 	t.Logf("in the second second, without holds: %d served, %d refused; with: %d served, %d refused, up to %d parked",
 		okOff, refusedOff, ok, refused, parked)
 	assert.Positive(t, parked)
+	assert.GreaterOrEqual(t, holds, int64(parked), "every connection parked at once was a hold")
 	// 3.0 to 8.8 times fewer in six runs on a loaded machine (load
 	// average 5 to 7), where three times failed one run in five.
 	assert.Less(t, 2*refused, refusedOff, "holds refuse several times fewer")

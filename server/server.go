@@ -196,18 +196,17 @@ type Config struct {
 	// (TLSStats.Evicted). Zero means DefaultMaxHandshakesPerWorker per
 	// worker.
 	MaxHandshakes int
-	// HoldRefused, when positive, is how long an HTTP/1.1 connection
-	// whose request was refused for its age (503 queue-timeout) is left
-	// unread, when its client resent that request the moment it was
-	// refused, the pipeline has found that its clients do so, and more
-	// connections are open than the server can serve within its age limit
-	// (admit.Pipeline.Hold): such a client, as wrk and retry loops without
-	// backoff are, then waits in its socket at no cost instead of being
-	// refused again and again. 1 s, the default Retry-After, is the value
-	// to use. Zero or negative means never, the default: in the soak
-	// benchmark (an open-loop overload with misbehaving clients beside
-	// it), holds cut goodput from 0.84 to under 0.5 of capacity, for
-	// reasons not yet understood. See docs/design.md, "Clients that
+	// HoldRefused is how long an HTTP/1.1 connection whose request was
+	// refused for its age (503 queue-timeout) is left unread, when its
+	// client resent that request the moment it was refused, the pipeline
+	// has found that its clients do so, and more connections are open
+	// than the server can serve within its age limit (admit.Pipeline.Hold):
+	// such a client, as wrk and retry loops without backoff are, then
+	// waits in its socket at no cost instead of being refused again and
+	// again, as a client that honours Retry-After would have waited. Zero
+	// means the refusal's Retry-After (1 s by default; never when the
+	// rejections carry none); negative means never. Open-loop clients and
+	// pools of connections are not held: see docs/design.md, "Clients that
 	// resend at once".
 	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
@@ -253,6 +252,7 @@ type Server struct {
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
 	parked   atomic.Int64     // connections parked after a refusal (park.go)
+	holds    atomic.Int64     // holds begun (park.go)
 	stopping atomic.Bool      // Shutdown or Close began
 	// unhookIdle removes workerIdle from the scheduler's idle hooks.
 	unhookIdle func()
@@ -417,6 +417,12 @@ func (srv *Server) OpenConns() int { return int(srv.open.Load()) }
 // ParkedConns returns the number of connections left unread after a
 // refusal for overload, until their hold ends (Config.HoldRefused).
 func (srv *Server) ParkedConns() int { return int(srv.parked.Load()) }
+
+// Holds returns the number of times a connection has been left unread
+// after a refusal (Config.HoldRefused) since the server started: each is a
+// client that resent a refused request at once, beyond those the server
+// serves within its age limit, made to wait its Retry-After.
+func (srv *Server) Holds() int64 { return srv.holds.Load() }
 
 // Shutdown stops the server gracefully. It stops accepting at once, on
 // every listening socket, whatever the workers are doing: the connections

@@ -38,6 +38,7 @@ func main() {
 	flag.DurationVar(&opts.DB, "db", 10*time.Millisecond, "database wait per request")
 	flag.BoolVar(&opts.Blocking, "blocking", false, "the database wait holds the worker (time.Sleep)")
 	busy := flag.Bool("busy", false, "on sluice: the busy-worker gate (half the workers) and a timed queue")
+	hold := flag.Duration("hold", 0, "on sluice: how long a client that resends at once is left unread after a refusal at the age limit (HoldRefused: 0 for its Retry-After, negative for never)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,7 +47,7 @@ func main() {
 	var err error
 	switch *target {
 	case "sluice":
-		err = serveSluice(ctx, *addr, h, *busy)
+		err = serveSluice(ctx, *addr, h, *busy, *hold)
 	case "nethttp":
 		err = serveNetHTTP(ctx, *addr, h)
 	default:
@@ -57,8 +58,8 @@ func main() {
 	}
 }
 
-func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool) error {
-	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}}
+func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, hold time.Duration) error {
+	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}, HoldRefused: hold}
 	if busy {
 		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
 		cfg.Admission.Queue = &admit.QueueOptions{Order: queue.CoDel}
