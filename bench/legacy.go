@@ -7,15 +7,15 @@ import (
 )
 
 // The scenarios whose run still lives in this package, with their
-// settings in SuiteConfig (Soak, Noisy, Stray, Cluster, Shed, Tenants,
-// Lanes), until each moves to a file of its own in package bench/scenario.
+// settings in SuiteConfig (Soak, Stray, Cluster, Shed, Tenants, Lanes),
+// until each moves to a file of its own in package bench/scenario.
 // Package scenario lists them through BuiltIn.
 
-// BuiltIn returns the scenario of this package with that name: soak, noisy,
+// BuiltIn returns the scenario of this package with that name: soak,
 // stray, cluster, shed, tenants or lanes.
 func BuiltIn(name string) (Scenario, bool) {
 	switch name {
-	case ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes:
+	case ScenarioSoak, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes:
 		return builtIn(name), true
 	}
 	return nil, false
@@ -36,8 +36,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 	switch b {
 	case ScenarioSoak:
 		return c.Soak.defaults()
-	case ScenarioNoisy:
-		return c.Noisy.defaults()
 	case ScenarioStray:
 		return c.Stray.defaults()
 	case ScenarioCluster:
@@ -65,10 +63,6 @@ func (b builtIn) Points(c *SuiteConfig) []Point {
 	switch b {
 	case ScenarioSoak:
 		ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Multiple: c.Soak.Multiple, Window: c.Soak.Duration})
-	case ScenarioNoisy:
-		for _, r := range c.Noisy.Rates {
-			ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Rate: r})
-		}
 	case ScenarioStray:
 		sh := c.Stray.Shape
 		for _, part := range StrayParts {
@@ -113,8 +107,6 @@ func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	switch b {
 	case ScenarioSoak:
 		return cfg.soak(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
-	case ScenarioNoisy:
-		return cfg.noisy(ctx, t.Target, p, t.Repeat, t.Index)
 	case ScenarioStray:
 		return cfg.stray(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioCluster:

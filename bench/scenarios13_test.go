@@ -13,85 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	srt "github.com/sluice-go/sluice/runtime"
 )
-
-func TestSuiteNoisy(t *testing.T) {
-	_, last := twoCPUs(t)
-	allowed, err := srt.AffinityCPUs()
-	require.NoError(t, err)
-	cfg := tinySuite()
-	cfg.Targets = []string{"nethttp", "sluice", "sluice-pinned"}
-	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
-	cfg.Noisy.Rates = []float64{50, 80}
-	var progress progressLog
-	cfg.Progress = progress.record
-	rep, err := RunSuite(context.Background(), cfg)
-	require.NoError(t, err)
-	progress.check(t)
-	for _, c := range progress.calls {
-		assert.NotContains(t, c.now, "calibrating", "fixed rates need no capacity")
-	}
-	type key struct {
-		target string
-		rate   float64
-	}
-	var got []key
-	for _, s := range rep.Samples {
-		what := s.Target + " " + s.Scenario
-		got = append(got, key{s.Target, s.Noisy.Rate})
-		assert.Equal(t, ScenarioNoisy, s.Scenario)
-		assert.Equal(t, "light", s.Shape, what)
-		assert.Zero(t, s.Capacity, what)
-		assert.Zero(t, s.Multiple, what)
-		assert.InEpsilon(t, s.Noisy.Rate, s.Rates.Offered, 0.5, what)
-		assert.Positive(t, s.Rates.Goodput, what)
-		require.NotNil(t, s.Noisy, what)
-		assert.Equal(t, allowed, s.Noisy.CPUs, "%s: the target on every CPU", what)
-		assert.Equal(t, last, s.Noisy.NeighbourCPU, what)
-		assert.Equal(t, TargetNice, s.Noisy.NeighbourNice, what)
-		// What the neighbour and the target's threads got is a timing
-		// (TestNeighbourSpinsOnItsCPU and TestRunQueueFromSchedstat check
-		// the readings): logged, not asserted.
-		t.Logf("%s at %v/s: neighbour %.2f CPU, run queue %+v", what, s.Noisy.Rate, s.Noisy.NeighbourUse, s.Noisy.RunQueue)
-		assert.GreaterOrEqual(t, s.Noisy.NeighbourUse, 0.0, what)
-		switch s.Target {
-		case "nethttp":
-			assert.Nil(t, s.Placement, what)
-		case "sluice":
-			require.NotNil(t, s.Placement, what)
-			assert.Equal(t, len(allowed), s.Placement.Workers, what)
-			info, err := srt.DetectCPUs()
-			require.NoError(t, err)
-			assert.Equal(t, info.Exclusive, s.Placement.Exclusive, what)
-			assert.Equal(t, info.Exclusive, s.Placement.Pinned(), "%s: pinned by default only on an exclusive cpuset", what)
-		case "sluice-pinned":
-			require.NotNil(t, s.Placement, what)
-			assert.Equal(t, allowed, s.Placement.CPUs, "%s: forced", what)
-		}
-	}
-	assert.Equal(t, []key{
-		{"nethttp", 50}, {"nethttp", 80}, {"sluice", 50}, {"sluice", 80}, {"sluice-pinned", 50}, {"sluice-pinned", 80},
-	}, got)
-}
-
-func TestSuiteNoisyWithASplit(t *testing.T) {
-	a, b := twoCPUs(t)
-	cfg := tinySuite()
-	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
-	cfg.Noisy.Rates = []float64{50}
-	cfg.TargetCPUs, cfg.GeneratorCPUs = []int{b}, []int{a}
-	rep, err := RunSuite(context.Background(), cfg)
-	require.NoError(t, err)
-	require.Len(t, rep.Samples, 1)
-	s := rep.Samples[0]
-	assert.Equal(t, []int{a, b}, s.Noisy.CPUs, "both sets of the split")
-	assert.Equal(t, b, s.Noisy.NeighbourCPU)
-	require.NotNil(t, s.Placement)
-	assert.Equal(t, 2, s.Placement.Workers)
-}
 
 func TestSuiteStray(t *testing.T) {
 	cfg := tinySuite()
@@ -182,49 +104,21 @@ func TestStrayHandler(t *testing.T) {
 	assert.Equal(t, http.StatusBadGateway, code)
 }
 
-func TestNoisyAndStrayConfigs(t *testing.T) {
-	var n NoisyConfig
-	require.NoError(t, n.defaults())
-	assert.Equal(t, DefaultNoisyRates, n.Rates)
-	n.Rates[0] = 1 // a copy: the defaults stay
-	assert.Equal(t, []float64{800, 1200}, DefaultNoisyRates)
-	assert.Error(t, (&NoisyConfig{Rates: []float64{100, -1}}).defaults())
-
+func TestStrayConfig(t *testing.T) {
 	var s StrayConfig
 	require.NoError(t, s.defaults())
 	assert.Equal(t, StrayConfig{Delay: time.Second, Rate: 2, TrivialRate: 500, TrivialConns: 32, Multiple: 2, Shape: ShapeCPU}, s)
 	assert.Error(t, (&StrayConfig{Rate: -2}).defaults())
 	assert.Error(t, (&StrayConfig{Multiple: -1}).defaults())
 
-	for _, sc := range []Scenario{builtIn(ScenarioNoisy), builtIn(ScenarioStray)} {
-		cfg := tinySuite()
-		cfg.Scenarios = []Scenario{sc}
-		require.NoError(t, cfg.defaults(), sc.Name())
-	}
 	cfg := tinySuite()
-	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
-	cfg.Noisy.Rates = []float64{0, 5}
-	assert.ErrorContains(t, cfg.defaults(), "noisy rate")
+	cfg.Scenarios = []Scenario{builtIn(ScenarioStray)}
+	require.NoError(t, cfg.defaults())
 }
 
 func TestPointDescribe(t *testing.T) {
 	assert.Equal(t, "sweep 2x", Point{Multiple: 2}.describe(ScenarioSweep))
-	assert.Equal(t, "noisy 800/s", Point{Rate: 800}.describe(ScenarioNoisy))
+	assert.Equal(t, "noisy 800/s", Point{Rate: 800}.describe("noisy"))
 	assert.Equal(t, "stray trivial", Point{Part: StrayTrivial}.describe(ScenarioStray))
 	assert.True(t, strings.HasPrefix(Point{Part: StrayCPUWith, Multiple: 2}.describe(ScenarioStray), "stray cpu+stray 2x"))
-}
-
-func TestSuiteNoisyQuiet(t *testing.T) {
-	twoCPUs(t)
-	cfg := tinySuite()
-	cfg.Targets = []string{"sluice"}
-	cfg.Scenarios = []Scenario{builtIn(ScenarioNoisy)}
-	cfg.Noisy = NoisyConfig{Rates: []float64{50}, Quiet: true}
-	rep, err := RunSuite(context.Background(), cfg)
-	require.NoError(t, err)
-	require.Len(t, rep.Samples, 1)
-	s := rep.Samples[0]
-	assert.Equal(t, -1, s.Noisy.NeighbourCPU, "no neighbour")
-	assert.Zero(t, s.Noisy.NeighbourUse)
-	assert.Positive(t, s.Rates.Goodput)
 }

@@ -16,9 +16,7 @@ type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
-	// Noisy and Stray are the rows of the noisy and stray scenarios,
-	// absent when the report has none.
-	Noisy []NoisyRow `json:"noisy,omitempty"`
+	// Stray is the rows of the stray scenario, absent when it has none.
 	Stray []StrayRow `json:"stray,omitempty"`
 	// Shed is the rows of the shed scenario, absent when it has none.
 	Shed []ShedRow `json:"shed,omitempty"`
@@ -34,7 +32,7 @@ type Document struct {
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
 	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep),
-		Noisy: SummarizeNoisy(rep), Stray: SummarizeStray(rep), Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
+		Stray: SummarizeStray(rep), Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

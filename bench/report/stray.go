@@ -70,7 +70,7 @@ func SummarizeStray(rep *bench.Report) []StrayRow {
 
 // strayRow computes the row of one target.
 func strayRow(target string, samples []bench.Sample) StrayRow {
-	r := StrayRow{Target: target, Placement: placementOf(samples)}
+	r := StrayRow{Target: target, Placement: PlacementOf(samples)}
 	of := func(part string) []bench.Sample {
 		return slices.DeleteFunc(slices.Clone(samples), func(s bench.Sample) bool { return s.Stray.Part != part })
 	}
@@ -163,7 +163,7 @@ func WriteStray(w io.Writer, rep *bench.Report) error {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&buf, "\nCPU-bound handler, shape %s%s, at %sx of C, alone and beside the stray calls:\n",
-		orDash(cpuShape), handlerOf(rep, bench.ScenarioStray, cpuShape), formatMultiple(rows[0].Multiple))
+		orDash(cpuShape), HandlerOf(rep, bench.ScenarioStray, cpuShape), formatMultiple(rows[0].Multiple))
 	tw = NewTab(&buf)
 	Line(tw, "target", "C/s", "goodput/s alone", "with stray", "with/alone", "p99 ms alone", "with stray", "503 % alone", "with stray", "runs")
 	for _, r := range rows {

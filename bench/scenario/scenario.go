@@ -33,7 +33,7 @@ func All() []bench.Scenario {
 		&Step{},
 		&Closed{},
 		builtIn(bench.ScenarioSoak),
-		builtIn(bench.ScenarioNoisy),
+		&Noisy{},
 		builtIn(bench.ScenarioStray),
 		builtIn(bench.ScenarioCluster),
 		builtIn(bench.ScenarioShed),
