@@ -27,10 +27,6 @@ const (
 	// checks goodput per second and the target's goroutines, descriptors
 	// and memory (see SoakConfig).
 	ScenarioSoak = "soak"
-	// ScenarioStray runs a handler that blocks its thread in a plain
-	// net/http client call for a second, twice a second, beside a
-	// trivial endpoint and beside a CPU-bound load (see StrayConfig).
-	ScenarioStray = "stray"
 	// ScenarioCluster offers 1.5x of the capacity of a cluster of three
 	// backends, one of them 3x slower, through three clients (no retry,
 	// naive retry, package client), then kills a backend and brings it
@@ -131,8 +127,6 @@ type Sample struct {
 	Series []Bucket  `json:"series,omitempty"`
 	// Soak is set for the soak scenario.
 	Soak *SoakInfo `json:"soak,omitempty"`
-	// Stray is set for the stray scenario.
-	Stray *StrayInfo `json:"stray,omitempty"`
 	// Cluster is set for the cluster scenario.
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Shed is set for the shed scenario.
@@ -151,7 +145,7 @@ type Sample struct {
 
 // UnmarshalJSON decodes a sample. Reports written before a scenario kept
 // its own figures in Detail hold them in a field named after the scenario
-// ("noisy"): that field becomes the sample's Detail, so that the
+// ("noisy", "stray"): that field becomes the sample's Detail, so that the
 // scenario's report reads such a sample as one written now.
 func (s *Sample) UnmarshalJSON(b []byte) error {
 	type sample Sample // the fields, without this method
@@ -174,7 +168,7 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 // detailOnceNamed reports whether reports written before Sample.Detail
 // hold the scenario's figures in a field named after it.
 func detailOnceNamed(scenario string) bool {
-	return scenario == "noisy"
+	return scenario == "noisy" || scenario == "stray"
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

@@ -119,8 +119,6 @@ type SuiteConfig struct {
 	NewFraction float64
 	// Soak shapes the soak scenario; it serves the handler of Shape.
 	Soak SoakConfig
-	// Stray shapes the stray scenario.
-	Stray StrayConfig
 	// Cluster shapes the cluster scenario.
 	Cluster ClusterConfig
 	// Shed shapes the shed scenario; it serves the handler of Shape.

@@ -34,7 +34,7 @@ func All() []bench.Scenario {
 		&Closed{},
 		builtIn(bench.ScenarioSoak),
 		&Noisy{},
-		builtIn(bench.ScenarioStray),
+		&Stray{},
 		builtIn(bench.ScenarioCluster),
 		builtIn(bench.ScenarioShed),
 		builtIn(bench.ScenarioTenants),

@@ -76,8 +76,6 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
-		fs.DurationVar(&c.Stray.Delay, "stray-delay", bench.DefaultStrayDelay, "how long the stray scenario's blocking call waits for its slow service")
-		fs.Float64Var(&c.Stray.Multiple, "stray-x", bench.DefaultStrayMultiple, "the stray scenario's CPU-bound load, in multiples of capacity")
 		fs.Float64Var(&c.Cluster.Multiple, "cluster-x", bench.DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
 		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
@@ -152,10 +150,6 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		switch {
 		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
 			return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
-		case c.Stray.Delay <= 0 || c.Stray.Delay > time.Minute:
-			return fmt.Errorf("-stray-delay must be in (0, 1m], got %v", c.Stray.Delay)
-		case !(c.Stray.Multiple > 0) || c.Stray.Multiple > 1000:
-			return fmt.Errorf("-stray-x must be in (0, 1000], got %v", c.Stray.Multiple)
 		case !(c.Cluster.Multiple > 0) || c.Cluster.Multiple > 1000:
 			return fmt.Errorf("-cluster-x must be in (0, 1000], got %v", c.Cluster.Multiple)
 		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
