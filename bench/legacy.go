@@ -7,15 +7,15 @@ import (
 )
 
 // The scenarios whose run still lives in this package, with their
-// settings in SuiteConfig (Soak, Noisy, Stray, Cluster, Shed, Tenants,
-// Lanes), until each moves to a file of its own in package bench/scenario.
-// Package scenario lists them through BuiltIn.
+// settings in SuiteConfig (Soak, Cluster, Shed, Tenants, Lanes), until
+// each moves to a file of its own in package bench/scenario. Package
+// scenario lists them through BuiltIn.
 
-// BuiltIn returns the scenario of this package with that name: soak, noisy,
-// stray, cluster, shed, tenants or lanes.
+// BuiltIn returns the scenario of this package with that name: soak,
+// cluster, shed, tenants or lanes.
 func BuiltIn(name string) (Scenario, bool) {
 	switch name {
-	case ScenarioSoak, ScenarioNoisy, ScenarioStray, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes:
+	case ScenarioSoak, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes:
 		return builtIn(name), true
 	}
 	return nil, false
@@ -36,10 +36,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 	switch b {
 	case ScenarioSoak:
 		return c.Soak.defaults()
-	case ScenarioNoisy:
-		return c.Noisy.defaults()
-	case ScenarioStray:
-		return c.Stray.defaults()
 	case ScenarioCluster:
 		return c.Cluster.defaults()
 	case ScenarioShed:
@@ -65,22 +61,6 @@ func (b builtIn) Points(c *SuiteConfig) []Point {
 	switch b {
 	case ScenarioSoak:
 		ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Multiple: c.Soak.Multiple, Window: c.Soak.Duration})
-	case ScenarioNoisy:
-		for _, r := range c.Noisy.Rates {
-			ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Rate: r})
-		}
-	case ScenarioStray:
-		sh := c.Stray.Shape
-		for _, part := range StrayParts {
-			p := Point{Shape: sh, Spec: sh.Spec, Multiple: c.Stray.Multiple, Part: part, Window: c.Duration + c.Stray.Delay}
-			if part == StrayTrivial {
-				p.Multiple = 0
-			}
-			if part == StrayCPU {
-				p.Window = c.Duration
-			}
-			ps = append(ps, p)
-		}
 	case ScenarioCluster:
 		sh := c.Cluster.shape()
 		for _, part := range ClusterParts {
@@ -113,10 +93,6 @@ func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	switch b {
 	case ScenarioSoak:
 		return cfg.soak(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
-	case ScenarioNoisy:
-		return cfg.noisy(ctx, t.Target, p, t.Repeat, t.Index)
-	case ScenarioStray:
-		return cfg.stray(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioCluster:
 		return cfg.cluster(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioShed:

@@ -72,8 +72,10 @@ func spin(d time.Duration, stop *atomic.Bool) {
 	spinSink.Store(x)
 }
 
-// neighbour is a busy loop running in a child process.
-type neighbour struct {
+// A Neighbour is a busy loop running in a child process of its own, on
+// one CPU (Trial.StartNeighbour): a noisy neighbour that takes that CPU
+// from whatever else runs there.
+type Neighbour struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
@@ -81,10 +83,23 @@ type neighbour struct {
 	CPU int
 }
 
+// neighbourBound bounds a neighbour's busy loop beyond the run it is
+// started for, should its parent never stop it.
+const neighbourBound = processStartTimeout + 10*time.Second
+
+// StartNeighbour starts a busy loop on cpu alone, at the targets' nice
+// value (TargetNice, so that a target's thread on that CPU gets about half
+// of it), in a child process the suite's Launch makes, and returns once it
+// spins. The loop ends by itself a while after d, should Neighbour.Stop
+// never be called.
+func (t *Trial) StartNeighbour(ctx context.Context, cpu int, d time.Duration) (*Neighbour, error) {
+	return startNeighbour(ctx, t.Suite.Launch, cpu, TargetNice, d+neighbourBound)
+}
+
 // startNeighbour starts a busy loop in a child process made by launch
 // (nil: this executable), on cpu alone, at nice, for at most d, and
 // returns once it spins.
-func startNeighbour(ctx context.Context, launch Launcher, cpu, nice int, d time.Duration) (*neighbour, error) {
+func startNeighbour(ctx context.Context, launch Launcher, cpu, nice int, d time.Duration) (*Neighbour, error) {
 	if launch == nil {
 		launch = selfLauncher
 	}
@@ -97,7 +112,7 @@ func startNeighbour(ctx context.Context, launch Launcher, cpu, nice int, d time.
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	cmd.Env = append(append(os.Environ(), cmd.Env...), NeighbourEnv+"="+string(js))
-	n := &neighbour{cmd: cmd, done: make(chan error, 1), CPU: cpu}
+	n := &Neighbour{cmd: cmd, done: make(chan error, 1), CPU: cpu}
 	errb := new(strings.Builder)
 	cmd.Stderr = &limitedWriter{b: errb, n: 4096}
 	if n.stdin, err = cmd.StdinPipe(); err != nil {
@@ -117,7 +132,7 @@ func startNeighbour(ctx context.Context, launch Launcher, cpu, nice int, d time.
 		_, _ = io.Copy(io.Discard, stdout)
 		n.done <- cmd.Wait()
 	}()
-	fail := func(err error) (*neighbour, error) {
+	fail := func(err error) (*Neighbour, error) {
 		_ = cmd.Process.Kill()
 		werr := <-n.done
 		return nil, fmt.Errorf("bench: neighbour: %w (exit: %v; stderr: %q)", err, werr, errb.String())
@@ -137,17 +152,18 @@ func startNeighbour(ctx context.Context, launch Launcher, cpu, nice int, d time.
 	}
 }
 
-// cpu returns the CPU time the neighbour has used so far (0 for none).
-func (n *neighbour) cpu() time.Duration {
+// CPUTime returns the CPU time the loop has used so far; 0 for a nil
+// Neighbour (none started) or when the kernel does not say.
+func (n *Neighbour) CPUTime() time.Duration {
 	if n == nil {
 		return 0
 	}
 	return processCPU(n.cmd.Process.Pid)
 }
 
-// stop ends the loop (closing its stdin), waits up to 5 s for it to exit
+// Stop ends the loop (closing its stdin), waits up to 5 s for it to exit
 // and kills it past that.
-func (n *neighbour) stop() error {
+func (n *Neighbour) Stop() error {
 	_ = n.stdin.Close()
 	timer := time.NewTimer(5 * time.Second)
 	defer timer.Stop()
@@ -246,4 +262,29 @@ func runQueue(before, after map[int]schedTimes, elapsed time.Duration) RunQueue 
 		}
 	}
 	return rq
+}
+
+// A RunQueueMeter brackets a run: how long a target process's threads
+// waited for a CPU during it (RunQueue), from the kernel's schedstat.
+type RunQueueMeter struct {
+	proc   *Process
+	before map[int]schedTimes
+	start  time.Time
+}
+
+// MeterRunQueue starts metering proc's threads now.
+func MeterRunQueue(proc *Process) *RunQueueMeter {
+	before, _ := threadSched(proc.pid())
+	return &RunQueueMeter{proc: proc, before: before, start: time.Now()}
+}
+
+// Stop ends the bracket, which must be before proc stops, and returns the
+// wait of its threads over the bracket; ok is false when the kernel's
+// schedstat could not be read (not Linux, or the process gone).
+func (m *RunQueueMeter) Stop() (rq RunQueue, ok bool) {
+	after, _ := threadSched(m.proc.pid())
+	if m.before == nil || after == nil {
+		return RunQueue{}, false
+	}
+	return runQueue(m.before, after, time.Since(m.start)), true
 }

@@ -27,8 +27,8 @@ func TestNeighbourSpinsOnItsCPU(t *testing.T) {
 	nice, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
 	require.NoError(t, err)
 	assert.Equal(t, 20-5, nice, "getpriority returns 20 - nice")
-	assert.Eventually(t, func() bool { return nb.cpu() > 0 }, 10*time.Second, 10*time.Millisecond, "it spins")
-	require.NoError(t, nb.stop())
+	assert.Eventually(t, func() bool { return nb.CPUTime() > 0 }, 10*time.Second, 10*time.Millisecond, "it spins")
+	require.NoError(t, nb.Stop())
 	_, err = os.Stat("/proc/" + strconv.Itoa(pid) + "/stat")
 	assert.True(t, os.IsNotExist(err), "gone once stopped")
 }

@@ -241,6 +241,44 @@ func childHandler(cs ChildSpec) http.Handler {
 	return mux
 }
 
+// Paths of the stray scenario's target (ChildSpec.StrayURL), beside the
+// weather's /forecast.
+const (
+	// StrayPath is the stray blocking handler: it calls a slow service
+	// with a plain net/http client (not through package await), which
+	// holds the thread it runs on, a sluice worker, until the answer.
+	StrayPath = "/stray"
+	// TrivialPath answers "ok" at once.
+	TrivialPath = "/trivial"
+)
+
+// strayClientTimeout bounds a stray call in the target, should the slow
+// service never answer.
+const strayClientTimeout = 30 * time.Second
+
+// strayHandler is the stray scenario's target handler: the weather
+// service h, StrayPath (a plain net/http client call to slowURL, which
+// holds the thread) and TrivialPath.
+func strayHandler(h http.Handler, slowURL string) http.Handler {
+	client := &http.Client{Timeout: strayClientTimeout} // a plain client: no await
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET "+StrayPath, func(w http.ResponseWriter, _ *http.Request) {
+		resp, err := client.Get(slowURL)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		_, _ = io.WriteString(w, "done\n")
+	})
+	mux.HandleFunc("GET "+TrivialPath, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
 // LargePath is the soak handler's large answer, LargeSize bytes: the
 // no-read chaos clients ask for it, so that a few unread answers fill the
 // server's socket buffer (up to 4 MiB on Linux) and block its writes.

@@ -27,14 +27,6 @@ const (
 	// checks goodput per second and the target's goroutines, descriptors
 	// and memory (see SoakConfig).
 	ScenarioSoak = "soak"
-	// ScenarioNoisy offers fixed rates (NoisyConfig.Rates) to a target on
-	// all the suite's CPUs while a busy loop in another process holds the
-	// last of them: a noisy neighbour (see NoisyConfig).
-	ScenarioNoisy = "noisy"
-	// ScenarioStray runs a handler that blocks its thread in a plain
-	// net/http client call for a second, twice a second, beside a
-	// trivial endpoint and beside a CPU-bound load (see StrayConfig).
-	ScenarioStray = "stray"
 	// ScenarioCluster offers 1.5x of the capacity of a cluster of three
 	// backends, one of them 3x slower, through three clients (no retry,
 	// naive retry, package client), then kills a backend and brings it
@@ -135,9 +127,6 @@ type Sample struct {
 	Series []Bucket  `json:"series,omitempty"`
 	// Soak is set for the soak scenario.
 	Soak *SoakInfo `json:"soak,omitempty"`
-	// Noisy is set for the noisy scenario, Stray for the stray scenario.
-	Noisy *NoisyInfo `json:"noisy,omitempty"`
-	Stray *StrayInfo `json:"stray,omitempty"`
 	// Cluster is set for the cluster scenario.
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Shed is set for the shed scenario.
@@ -152,6 +141,34 @@ type Sample struct {
 	// Detail is what the scenario recorded beyond these fields, as JSON
 	// of a type of its own (SetDetail, DetailOf); its report reads it.
 	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// UnmarshalJSON decodes a sample. Reports written before a scenario kept
+// its own figures in Detail hold them in a field named after the scenario
+// ("noisy", "stray"): that field becomes the sample's Detail, so that the
+// scenario's report reads such a sample as one written now.
+func (s *Sample) UnmarshalJSON(b []byte) error {
+	type sample Sample // the fields, without this method
+	if err := json.Unmarshal(b, (*sample)(s)); err != nil {
+		return err
+	}
+	if len(s.Detail) > 0 || !detailOnceNamed(s.Scenario) {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	if d := fields[s.Scenario]; len(d) > 0 && string(d) != "null" {
+		s.Detail = d
+	}
+	return nil
+}
+
+// detailOnceNamed reports whether reports written before Sample.Detail
+// hold the scenario's figures in a field named after it.
+func detailOnceNamed(scenario string) bool {
+	return scenario == "noisy" || scenario == "stray"
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -136,6 +137,17 @@ func (t *Trial) Child() ChildSpec {
 func (t *Trial) Start(ctx context.Context, cs ChildSpec) (*Process, error) {
 	return startChild(ctx, t.Suite.Launch, cs, t.Suite.TargetCPUs)
 }
+
+// StartOn is Start with the child on cpus instead of the suite's target
+// CPUs.
+func (t *Trial) StartOn(ctx context.Context, cs ChildSpec, cpus []int) (*Process, error) {
+	return startChild(ctx, t.Suite.Launch, cs, cpus)
+}
+
+// AllCPUs returns every CPU of the suite, in order: both sets of a split
+// (SuiteConfig.TargetCPUs and GeneratorCPUs), or without one the CPUs this
+// process may run on.
+func (t *Trial) AllCPUs() []int { return slices.Clone(t.Suite.allCPUs) }
 
 // Generator returns the open-loop generator's configuration for the weather
 // request on proc, as the suite's settings shape it (deadline, seed,

@@ -119,10 +119,6 @@ type SuiteConfig struct {
 	NewFraction float64
 	// Soak shapes the soak scenario; it serves the handler of Shape.
 	Soak SoakConfig
-	// Noisy shapes the noisy scenario; it serves the handler of Shape.
-	Noisy NoisyConfig
-	// Stray shapes the stray scenario.
-	Stray StrayConfig
 	// Cluster shapes the cluster scenario.
 	Cluster ClusterConfig
 	// Shed shapes the shed scenario; it serves the handler of Shape.
@@ -150,7 +146,7 @@ type SuiteConfig struct {
 	Command string
 
 	// allCPUs are every CPU of the suite (both sets of a split, or this
-	// process's mask), the noisy scenario's target's; set by RunSuite.
+	// process's mask), as Trial.AllCPUs gives them; set by RunSuite.
 	allCPUs []int
 }
 

@@ -20,3 +20,18 @@ func groupSamples[K comparable](rep *bench.Report, key func(bench.Sample) (K, bo
 	}
 	return order, by
 }
+
+// PlacementOf describes where the samples' sluice workers ran, from the
+// first sample that reported it: "pinned 0-1", "floating", or "" for a
+// target that reports nothing (net/http).
+func PlacementOf(samples []bench.Sample) string {
+	for _, s := range samples {
+		if p := s.Placement; p != nil {
+			if p.Pinned() {
+				return "pinned " + bench.FormatCPUList(p.CPUs)
+			}
+			return "floating"
+		}
+	}
+	return ""
+}

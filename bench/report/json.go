@@ -16,10 +16,6 @@ type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
-	// Noisy and Stray are the rows of the noisy and stray scenarios,
-	// absent when the report has none.
-	Noisy []NoisyRow `json:"noisy,omitempty"`
-	Stray []StrayRow `json:"stray,omitempty"`
 	// Shed is the rows of the shed scenario, absent when it has none.
 	Shed []ShedRow `json:"shed,omitempty"`
 	// Tenants is the rows of the tenants scenario, absent when it has
@@ -34,7 +30,7 @@ type Document struct {
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
 	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep),
-		Noisy: SummarizeNoisy(rep), Stray: SummarizeStray(rep), Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
+		Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

@@ -159,7 +159,7 @@ func SummarizeLanes(rep *bench.Report) []LanesRow {
 
 // lanesRow computes the row of one target.
 func lanesRow(target string, samples []bench.Sample) LanesRow {
-	r := LanesRow{Target: target, Placement: placementOf(samples), Parts: map[string]LanesPart{}}
+	r := LanesRow{Target: target, Placement: PlacementOf(samples), Parts: map[string]LanesPart{}}
 	var capacity, workers []float64
 	byPart := map[string][]bench.Sample{}
 	for _, s := range samples {

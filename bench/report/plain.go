@@ -48,7 +48,7 @@ func PlainSummary(rep *bench.Report) []string {
 			targets = append(targets, r.Target)
 		}
 	}
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	slices.SortStableFunc(targets, func(a, b string) int { return ranks[a] - ranks[b] })
 
 	inTime := "within the client's deadline"

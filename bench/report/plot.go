@@ -60,7 +60,7 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: plot directory: %w", err)
 	}
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	rows := Summarize(rep)
 	// The lines of the targets' client modes, a colour each.
 	for _, r := range rows {

@@ -11,15 +11,17 @@
 // all behind is shown as such rather than as numbers.
 //
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
-// scenarios, SummarizeNoisy, SummarizeStray and SummarizeCluster those of
-// the noisy, stray and cluster scenarios (WriteNoisy, WriteStray and
-// WriteCluster print them), SummarizeShed and WriteShed the shed scenario's
-// (ShedMetrics reads one run), StepMetrics and SummarizeSteps the step response (how fast
-// goodput settles after the load steps up and how long rejections go on
-// after it steps down), WriteTable and WriteJSON print them (the table with
-// a legend of its columns and notes on its blanks), PlainSummary says in
-// plain words what the main table shows, and Plots draws goodput, latency
-// and step-response charts.
+// scenarios, SummarizeCluster those of the cluster scenario (WriteCluster
+// prints them), SummarizeShed and WriteShed the shed scenario's
+// (ShedMetrics reads one run), StepMetrics and SummarizeSteps the step
+// response (how fast goodput settles after the load steps up and how long
+// rejections go on after it steps down), WriteTable and WriteJSON print
+// them (the table with a legend of its columns and notes on its blanks),
+// PlainSummary says in plain words what the main table shows, and Plots
+// draws goodput, latency and step-response charts. The scenarios of
+// package bench/scenario write their own tables with this package's
+// helpers (NewTab, Line, Median, FormatMS, TargetRanks, PlacementOf,
+// HandlerOf).
 package report
 
 import (
@@ -157,9 +159,9 @@ type group struct {
 	samples []bench.Sample
 }
 
-// targetRanks maps each target to the position of its first appearance in
+// TargetRanks maps each target to the position of its first appearance in
 // the report.
-func targetRanks(rep *bench.Report) map[string]int {
+func TargetRanks(rep *bench.Report) map[string]int {
 	ranks := make(map[string]int)
 	for _, s := range rep.Samples {
 		if _, ok := ranks[s.Target]; !ok {
@@ -230,7 +232,7 @@ func Summarize(rep *bench.Report) []Row {
 	for _, g := range groups(rep) {
 		rows = append(rows, summarizeGroup(g)...)
 	}
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	sort.SliceStable(rows, func(i, j int) bool { return less(&rows[i], &rows[j], ranks) })
 
 	type baseKey struct {

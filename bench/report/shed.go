@@ -259,7 +259,7 @@ func WriteShed(w io.Writer, rep *bench.Report) error {
 	r0 := rows[0]
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "\nshed: one signal alone against a step of overload, shape %s%s: %sx of C for %v, %sx for %v, %sx for %v (C = %.0f/s, %s's capacity)\n",
-		orDash(shape), handlerOf(rep, bench.ScenarioShed, shape), formatMultiple(r0.Low), r0.Up, formatMultiple(r0.High), r0.Down-r0.Up,
+		orDash(shape), HandlerOf(rep, bench.ScenarioShed, shape), formatMultiple(r0.Low), r0.Up, formatMultiple(r0.High), r0.Down-r0.Up,
 		formatMultiple(r0.Low), shedAfter(rep), r0.Capacity, bench.ShedReference)
 	tw := NewTab(&buf)
 	Line(tw, "target", "first refusal", "goodput/C", "late %", "503 %", "503 % before", "503 % after", "refusing for", "p99 ms", "refused by", "runs")

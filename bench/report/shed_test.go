@@ -130,7 +130,7 @@ func TestSummarizeShed(t *testing.T) {
 	assert.Equal(t, 2500*time.Millisecond, c.Shed.FirstRefusal, "median of 2 s and 3 s; the behind run left out")
 	assert.Equal(t, 2*time.Second, c.Shed.RefusingFor)
 	assert.Equal(t, map[string]float64{"cpu": 400, "queue-closed": 1.5}, c.RefusedBy, "a run without a reason counts 0 for it")
-	assert.Nil(t, SummarizeShed(strayReport()))
+	assert.Nil(t, SummarizeShed(sweepReport()))
 	assert.Nil(t, SummarizeShed(nil))
 }
 
@@ -143,7 +143,7 @@ func TestWriteShed(t *testing.T) {
 	assert.Regexp(t, `sluice-busy +1\.00 s +1\.50 +0\.0 +50\.0 .* busy 601 +3/0/1`, out)
 	assert.Regexp(t, `sluice-cpu +2\.50 s .* cpu 400, queue-closed 2 +2/1/0`, out)
 	buf.Reset()
-	require.NoError(t, WriteShed(&buf, strayReport()))
+	require.NoError(t, WriteShed(&buf, sweepReport()))
 	assert.Empty(t, buf.String())
 
 	buf.Reset()

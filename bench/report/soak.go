@@ -54,7 +54,7 @@ func SummarizeSoak(rep *bench.Report) []SoakRow {
 	if rep == nil {
 		return nil
 	}
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	var rows []SoakRow
 	for i := range rep.Samples {
 		s := &rep.Samples[i]
@@ -122,7 +122,7 @@ func WriteSoak(w io.Writer, rep *bench.Report) error {
 	first := firstSoak(rep)
 	si := first.Soak
 	fmt.Fprintf(&buf, "\nsoak, shape %s%s: %sx of C for %v, goodput per %v bucket; resources flat from %v\n",
-		orDash(first.Shape), handlerOf(rep, bench.ScenarioSoak, first.Shape), formatMultiple(first.Multiple),
+		orDash(first.Shape), HandlerOf(rep, bench.ScenarioSoak, first.Shape), formatMultiple(first.Multiple),
 		si.Duration, si.Bucket, si.Settle)
 	fmt.Fprintf(&buf, "with %s, and %s\n\n", describeMix(si.ChaosMix), describePanics(si.PanicEvery))
 	settle := "@" + strconv.FormatFloat(si.Settle.Seconds(), 'f', -1, 64) + "s"
@@ -188,7 +188,7 @@ func firstSoak(rep *bench.Report) *bench.Sample {
 
 // soakSamples returns rep's soak samples in the order of SummarizeSoak.
 func soakSamples(rep *bench.Report) []*bench.Sample {
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	var out []*bench.Sample
 	for i := range rep.Samples {
 		if rep.Samples[i].Soak != nil {

@@ -226,7 +226,7 @@ func SummarizeSteps(rep *bench.Report) []StepRow {
 		}
 		return k, s.Scenario == bench.ScenarioStep
 	})
-	ranks := targetRanks(rep)
+	ranks := TargetRanks(rep)
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		switch {

@@ -29,10 +29,9 @@ import (
 // they measured, marked "*", and a note under the table says so, as it
 // says why a cell of the column is blank.
 //
-// The noisy, stray, cluster, shed and tenants scenarios have tables of
-// their own (WriteNoisy, WriteStray, WriteCluster, WriteShed,
-// WriteTenants), written last; other scenarios' samples are left to their
-// own reports.
+// The cluster, shed and tenants scenarios have tables of their own
+// (WriteCluster, WriteShed, WriteTenants), written last; other scenarios'
+// samples are left to their own reports.
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -49,7 +48,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		}
 		section := rows[start:end]
 		scenario, shape := section[0].Scenario, section[0].Shape
-		fmt.Fprintf(&buf, "\n%s, shape %s%s\n", scenario, orDash(shape), handlerOf(rep, scenario, shape))
+		fmt.Fprintf(&buf, "\n%s, shape %s%s\n", scenario, orDash(shape), HandlerOf(rep, scenario, shape))
 		cols := writeRows(&buf, section)
 		shown.classes = shown.classes || cols.classes
 		shown.ratio = shown.ratio || cols.ratio
@@ -70,7 +69,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
-	return errors.Join(WriteNoisy(w, rep), WriteStray(w, rep), WriteCluster(w, rep), WriteShed(w, rep), WriteTenants(w, rep))
+	return errors.Join(WriteCluster(w, rep), WriteShed(w, rep), WriteTenants(w, rep))
 }
 
 // columns says which optional columns a table has.
@@ -228,9 +227,9 @@ func writeHeader(buf *bytes.Buffer, rep *bench.Report) {
 	buf.WriteString("Medians over the runs not behind schedule; runs = kept/behind; rates per second.\n")
 }
 
-// handlerOf describes the handler of the first sample of scenario and
+// HandlerOf describes the handler of the first sample of scenario and
 // shape, as " (cpu 1ms, db 2ms, blocking)", or "" when it has none.
-func handlerOf(rep *bench.Report, scenario, shape string) string {
+func HandlerOf(rep *bench.Report, scenario, shape string) string {
 	for _, s := range rep.Samples {
 		if s.Scenario != scenario || s.Shape != shape {
 			continue

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 func TestMain(m *testing.M) {
@@ -155,20 +156,30 @@ func TestCPUSplitFlags(t *testing.T) {
 }
 
 func TestNoisyAndStrayFlags(t *testing.T) {
-	parse := func(args ...string) (*suiteFlags, error) {
-		return parseSuiteFlags(t, "bench", bench.ScenarioNoisy, args...)
+	parse := func(args ...string) (*scenario.Noisy, *scenario.Stray) {
+		f, err := parseSuiteFlags(t, "bench", "noisy,stray", args...)
+		require.NoError(t, err)
+		require.Len(t, f.cfg.Scenarios, 2)
+		noisy, ok := f.cfg.Scenarios[0].(*scenario.Noisy)
+		require.True(t, ok, "-scenarios noisy selects the noisy scenario")
+		stray, ok := f.cfg.Scenarios[1].(*scenario.Stray)
+		require.True(t, ok, "-scenarios stray selects the stray scenario")
+		for _, sc := range f.cfg.Scenarios {
+			require.NoError(t, sc.Check(&f.cfg), "the suite checks %s before it runs", sc.Name())
+		}
+		return noisy, stray
 	}
-	f, err := parse()
-	require.NoError(t, err)
-	assert.Equal(t, []float64{800, 1200}, f.cfg.Noisy.Rates, "the issue's two loads by default")
-	assert.Equal(t, bench.DefaultStrayDelay, f.cfg.Stray.Delay)
-	assert.Equal(t, bench.DefaultStrayMultiple, f.cfg.Stray.Multiple)
+	noisy, stray := parse()
+	assert.Equal(t, []float64{800, 1200}, noisy.Rates, "the two loads by default")
+	assert.False(t, noisy.Quiet)
+	assert.Equal(t, time.Second, stray.Delay)
+	assert.Equal(t, 2.0, stray.Multiple)
 
-	f, err = parse("-noisy-rates", "400/s, 600", "-stray-delay", "500ms", "-stray-x", "3")
-	require.NoError(t, err)
-	assert.Equal(t, []float64{400, 600}, f.cfg.Noisy.Rates)
-	assert.Equal(t, 500*time.Millisecond, f.cfg.Stray.Delay)
-	assert.Equal(t, 3.0, f.cfg.Stray.Multiple)
+	noisy, stray = parse("-noisy-rates", "400/s, 600", "-noisy-quiet", "-stray-delay", "500ms", "-stray-x", "3")
+	assert.Equal(t, []float64{400, 600}, noisy.Rates)
+	assert.True(t, noisy.Quiet)
+	assert.Equal(t, 500*time.Millisecond, stray.Delay)
+	assert.Equal(t, 3.0, stray.Multiple)
 }
 
 func TestProgressBarMovesAndStops(t *testing.T) {
@@ -295,6 +306,58 @@ func TestReportTakesTheFileAsArgumentOrFlag(t *testing.T) {
 		var out, errOut bytes.Buffer
 		assert.Error(t, run(context.Background(), args, &out, &errOut), strings.Join(args, " "))
 	}
+}
+
+// TestReportReadsAnOldNoisyReport gives sluice report a report.json as
+// sluice bench wrote it before the noisy scenario kept its figures in a
+// sample's detail: they were under "noisy", and the table still shows them.
+func TestReportReadsAnOldNoisyReport(t *testing.T) {
+	const old = `{"report": {"command": "go run ./cmd/sluice bench -scenarios noisy", "deadline": 1000000000, "repeats": 1,
+  "samples": [{"scenario": "noisy", "shape": "io", "handler": {"cpu": 1000000, "db": 10000000, "blocking": false},
+    "target": "sluice", "repeat": 0, "rates": {"offered": 1200, "goodput": 1100, "rejected": 60, "failed": 40},
+    "latency_ms": {"p50": 20, "p99": 180}, "behind": false, "target_cpu": 1.4,
+    "noisy": {"rate": 1200, "cpus": [0, 1], "neighbour_cpu": 1, "neighbour_nice": 10, "neighbour_use": 0.48,
+      "run_queue": {"wait": 0.9, "max_thread": 0.45, "max_thread_run": 0.5}},
+    "placement": {"workers": 2, "cpus": [0, 1], "exclusive": true}}]},
+  "summary": [], "steps": [], "noisy": [{"target": "sluice", "rate": 1200}]}`
+	path := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", path}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "noisy neighbour, shape io (cpu 1ms, db 10ms): targets on CPUs 0-1, a busy loop in another process on CPU 1 (nice 10, as the targets)")
+	var row string
+	for _, l := range strings.Split(s, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "sluice" {
+			row = strings.Join(f, " ")
+		}
+	}
+	assert.Equal(t, "sluice pinned 0-1 1200 1100 - 5.0 3.3 20.0 180 1.40 0.48 0.90 0.45 1/0", row)
+}
+
+// TestReportReadsAnOldStrayReport does the same for the stray scenario,
+// whose figures were under "stray".
+func TestReportReadsAnOldStrayReport(t *testing.T) {
+	const old = `{"report": {"command": "go run ./cmd/sluice bench -scenarios stray", "deadline": 1000000000, "repeats": 1,
+  "samples": [{"scenario": "stray", "shape": "cpu", "handler": {"cpu": 1000000, "db": 0, "blocking": false},
+    "target": "nethttp", "repeat": 0, "rates": {"offered": 500, "goodput": 500, "rejected": 0, "failed": 0},
+    "latency_ms": {"p50": 1.5, "p99": 4}, "behind": false,
+    "stray": {"part": "trivial", "delay": 1000000000, "rate": 2,
+      "calls": {"offered": 2, "goodput": 1.5, "rejected": 0, "failed": 0.5}, "call_latency_ms": {"p50": 1002}}}]},
+  "summary": [], "steps": [], "stray": [{"target": "nethttp"}]}`
+	path := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", path}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "stray blocking: /stray calls a service that answers after 1s through a plain net/http client (holding its thread), 2 a second")
+	var row string
+	for _, l := range strings.Split(s, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "nethttp" && f[1] == "-" {
+			row = strings.Join(f, " ")
+		}
+	}
+	assert.Equal(t, "nethttp - 500 500 1.50 4.00 0.0 0.0 2 1.5 1/0", row)
 }
 
 func TestSummaryClosesTheOutput(t *testing.T) {

@@ -42,8 +42,6 @@ type suiteFlags struct {
 	soak bool
 	// chaos is the soak's chaos clients, "kind=n,..." or "none".
 	chaos string
-	// noisyRates are the noisy scenario's offered loads ("800,1200").
-	noisyRates string
 	// client is the generator's client modes, "reconnect,keep"; empty
 	// for the default (reconnect) with samples that name no mode.
 	client string
@@ -78,10 +76,6 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
-		fs.StringVar(&f.noisyRates, "noisy-rates", "800,1200", "offered loads of the noisy scenario, in requests per second (the same for every target)")
-		fs.BoolVar(&c.Noisy.Quiet, "noisy-quiet", false, "run the noisy scenario without its neighbour: the control")
-		fs.DurationVar(&c.Stray.Delay, "stray-delay", bench.DefaultStrayDelay, "how long the stray scenario's blocking call waits for its slow service")
-		fs.Float64Var(&c.Stray.Multiple, "stray-x", bench.DefaultStrayMultiple, "the stray scenario's CPU-bound load, in multiples of capacity")
 		fs.Float64Var(&c.Cluster.Multiple, "cluster-x", bench.DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
 		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
@@ -156,10 +150,6 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		switch {
 		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
 			return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
-		case c.Stray.Delay <= 0 || c.Stray.Delay > time.Minute:
-			return fmt.Errorf("-stray-delay must be in (0, 1m], got %v", c.Stray.Delay)
-		case !(c.Stray.Multiple > 0) || c.Stray.Multiple > 1000:
-			return fmt.Errorf("-stray-x must be in (0, 1000], got %v", c.Stray.Multiple)
 		case !(c.Cluster.Multiple > 0) || c.Cluster.Multiple > 1000:
 			return fmt.Errorf("-cluster-x must be in (0, 1000], got %v", c.Cluster.Multiple)
 		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
@@ -177,11 +167,6 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		case c.Clients < 0 || c.Clients > 65536:
 			return fmt.Errorf("-clients must be in [0, 65536], got %d", c.Clients)
 		}
-		rates, err := parseRates("-noisy-rates", f.noisyRates)
-		if err != nil {
-			return err
-		}
-		c.Noisy.Rates = rates
 	}
 	var err error
 	if c.Scenarios, err = scenario.Select(f.all, names); err != nil {
@@ -298,20 +283,6 @@ func parseMultiples(flagName, s string) ([]float64, error) {
 		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
 		if err != nil || !(x > 0) || x > 1000 {
 			return nil, fmt.Errorf("%s: %q is not a multiple in (0, 1000]", flagName, v)
-		}
-		out = append(out, x)
-	}
-	return out, nil
-}
-
-// parseRates reads a list of request rates per second, each in
-// (0, 1000000].
-func parseRates(flagName, s string) ([]float64, error) {
-	var out []float64
-	for _, v := range splitList(s) {
-		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "/s"), 64)
-		if err != nil || !(x > 0) || x > 1e6 {
-			return nil, fmt.Errorf("%s: %q is not a rate in (0, 1000000] requests a second", flagName, v)
 		}
 		out = append(out, x)
 	}
