@@ -163,7 +163,7 @@ type SoakRules struct {
 // the thousand, and its descriptors swing between a few hundred and two
 // thousand from one second to the next.
 var DefaultSoakRules = SoakRules{
-	Enforce:        []string{"sluice", "sluice-half", "sluice-pinned", "sluice-half-pinned", "sluice-nohold"},
+	Enforce:        []string{"sluice", "sluice-half", "sluice-pinned", "sluice-half-pinned", "sluice-hold"},
 	MinGoodput:     0.7,
 	Growth:         1.5,
 	GoroutineSlack: 64,

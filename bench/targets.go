@@ -24,7 +24,7 @@ import (
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
-	// "sluice-half-pinned", "sluice-nohold".
+	// "sluice-half-pinned", "sluice-hold".
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
@@ -89,13 +89,14 @@ func SluiceHalfConfig() sluice.Config {
 	}}
 }
 
-// SluiceNoHoldConfig is the configuration of the "sluice-nohold" target:
-// SluiceConfig with server.Config.HoldRefused negative, so that clients
-// that resend the moment they are refused are refused again and again
-// rather than left unread until their Retry-After.
-func SluiceNoHoldConfig() sluice.Config {
+// SluiceHoldConfig is the configuration of the "sluice-hold" target:
+// SluiceConfig with server.Config.HoldRefused at the default Retry-After,
+// so that connections beyond what the server serves in time, whose
+// clients resend the moment they are refused, are left unread until their
+// Retry-After instead of being refused again and again.
+func SluiceHoldConfig() sluice.Config {
 	cfg := SluiceConfig()
-	cfg.HoldRefused = -1
+	cfg.HoldRefused = admit.DefaultRetryAfter
 	return cfg
 }
 
@@ -116,8 +117,8 @@ func SluiceNoHoldConfig() sluice.Config {
 //     every worker pinned to a CPU whatever the cpuset (the default before
 //     the runtime pinned only on exclusive cpusets), to compare the two
 //     placements side by side (the noisy scenario);
-//   - sluice-nohold: SluiceNoHoldConfig, to measure what holding the
-//     clients that resend at once does (the closed and soak scenarios).
+//   - sluice-hold: SluiceHoldConfig, to measure holding the clients that
+//     resend at once (the closed and soak scenarios).
 //
 // The handler is the weather service in every one.
 func Targets() []Target { return targets(serveOptions{}) }
@@ -168,7 +169,7 @@ func targets(o serveOptions) []Target {
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
 			return startSluice(o, h, SluiceHalfConfig(), pinned)
 		}},
-		{Name: "sluice-nohold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceNoHoldConfig()) }},
+		{Name: "sluice-hold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHoldConfig()) }},
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 // retry loop without backoff) keeps its request in the line whatever the
 // server answers, and the server spends its CPU refusing the same clients
 // again and again: with 2,048 such connections on two CPUs, a fast handler
-// served 3% of what net/http serves. So, unless Config.HoldRefused is
-// negative, once the pipeline has found that its clients resend at once
+// served 3% of what net/http serves. So, with Config.HoldRefused set, once
+// the pipeline has found that its clients resend at once
 // (admit.FutileRatio), a connection whose request was resent at once and
 // refused for waiting the whole age limit is parked when its answer is
 // written: nothing of it is read until the refusal's
@@ -28,24 +28,15 @@ import (
 // ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
-// refusal: when admit.Pipeline.Hold holds the refusal, for the open
-// connections not parked, Config.HoldRefused if positive, else the
-// refusal's Retry-After (what Hold returns); 0 when Hold does not hold it
-// or HoldRefused is negative.
+// refusal: Config.HoldRefused when it is set and admit.Pipeline.Hold holds
+// the refusal, for the open connections not parked; 0 otherwise.
 func (c *conn) holdAfter() time.Duration {
 	srv := c.srv
 	set := srv.cfg.HoldRefused
-	if set < 0 {
+	if set <= 0 || srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load())) <= 0 {
 		return 0
 	}
-	d := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
-	if d <= 0 {
-		return 0
-	}
-	if set > 0 {
-		return set
-	}
-	return d
+	return set
 }
 
 // refusing notes the current refusal as its answer goes out: the hold it

@@ -203,11 +203,13 @@ type Config struct {
 	// than the server can serve within its age limit (admit.Pipeline.Hold):
 	// such a client, as wrk and retry loops without backoff are, then
 	// waits in its socket at no cost instead of being refused again and
-	// again, as a client that honours Retry-After would have waited. Zero
-	// means the refusal's Retry-After (1 s by default; never when the
-	// rejections carry none); negative means never. Open-loop clients and
-	// pools of connections are not held: see docs/design.md, "Clients that
-	// resend at once".
+	// again, as a client that honours Retry-After would have waited. 1 s,
+	// the default Retry-After, is the value to use. Zero or negative means
+	// never, the default: when the server loses its CPU to another process
+	// during an open-loop overload, it admits next to nothing, finds
+	// refusing futile, and holds the connections of the load's pool too,
+	// whose requests then miss their deadline (docs/design.md, "Clients
+	// that resend at once").
 	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance
