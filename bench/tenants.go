@@ -374,6 +374,13 @@ type TenantStepTenant struct {
 	BlameShare float64 `json:"blame_share"`
 	Demand     float64 `json:"demand"`
 	Drop       float64 `json:"drop"`
+	// Requests and Admitted are its requests a second across the fleet,
+	// Blame and Busy its seconds of blame and of running a second
+	// (tenant.Rates): what the demand was measured from.
+	Requests float64 `json:"requests,omitempty"`
+	Admitted float64 `json:"admitted,omitempty"`
+	Blame    float64 `json:"blame,omitempty"`
+	Busy     float64 `json:"busy,omitempty"`
 }
 
 // stepOf converts a decision, with its NaNs as zeros (JSON has none).
@@ -386,7 +393,8 @@ func stepOf(at time.Time, d tenant.Decision) TenantStep {
 	}
 	s := TenantStep{At: at, Version: d.Version, State: d.State, Rejected: finite(d.Rejected), Closed: finite(d.Closed)}
 	for _, t := range d.Tenants {
-		s.Tenants = append(s.Tenants, TenantStepTenant{Tenant: t.Tenant, BlameShare: finite(t.BlameShare), Demand: finite(t.Demand), Drop: finite(t.Drop)})
+		s.Tenants = append(s.Tenants, TenantStepTenant{Tenant: t.Tenant, BlameShare: finite(t.BlameShare), Demand: finite(t.Demand), Drop: finite(t.Drop),
+			Requests: t.Rates.Requests, Admitted: t.Rates.Admitted, Blame: t.Rates.Blame, Busy: t.Rates.Busy})
 	}
 	return s
 }
