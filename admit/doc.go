@@ -20,7 +20,10 @@
 //     (Config.Interval / 10: the line reached the limit and stays there,
 //     an overload), the line is standing and the limit is 5 ms
 //     (Config.Target), so the old are rejected at once and the fresh are
-//     served; see queue.Detector. Unless that is futile: clients that
+//     served; see queue.Detector. When a policy knows the clients' shares
+//     (ShareKeeper: package tenant's drops in force), only the requests
+//     not within their share get the lower limit; the others keep MaxAge.
+//     Unless that is futile: clients that
 //     resend the moment they are refused keep their line whatever the
 //     server answers, and when the lower limit refuses more than
 //     FutileRatio requests per admission over a window, the limit is

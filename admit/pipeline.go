@@ -77,9 +77,10 @@ type Pipeline struct {
 	classify func(a *Attempt) queue.Class
 	onReject func(a *Attempt, reason string)
 
-	maxAge     atomic.Int64 // 0: no age limit
-	ageLimits  bool         // configured with an age limit: adapters read stamps
-	anyUnasked bool         // a policy implements Unasked
+	maxAge     atomic.Int64  // 0: no age limit
+	ageLimits  bool          // configured with an age limit: adapters read stamps
+	anyUnasked bool          // a policy implements Unasked
+	sharers    []ShareKeeper // the policies that implement ShareKeeper
 	det        *queue.Detector
 	q          *queue.Queue
 	timer      Timer // runs the queue's Expire at its earliest deadline
@@ -182,6 +183,9 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		if _, ok := pol.(Unasked); ok {
 			p.anyUnasked = true
 		}
+		if s, ok := pol.(ShareKeeper); ok {
+			p.sharers = append(p.sharers, s)
+		}
 	}
 	if p.deadline.key != "" {
 		p.pickHeader(p.deadline.key) // read for every request
@@ -250,8 +254,9 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			t.arrived, t.known = now-age, true
 			lowered := false
 			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() {
-				lowered = age < limit
-				limit = min(limit, int64(p.det.Target()))
+				if target := int64(p.det.Target()); age >= target && age < limit && !p.withinShare(t) {
+					lowered, limit = true, target
+				}
 			}
 			if age >= limit {
 				if lowered {
@@ -298,6 +303,17 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	}
 	p.admit(t, now, true)
 	return Admitted
+}
+
+// withinShare reports whether every ShareKeeper of the pipeline, and at
+// least one, says that t is within its share.
+func (p *Pipeline) withinShare(t *Ticket) bool {
+	for _, s := range p.sharers {
+		if !s.WithinShare(&t.Attempt) {
+			return false
+		}
+	}
+	return len(p.sharers) > 0
 }
 
 // unasked tells the policies of pols that implement Unasked of the

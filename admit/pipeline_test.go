@@ -755,3 +755,59 @@ func TestExpire(t *testing.T) {
 	assert.Equal(t, map[string]int64{reject.QueueTimeout: 1}, st.RejectedBy)
 	assert.Equal(t, int64(0), gate.held.Load())
 }
+
+// shares is a ShareKeeper that says a request is within its share when
+// its path is "/light"; it admits everything.
+type shares struct{ asked int }
+
+func (s *shares) Admit(*Attempt) *Refusal { return nil }
+func (s *shares) Done(*Attempt, Outcome)  {}
+func (s *shares) WithinShare(a *Attempt) bool {
+	s.asked++
+	return a.Path == "/light"
+}
+
+// While the line stands, a request that a ShareKeeper says is within its
+// share keeps the full age limit; one beyond it gets the lower limit, as
+// every request does without a ShareKeeper. Requests under the lower limit
+// or over the full one are decided without asking.
+func TestStandingLineSparesRequestsWithinTheirShare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keeper bool
+		path   string
+		age    time.Duration
+		want   Decision
+		asked  bool
+	}{
+		{"within its share, 20 ms old", true, "/light", 20 * time.Millisecond, Admitted, true},
+		{"beyond its share, 20 ms old", true, "/heavy", 20 * time.Millisecond, Rejected, true},
+		{"no ShareKeeper, 20 ms old", false, "/light", 20 * time.Millisecond, Rejected, false},
+		{"not within its share, 20 ms old", true, "/other", 20 * time.Millisecond, Rejected, true},
+		{"within its share, 2 ms old", true, "/light", 2 * time.Millisecond, Admitted, false},
+		{"within its share, 150 ms old", true, "/light", 150 * time.Millisecond, Rejected, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(ms)
+			sk := &shares{}
+			cfg := Config{}
+			if tc.keeper {
+				cfg.Policies = []Policy{sk}
+			}
+			p := newPipeline(t, cfg, Host{Clock: clk.now})
+			standUp(p, clk)
+			require.True(t, p.Stats().Standing)
+			sk.asked = 0
+			clk.add(ms)
+			r := newReq(tc.path)
+			r.Stamp = time.Now().UnixNano() - int64(tc.age)
+			got := p.Decide(&r.Ticket)
+			if got == Admitted {
+				p.Done(&r.Ticket, Outcome{})
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.asked, sk.asked > 0, "asked the ShareKeeper")
+			assert.True(t, p.Stats().Standing, "the line still stands")
+		})
+	}
+}

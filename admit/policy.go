@@ -214,6 +214,23 @@ type Unasked interface {
 	Unasked(a *Attempt, r *Refusal)
 }
 
+// ShareKeeper is implemented by policies that know whether a request's
+// client is within its fair share of the server: package tenant's Tracker,
+// while its drop table drops some tenant. While an overload's line stands,
+// the pipeline refuses at the lower limit (Config.Target) only the
+// requests that are not within their share; those that every ShareKeeper
+// of the pipeline says are within it keep the full age limit (MaxAge). So
+// the overload that a tenant beyond its share brings, while its drop is
+// still too small, is refused from its own requests, and not from the
+// others', which wait at most MaxAge. WithinShare is asked only of a
+// request that the lower limit would refuse, on the deciding goroutine,
+// before the policies' Admit; like Admit, it must be quick, must not block
+// and must not call the Pipeline. It answers false when it cannot tell
+// (no share is enforced).
+type ShareKeeper interface {
+	WithinShare(a *Attempt) bool
+}
+
 // BlameUser is implemented by policies that read Outcome.Blame (package
 // tenant's). A pipeline measures blame only when one of its policies or
 // gates implements it and UsesBlame returns true: per request, it costs

@@ -73,15 +73,16 @@ type Options struct {
 // two atomic additions on the tenant's counters of the request's shard:
 // one as it arrives, one as it ends.
 type Tracker struct {
-	key     admit.Key
-	size    int
-	refusal *admit.Refusal
-	enforce atomic.Bool
-	roster  atomic.Pointer[roster]
-	other   atomic.Pointer[slot]
-	cands   []candidate
-	seed    uint64       // of the names' hash
-	shards  atomic.Int64 // the counter shards of the slots made from now on (Env.Shards)
+	key      admit.Key
+	size     int
+	refusal  *admit.Refusal
+	enforce  atomic.Bool
+	dropping atomic.Bool // the table applied drops some tenant
+	roster   atomic.Pointer[roster]
+	other    atomic.Pointer[slot]
+	cands    []candidate
+	seed     uint64       // of the names' hash
+	shards   atomic.Int64 // the counter shards of the slots made from now on (Env.Shards)
 
 	attached atomic.Bool
 	mu       sync.Mutex           // Collect, Apply, Stats, Attach
@@ -344,6 +345,20 @@ func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 		}
 	}
 	return nil
+}
+
+// WithinShare implements admit.ShareKeeper: while enforcement is on and
+// the drop table drops some tenant, a request of a tenant that it does not
+// drop is within its share, and keeps the full age limit while an
+// overload's line stands; a dropped tenant's requests get the lower one.
+// So when a drop is still too small to bring its tenant within its share,
+// the overload left is refused from that tenant's requests. Without drops
+// it says false: every request gets the lower limit.
+func (t *Tracker) WithinShare(a *admit.Attempt) bool {
+	if !t.dropping.Load() || !t.enforce.Load() {
+		return false
+	}
+	return t.slotOf(a).drop.Load() == 0
 }
 
 // Unasked implements admit.Unasked: a request refused before the tracker
@@ -643,6 +658,11 @@ func (t *Tracker) Apply(table Table) error {
 		return nil
 	}
 	t.table = table
+	dropping := false
+	for _, f := range table.Drops {
+		dropping = dropping || fraction(f) != 0
+	}
+	t.dropping.Store(dropping)
 	for name, s := range t.roster.Load().slots {
 		s.drop.Store(fraction(table.Drops[name]))
 	}

@@ -114,6 +114,34 @@ func TestRefusal(t *testing.T) {
 	assert.NotNil(t, tr.Admit(attempt("a")))
 }
 
+// A tenant that the table does not drop is within its share while another
+// is dropped and enforcement is on; a dropped one, or anyone when nothing
+// is dropped or enforcement is off, is not.
+func TestWithinShare(t *testing.T) {
+	tr := newTracker(t, Options{})
+	var _ admit.ShareKeeper = tr
+	run(tr, "heavy", 10, 0)
+	run(tr, "light", 10, 0)
+	tr.Collect(time.Second)
+	assert.False(t, tr.WithinShare(attempt("light")), "no table")
+
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"heavy": 0.9}}))
+	assert.True(t, tr.WithinShare(attempt("light")))
+	assert.True(t, tr.WithinShare(attempt("newcomer")), "a tenant not followed yet, under Other, which is not dropped")
+	assert.False(t, tr.WithinShare(attempt("heavy")))
+
+	tr.SetEnforce(false)
+	assert.False(t, tr.WithinShare(attempt("light")), "enforcement off")
+	tr.SetEnforce(true)
+
+	require.NoError(t, tr.Apply(Table{Version: 2, Drops: map[string]float64{Other: 0.5}}))
+	assert.False(t, tr.WithinShare(attempt("newcomer")), "pooled under Other, which is dropped")
+	assert.True(t, tr.WithinShare(attempt("heavy")), "followed by name and no longer dropped")
+
+	require.NoError(t, tr.Apply(Table{Version: 3, Drops: map[string]float64{"heavy": 0}}))
+	assert.False(t, tr.WithinShare(attempt("light")), "a table that drops no one")
+}
+
 func TestApplyRejectsBadFractions(t *testing.T) {
 	tr := newTracker(t, Options{})
 	err := tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1.5}})
