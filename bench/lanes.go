@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,6 @@ import (
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/laneadmin"
 	"github.com/sluice-go/sluice/lanes"
-	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
 
@@ -233,18 +233,18 @@ type LanesChild struct {
 }
 
 // attach gives a sluice target the child's lanes: the lane on the runtime
-// (opts), the batch route to it (cfg) and, with a Token, the lane admin
+// (cfg.Runtime.Lanes), the batch route to it (cfg.Lanes) and, with a Token, the lane admin
 // endpoint in front of h. The returned ready, called once the server
 // listens, opens that endpoint on the server's lanes.
-func (lc *LanesChild) attach(h http.Handler, cfg *sluice.Config, opts []srt.Option) (http.Handler, []srt.Option, func(*sluice.Server) error) {
+func (lc *LanesChild) attach(h http.Handler, cfg *sluice.Config) (http.Handler, func(*sluice.Server) error) {
 	ready := func(*sluice.Server) error { return nil }
 	if lc.Lane == nil {
-		return h, opts, ready
+		return h, ready
 	}
-	opts = append(opts[:len(opts):len(opts)], srt.WithLane(*lc.Lane))
+	cfg.Runtime.Lanes = append(slices.Clip(cfg.Runtime.Lanes), *lc.Lane)
 	cfg.Lanes = server.Lanes{Routes: map[string]string{LanesBatchPath: lc.Lane.Name}}
 	if lc.Token == "" {
-		return h, opts, ready
+		return h, ready
 	}
 	var admin atomic.Pointer[laneadmin.Handler]
 	mux := http.NewServeMux()
@@ -265,7 +265,7 @@ func (lc *LanesChild) attach(h http.Handler, cfg *sluice.Config, opts []srt.Opti
 		admin.Store(a)
 		return nil
 	}
-	return mux, opts, ready
+	return mux, ready
 }
 
 // workBuckets bounds the buckets of a child's work log, so that its line

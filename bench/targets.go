@@ -155,7 +155,7 @@ func (o serveOptions) listenAddr() string {
 
 // targets returns Targets, serving as o says.
 func targets(o serveOptions) []Target {
-	pinned := srt.WithPinning(true)
+	pinned := func(cfg sluice.Config) sluice.Config { cfg.Runtime.Pinning = srt.PinOn; return cfg }
 	netHTTP := func(h http.Handler) (*Running, error) { return running(listenNetHTTP(o, h)) }
 	return []Target{
 		{Name: "sluice", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceConfig()) }},
@@ -165,9 +165,9 @@ func targets(o serveOptions) []Target {
 		}},
 		{Name: "sluice-half", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHalfConfig()) }},
 		{Name: "gosched", Serve: func(h http.Handler) (*Running, error) { return startGoSched(o, h) }},
-		{Name: "sluice-pinned", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceConfig(), pinned) }},
+		{Name: "sluice-pinned", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, pinned(SluiceConfig())) }},
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
-			return startSluice(o, h, SluiceHalfConfig(), pinned)
+			return startSluice(o, h, pinned(SluiceHalfConfig()))
 		}},
 		{Name: "sluice-hold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHoldConfig()) }},
 	}
@@ -225,7 +225,7 @@ func running(url string, stop func() error, err error) (*Running, error) {
 	return &Running{URL: url, Stop: stop}, nil
 }
 
-func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.Option) (*Running, error) {
+func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, error) {
 	cfg.LoadHint = cfg.LoadHint || o.loadHint
 	cfg.TLS = o.tls
 	var tenants *tenantAgent
@@ -237,9 +237,9 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config, opts ...srt.
 	}
 	lanesReady := func(*sluice.Server) error { return nil }
 	if o.lanes != nil {
-		h, opts, lanesReady = o.lanes.attach(h, &cfg, opts)
+		h, lanesReady = o.lanes.attach(h, &cfg)
 	}
-	srv, err := sluice.Listen(o.listenAddr(), h, cfg, opts...)
+	srv, err := sluice.Listen(o.listenAddr(), h, cfg)
 	if err != nil {
 		return nil, errors.Join(err, tenants.stop())
 	}
