@@ -296,7 +296,10 @@ type TLSServer struct {
 	TLS server.TLSStats
 }
 
-func startNetHTTP(h http.Handler) (string, func() error, error) {
+// ServeNetHTTP serves h with net/http on a loopback port of its own, for
+// a service beside a target (a slow dependency), and returns its URL and
+// the function that stops it.
+func ServeNetHTTP(h http.Handler) (url string, stop func() error, err error) {
 	return listenNetHTTP(serveOptions{}, h)
 }
 

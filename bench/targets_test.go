@@ -52,7 +52,7 @@ func TestSemaphoreRejectsAfterItsWait(t *testing.T) {
 		entered <- struct{}{}
 		<-release
 	}))
-	base, stop, err := startNetHTTP(h)
+	base, stop, err := ServeNetHTTP(h)
 	require.NoError(t, err)
 	defer func() { once.Do(func() { close(release) }); assert.NoError(t, stop()) }()
 	tr := &http.Transport{}

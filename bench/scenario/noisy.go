@@ -209,32 +209,12 @@ type NoisyRow struct {
 }
 
 // noisyRun is a noisy sample with its detail.
-type noisyRun struct {
-	bench.Sample
-	detail NoisyDetail
-}
+type noisyRun = detailed[NoisyDetail]
 
 // runs returns rep's noisy samples that have a detail, in report order,
 // or an error naming a sample whose detail does not decode.
 func (*Noisy) runs(rep *bench.Report) ([]noisyRun, error) {
-	if rep == nil {
-		return nil, nil
-	}
-	var out []noisyRun
-	for i := range rep.Samples {
-		s := &rep.Samples[i]
-		if s.Scenario != "noisy" {
-			continue
-		}
-		d, err := bench.DetailOf[NoisyDetail](s)
-		if err != nil {
-			return nil, fmt.Errorf("%w (%s, repeat %d)", err, s.Target, s.Repeat)
-		}
-		if d != nil {
-			out = append(out, noisyRun{*s, *d})
-		}
-	}
-	return out, nil
+	return detailedRuns[NoisyDetail](rep, "noisy")
 }
 
 // Summarize returns one row per target and rate of rep's noisy samples,

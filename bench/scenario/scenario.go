@@ -85,6 +85,37 @@ func Select(all []bench.Scenario, names []string) ([]bench.Scenario, error) {
 	return out, nil
 }
 
+// detailed is one of a scenario's samples with its detail
+// (bench.Sample.Detail) decoded.
+type detailed[D any] struct {
+	bench.Sample
+	detail D
+}
+
+// detailedRuns returns rep's samples of the scenario called name that
+// have a detail, in report order, or an error naming a sample whose detail
+// does not decode as a D.
+func detailedRuns[D any](rep *bench.Report, name string) ([]detailed[D], error) {
+	if rep == nil {
+		return nil, nil
+	}
+	var out []detailed[D]
+	for i := range rep.Samples {
+		s := &rep.Samples[i]
+		if s.Scenario != name {
+			continue
+		}
+		d, err := bench.DetailOf[D](s)
+		if err != nil {
+			return nil, fmt.Errorf("%w (%s, repeat %d)", err, s.Target, s.Repeat)
+		}
+		if d != nil {
+			out = append(out, detailed[D]{*s, *d})
+		}
+	}
+	return out, nil
+}
+
 // A Reporter is a scenario with a report of its own, written after the
 // suite's table of rates by offered load (WriteReport).
 type Reporter interface {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -270,11 +269,7 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 // every request after delay (or gives up when the client goes away), and
 // returns its URL and the function that stops it.
 func serveSlow(delay time.Duration) (string, func() error, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return bench.ServeNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
@@ -282,17 +277,7 @@ func serveSlow(delay time.Duration) (string, func() error, error) {
 			_, _ = io.WriteString(w, "slow\n")
 		case <-r.Context().Done():
 		}
-	})}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(l) }()
-	stop := func() error {
-		err := hs.Close()
-		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
-			err = errors.Join(err, serr)
-		}
-		return err
-	}
-	return "http://" + l.Addr().String(), stop, nil
+	}))
 }
 
 // StrayPartRow sums up the runs of one part of the stray scenario for one
@@ -337,32 +322,12 @@ type StrayRow struct {
 }
 
 // strayRun is a stray sample with its detail.
-type strayRun struct {
-	bench.Sample
-	detail StrayDetail
-}
+type strayRun = detailed[StrayDetail]
 
 // runs returns rep's stray samples that have a detail, in report order,
 // or an error naming a sample whose detail does not decode.
 func (*Stray) runs(rep *bench.Report) ([]strayRun, error) {
-	if rep == nil {
-		return nil, nil
-	}
-	var out []strayRun
-	for i := range rep.Samples {
-		s := &rep.Samples[i]
-		if s.Scenario != "stray" {
-			continue
-		}
-		d, err := bench.DetailOf[StrayDetail](s)
-		if err != nil {
-			return nil, fmt.Errorf("%w (%s, repeat %d)", err, s.Target, s.Repeat)
-		}
-		if d != nil {
-			out = append(out, strayRun{*s, *d})
-		}
-	}
-	return out, nil
+	return detailedRuns[StrayDetail](rep, "stray")
 }
 
 // Summarize returns one row per target of rep's stray samples, in the
