@@ -311,12 +311,7 @@ func noisyRow(target string, rate float64, runs []noisyRun) NoisyRow {
 
 // Rows are Summarize's, nil without noisy samples or when a sample's
 // detail does not decode (WriteReport says which).
-func (n *Noisy) Rows(rep *bench.Report) any {
-	if rows, err := n.Summarize(rep); err == nil && len(rows) > 0 {
-		return rows
-	}
-	return nil
-}
+func (n *Noisy) Rows(rep *bench.Report) any { return rowsOf(n.Summarize(rep)) }
 
 // WriteReport writes the noisy samples of rep: a line on the setup (the
 // target's CPUs and the neighbour's, from the first sample), one row per

@@ -116,6 +116,15 @@ func detailedRuns[D any](rep *bench.Report, name string) ([]detailed[D], error) 
 	return out, nil
 }
 
+// rowsOf returns a scenario's summary rows for Reporter.Rows: nil when
+// there are none, or when they could not be made (err).
+func rowsOf[R any](rows []R, err error) any {
+	if err != nil || len(rows) == 0 {
+		return nil
+	}
+	return rows
+}
+
 // A Reporter is a scenario with a report of its own, written after the
 // suite's table of rates by offered load (WriteReport).
 type Reporter interface {

@@ -416,12 +416,7 @@ func strayPart(runs []strayRun) StrayPartRow {
 
 // Rows are Summarize's, nil without stray samples or when a sample's
 // detail does not decode (WriteReport says which).
-func (st *Stray) Rows(rep *bench.Report) any {
-	if rows, err := st.Summarize(rep); err == nil && len(rows) > 0 {
-		return rows
-	}
-	return nil
-}
+func (st *Stray) Rows(rep *bench.Report) any { return rowsOf(st.Summarize(rep)) }
 
 // WriteReport writes the stray samples of rep: a line on the setup (the
 // slow service's delay and the calls' rate, from the first sample with
