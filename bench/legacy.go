@@ -7,15 +7,15 @@ import (
 )
 
 // The scenarios whose run still lives in this package, with their
-// settings in SuiteConfig (Soak, Cluster, Shed, Tenants, Lanes), until
-// each moves to a file of its own in package bench/scenario. Package
-// scenario lists them through BuiltIn.
+// settings in SuiteConfig (Soak, Cluster, Tenants, Lanes), until each
+// moves to a file of its own in package bench/scenario. Package scenario
+// lists them through BuiltIn.
 
 // BuiltIn returns the scenario of this package with that name: soak,
-// cluster, shed, tenants or lanes.
+// cluster, tenants or lanes.
 func BuiltIn(name string) (Scenario, bool) {
 	switch name {
-	case ScenarioSoak, ScenarioCluster, ScenarioShed, ScenarioTenants, ScenarioLanes:
+	case ScenarioSoak, ScenarioCluster, ScenarioTenants, ScenarioLanes:
 		return builtIn(name), true
 	}
 	return nil, false
@@ -38,8 +38,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 		return c.Soak.defaults()
 	case ScenarioCluster:
 		return c.Cluster.defaults()
-	case ScenarioShed:
-		return c.Shed.defaults()
 	case ScenarioTenants:
 		if err := c.Tenants.defaults(); err != nil {
 			return err
@@ -70,10 +68,6 @@ func (b builtIn) Points(c *SuiteConfig) []Point {
 			}
 			ps = append(ps, p)
 		}
-	case ScenarioShed:
-		// Offered in multiples of ShedReference's C, which the point
-		// measures itself.
-		ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Window: c.shedWindow()})
 	case ScenarioTenants:
 		sh := c.Tenants.shape()
 		for _, part := range TenantsParts {
@@ -95,8 +89,6 @@ func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 		return cfg.soak(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioCluster:
 		return cfg.cluster(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
-	case ScenarioShed:
-		return cfg.shed(ctx, t.Target, p, t.Repeat, t.Index)
 	case ScenarioTenants:
 		return cfg.tenants(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioLanes:

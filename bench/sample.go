@@ -129,8 +129,6 @@ type Sample struct {
 	Soak *SoakInfo `json:"soak,omitempty"`
 	// Cluster is set for the cluster scenario.
 	Cluster *ClusterInfo `json:"cluster,omitempty"`
-	// Shed is set for the shed scenario.
-	Shed *ShedInfo `json:"shed,omitempty"`
 	// Tenants is set for the tenants scenario.
 	Tenants *TenantsInfo `json:"tenants,omitempty"`
 	// Lanes is set for the lanes scenario.
@@ -145,8 +143,8 @@ type Sample struct {
 
 // UnmarshalJSON decodes a sample. Reports written before a scenario kept
 // its own figures in Detail hold them in a field named after the scenario
-// ("noisy", "stray"): that field becomes the sample's Detail, so that the
-// scenario's report reads such a sample as one written now.
+// ("noisy", "stray", "shed"): that field becomes the sample's Detail, so
+// that the scenario's report reads such a sample as one written now.
 func (s *Sample) UnmarshalJSON(b []byte) error {
 	type sample Sample // the fields, without this method
 	if err := json.Unmarshal(b, (*sample)(s)); err != nil {
@@ -168,7 +166,7 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 // detailOnceNamed reports whether reports written before Sample.Detail
 // hold the scenario's figures in a field named after it.
 func detailOnceNamed(scenario string) bool {
-	return scenario == "noisy" || scenario == "stray"
+	return scenario == "noisy" || scenario == "stray" || scenario == "shed"
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

@@ -144,6 +144,15 @@ func (t *Trial) StartOn(ctx context.Context, cs ChildSpec, cpus []int) (*Process
 	return startChild(ctx, t.Suite.Launch, cs, cpus)
 }
 
+// Calibrate measures the capacity of target serving spec as the suite
+// measures a point's (closed loops of SuiteConfig.CalibrateConns on a fresh
+// child process), and the CPU time the target used per second meanwhile:
+// for a scenario whose loads are multiples of another target's capacity,
+// measured within its run.
+func (t *Trial) Calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
+	return t.Suite.calibrate(ctx, target, spec)
+}
+
 // AllCPUs returns every CPU of the suite, in order: both sets of a split
 // (SuiteConfig.TargetCPUs and GeneratorCPUs), or without one the CPUs this
 // process may run on.

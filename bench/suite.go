@@ -121,8 +121,6 @@ type SuiteConfig struct {
 	Soak SoakConfig
 	// Cluster shapes the cluster scenario.
 	Cluster ClusterConfig
-	// Shed shapes the shed scenario; it serves the handler of Shape.
-	Shed ShedConfig
 	// Tenants shapes the tenants scenario.
 	Tenants TenantsConfig
 	// Lanes shapes the lanes scenario.

@@ -204,6 +204,65 @@ func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
 	}, nil
 }
 
+// The shed scenario's targets, beside Targets: a sluice server protected
+// by one signal alone, without the age limit and without a queue, so that
+// what the load generator sees is that signal's doing.
+const (
+	// TargetSluiceBusy is the busy-worker gate alone (SluiceBusyConfig).
+	TargetSluiceBusy = "sluice-busy"
+	// TargetSluiceCPU is loadshed's CPU shedding alone (SluiceCPUConfig).
+	TargetSluiceCPU = "sluice-cpu"
+)
+
+// SluiceBusyConfig is the configuration of the "sluice-busy" target: the
+// busy-worker gate at its default (admit while at most half the workers
+// are busy, the deciding one included), no queue (a refusal is answered at
+// once) and no age limit. On one worker the gate always admits (see
+// package gate): the target needs two CPUs or more to be protected.
+func SluiceBusyConfig() sluice.Config {
+	return sluice.Config{Admission: admit.Config{
+		MaxAge: -1,
+		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
+	}}
+}
+
+// SluiceCPUConfig is the configuration of the "sluice-cpu" target, with
+// the CPU gate it returns, which the caller must Close: loadshed's CPU
+// option with its README's settings (the machine's CPU utilisation
+// averaged over 10 readings 1 s apart, a request refused with a
+// probability rising from 0 at 60% to 1 at 80%), as a policy, no queue and
+// no age limit. It reads the whole machine, as loadshed does: the load
+// generator's work counts, and so does any other program's (run the
+// scenario on a machine otherwise idle).
+func SluiceCPUConfig() (sluice.Config, *gate.CPU) {
+	cpu := gate.NewCPU(gate.CPUOptions{}) // loadshed's example: 0.6, 0.8, 1 s, 10
+	return sluice.Config{Admission: admit.Config{
+		MaxAge:   -1,
+		Policies: []admit.Policy{cpu},
+	}}, cpu
+}
+
+// shedTargets returns the shed scenario's targets (package bench/scenario's
+// Shed), serving as o says. They are not in Targets (the default set of
+// the other scenarios), but TargetByName knows them, so that -targets
+// names them and a child process serves them.
+func shedTargets(o serveOptions) []Target {
+	return []Target{
+		{Name: TargetSluiceBusy, Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceBusyConfig()) }},
+		{Name: TargetSluiceCPU, Serve: func(h http.Handler) (*Running, error) {
+			cfg, cpu := SluiceCPUConfig()
+			rn, err := startSluice(o, h, cfg)
+			if err != nil {
+				_ = cpu.Close()
+				return nil, err
+			}
+			stop := rn.Stop
+			rn.Stop = func() error { return errors.Join(stop(), cpu.Close()) }
+			return rn, nil
+		}},
+	}
+}
+
 // TargetByName returns the target of Targets, or of the shed scenario's
 // (TargetSluiceBusy, TargetSluiceCPU), with that name.
 func TargetByName(name string) (Target, bool) { return targetByName(name, serveOptions{}) }

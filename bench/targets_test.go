@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/examples/weather"
+	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 )
 
@@ -109,4 +111,34 @@ func TestTargetsServeOverTLS(t *testing.T) {
 			assert.Zero(t, cal.Failed)
 		})
 	}
+}
+
+// The two targets serve, and the CPU gate's refresher stops with its
+// target (goleak checks it at the end of the package's tests).
+func TestShedTargets(t *testing.T) {
+	for _, name := range []string{TargetSluiceBusy, TargetSluiceCPU} {
+		tg, ok := TargetByName(name)
+		require.True(t, ok, name)
+		rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 10 * time.Microsecond}))
+		require.NoError(t, err, name)
+		tr := &http.Transport{}
+		resp, err := (&http.Client{Transport: tr}).Get(rn.URL + WeatherPath)
+		require.NoError(t, err, name)
+		_ = resp.Body.Close()
+		tr.CloseIdleConnections()
+		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, resp.StatusCode, name)
+		require.NoError(t, rn.Stop(), name)
+	}
+	for _, tg := range Targets() {
+		assert.NotContains(t, []string{TargetSluiceBusy, TargetSluiceCPU}, tg.Name, "not in the other scenarios' default set")
+	}
+	cfg, cpu := SluiceCPUConfig()
+	defer cpu.Close()
+	assert.Equal(t, []admit.Policy{cpu}, cfg.Admission.Policies)
+	assert.Negative(t, cfg.Admission.MaxAge, "no age limit")
+	assert.Nil(t, cfg.Admission.Queue)
+	busy := SluiceBusyConfig()
+	require.Len(t, busy.Admission.Gates, 1)
+	assert.IsType(t, &gate.Busy{}, busy.Admission.Gates[0])
+	assert.Negative(t, busy.Admission.MaxAge)
 }

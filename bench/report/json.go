@@ -16,8 +16,6 @@ type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
-	// Shed is the rows of the shed scenario, absent when it has none.
-	Shed []ShedRow `json:"shed,omitempty"`
 	// Tenants is the rows of the tenants scenario, absent when it has
 	// none.
 	Tenants []TenantsRow `json:"tenants,omitempty"`
@@ -29,8 +27,7 @@ type Document struct {
 
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
-	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep),
-		Shed: SummarizeShed(rep), Tenants: SummarizeTenants(rep)}
+	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep), Tenants: SummarizeTenants(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

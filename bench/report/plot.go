@@ -36,12 +36,12 @@ const (
 //   - latency-<shape>.png for the same shapes: median p50 (solid) and p99
 //     (dashed) latency of the OK answers in ms (log scale) against the
 //     offered multiple;
-//   - step-<shape>.png for each shape of the step scenario (and
-//     shed-<shape>.png for the shed scenario's): goodput,
+//   - step-<shape>.png for each shape of the step scenario: goodput,
 //     offered (dashed) and rejected (thin) rates per second of each series
 //     bucket against time, for one kept run per target (the one with the
 //     lowest repeat index, named in the title), with the step up and down
-//     marked;
+//     marked (StepPlots draws the same for another scenario whose load is
+//     a step);
 //   - soak-<shape>.png for each shape of the soak scenario: goodput per
 //     bucket as a fraction of C against time, for one run per target (the
 //     lowest repeat), with the least the rules allow marked;
@@ -98,11 +98,9 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 			return paths, err
 		}
 	}
-	for _, sc := range []string{bench.ScenarioStep, bench.ScenarioShed} {
-		for _, shape := range shapes(rep, sc) {
-			if err := save(stepPlot(rep, sc, shape, ranks)); err != nil {
-				return paths, err
-			}
+	for _, shape := range shapes(rep, bench.ScenarioStep) {
+		if err := save(stepPlot(rep, bench.ScenarioStep, "Step response", shape, ranks, keepAll)); err != nil {
+			return paths, err
 		}
 	}
 	for _, shape := range shapes(rep, bench.ScenarioSoak) {
@@ -423,20 +421,20 @@ type stepRun struct {
 	width  time.Duration // of its series' buckets
 }
 
-// stepRuns picks, per target of the scenario (step, or shed) with shape,
-// the kept run (neither behind nor, for the shed scenario, disturbed) with
-// a series that has the lowest repeat index, in target order.
-func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int) []stepRun {
+// stepRuns picks, per target of the scenario with shape, the kept run
+// (not behind, and kept by keep) with a series that has the lowest repeat
+// index, in target order.
+func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int, keep func(bench.Sample) bool) []stepRun {
 	picked := make(map[string]stepRun)
 	for _, s := range rep.Samples {
-		if s.Scenario != scenario || s.Shape != shape || s.Behind || s.Shed.Disturbed() || len(s.Series) == 0 {
+		if s.Scenario != scenario || s.Shape != shape || s.Behind || len(s.Series) == 0 || !keep(s) {
 			continue
 		}
 		end := s.Series[len(s.Series)-1].Start
 		if s.Step != nil {
 			end = s.Step.End
 		}
-		w := bucketWidth(s.Series, end)
+		w := BucketWidth(s.Series, end)
 		if w <= 0 {
 			continue
 		}
@@ -452,16 +450,53 @@ func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int) [
 	return runs
 }
 
-// stepPlot draws the time series of shape in the step scenario (or the
-// shed scenario, whose load is a step too) and returns it with its file
-// name, or a nil plot when no target has a kept run with a series.
-func stepPlot(rep *bench.Report, scenario, shape string, ranks map[string]int) (*plot.Plot, string, error) {
-	name := fileName(scenario, shape)
-	runs := stepRuns(rep, scenario, shape, ranks)
-	title := "Step response"
-	if scenario == bench.ScenarioShed {
-		title = "Shed scenario: one signal alone against a step"
+// keepAll keeps every sample.
+func keepAll(bench.Sample) bool { return true }
+
+// StepPlots draws, for each shape of the scenario's samples, the chart
+// Plots draws for the step scenario, titled title, as
+// <scenario>-<shape>.png in dir, which it creates if missing, and returns
+// their paths: for a scenario whose load is a step too (its samples with
+// a StepInfo and a Series). The run shown of each target is the one with
+// the lowest repeat index that is not behind and that keep keeps.
+func StepPlots(dir string, rep *bench.Report, scenario, title string, keep func(bench.Sample) bool) ([]string, error) {
+	if rep == nil {
+		return nil, errors.New("report: nil report")
 	}
+	var paths []string
+	ranks := TargetRanks(rep)
+	used := make(map[string]bool)
+	for _, shape := range shapes(rep, scenario) {
+		p, name, err := stepPlot(rep, scenario, title, shape, ranks, keep)
+		if err != nil {
+			return paths, err
+		}
+		if p == nil {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return paths, fmt.Errorf("report: plot directory: %w", err)
+		}
+		base := strings.TrimSuffix(name, ".png")
+		for i := 2; used[name]; i++ {
+			name = base + "-" + strconv.Itoa(i) + ".png"
+		}
+		used[name] = true
+		path := filepath.Join(dir, name)
+		if err := p.Save(plotWidth, plotHeight, path); err != nil {
+			return paths, fmt.Errorf("report: save %s: %w", name, err)
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// stepPlot draws the time series of shape in a scenario whose load is a
+// step, titled title, and returns it with its file name, or a nil plot
+// when no target has a run that stepRuns keeps.
+func stepPlot(rep *bench.Report, scenario, title, shape string, ranks map[string]int, keep func(bench.Sample) bool) (*plot.Plot, string, error) {
+	name := fileName(scenario, shape)
+	runs := stepRuns(rep, scenario, shape, ranks, keep)
 	if len(runs) == 0 {
 		return nil, name, nil
 	}

@@ -12,16 +12,15 @@
 //
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
 // scenarios, SummarizeCluster those of the cluster scenario (WriteCluster
-// prints them), SummarizeShed and WriteShed the shed scenario's
-// (ShedMetrics reads one run), StepMetrics and SummarizeSteps the step
-// response (how fast goodput settles after the load steps up and how long
-// rejections go on after it steps down), WriteTable and WriteJSON print
-// them (the table with a legend of its columns and notes on its blanks),
-// PlainSummary says in plain words what the main table shows, and Plots
-// draws goodput, latency and step-response charts. The scenarios of
-// package bench/scenario write their own tables with this package's
-// helpers (NewTab, Line, Median, FormatMS, TargetRanks, PlacementOf,
-// HandlerOf).
+// prints them), StepMetrics and SummarizeSteps the step response (how fast
+// goodput settles after the load steps up and how long rejections go on
+// after it steps down), WriteTable and WriteJSON print them (the table with
+// a legend of its columns and notes on its blanks), PlainSummary says in
+// plain words what the main table shows, and Plots draws goodput, latency
+// and step-response charts. The scenarios of package bench/scenario write
+// their own tables and plots with this package's helpers (NewTab, Line,
+// Median, FormatMS, TargetRanks, PlacementOf, HandlerOf, BucketWidth,
+// StepPlots).
 package report
 
 import (

@@ -65,10 +65,10 @@ type Step struct {
 	OutputStable float64       `json:"output_stable"`
 }
 
-// bucketWidth returns the smallest positive gap between consecutive bucket
+// BucketWidth returns the smallest positive gap between consecutive bucket
 // starts; for a single bucket, the time from its start to end (0 when
 // unknown).
-func bucketWidth(series []bench.Bucket, end time.Duration) time.Duration {
+func BucketWidth(series []bench.Bucket, end time.Duration) time.Duration {
 	var w time.Duration
 	for i := 1; i < len(series); i++ {
 		if d := series[i].Start - series[i-1].Start; d > 0 && (w == 0 || d < w) {
@@ -95,7 +95,7 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	if info == nil || len(s.Series) == 0 || info.Down <= info.Up {
 		return Step{}, false
 	}
-	w := bucketWidth(s.Series, info.End)
+	w := BucketWidth(s.Series, info.End)
 	if w <= 0 {
 		return Step{}, false
 	}

@@ -36,7 +36,7 @@ func All() []bench.Scenario {
 		&Noisy{},
 		&Stray{},
 		builtIn(bench.ScenarioCluster),
-		builtIn(bench.ScenarioShed),
+		&Shed{},
 		builtIn(bench.ScenarioTenants),
 		builtIn(bench.ScenarioLanes),
 	}

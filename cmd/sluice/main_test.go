@@ -360,6 +360,39 @@ func TestReportReadsAnOldStrayReport(t *testing.T) {
 	assert.Equal(t, "nethttp - 500 500 1.50 4.00 0.0 0.0 2 1.5 1/0", row)
 }
 
+// TestReportReadsAnOldShedReport does the same for the shed scenario, whose
+// figures were under "shed": a run disturbed by other programs is still
+// left out.
+func TestReportReadsAnOldShedReport(t *testing.T) {
+	const old = `{"report": {"command": "go run ./cmd/sluice bench -scenarios shed -targets sluice-cpu", "deadline": 1000000000, "repeats": 2,
+  "samples": [{"scenario": "shed", "shape": "io", "handler": {"cpu": 1000000, "db": 10000000, "blocking": false},
+    "target": "sluice-cpu", "repeat": 0, "capacity": 200, "multiple": 3, "rates": {"offered": 300, "goodput": 200, "rejected": 100, "failed": 0},
+    "latency_ms": {"p50": 12, "p99": 60}, "behind": false,
+    "series": [{"start": 0, "offered": 200, "ok": 200}, {"start": 1000000000, "offered": 600, "ok": 200, "rejected": 300, "failed": 100},
+      {"start": 2000000000, "offered": 200, "ok": 100, "rejected": 100}],
+    "step": {"low": 1, "high": 3, "up": 1000000000, "down": 2000000000, "end": 3000000000},
+    "server": {"Admitted": 600, "RejectedBy": {"cpu": 400}}, "shed": {"host_cpu": 1.2, "other_cpu": 0}},
+   {"scenario": "shed", "shape": "io", "handler": {"cpu": 1000000, "db": 10000000, "blocking": false},
+    "target": "sluice-cpu", "repeat": 1, "capacity": 200, "multiple": 3, "rates": {"offered": 300, "goodput": 300, "rejected": 0, "failed": 0},
+    "latency_ms": {"p50": 12, "p99": 30}, "behind": false,
+    "step": {"low": 1, "high": 3, "up": 1000000000, "down": 2000000000, "end": 3000000000},
+    "shed": {"host_cpu": 2, "other_cpu": 0.8}}]},
+  "summary": [], "steps": [], "shed": [{"target": "sluice-cpu"}]}`
+	path := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", path}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "shed: one signal alone against a step of overload, shape io (cpu 1ms, db 10ms): 1x of C for 1s, 3x for 1s, 1x for 1s (C = 200/s, sluice's capacity)")
+	var row string
+	for _, l := range strings.Split(s, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "sluice-cpu" {
+			row = strings.Join(f, " ")
+		}
+	}
+	assert.Equal(t, "sluice-cpu 1.00 s 1.00 16.7 50.0 0.0 50.0 1.00 s 60.0 cpu 400 1/0/1", row)
+}
+
 func TestSummaryClosesTheOutput(t *testing.T) {
 	var buf bytes.Buffer
 	writeSummary(&buf, savedReport())
