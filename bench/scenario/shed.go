@@ -450,12 +450,7 @@ func refusedBy(s bench.Sample) map[string]int64 {
 
 // Rows are Summarize's, nil without shed samples or when a sample's detail
 // does not decode (WriteReport says which).
-func (sh *Shed) Rows(rep *bench.Report) any {
-	if rows, err := sh.Summarize(rep); err == nil && len(rows) > 0 {
-		return rows
-	}
-	return nil
-}
+func (sh *Shed) Rows(rep *bench.Report) any { return rowsOf(sh.Summarize(rep)) }
 
 // WriteReport writes the shed samples of rep: a line on the setup (from
 // the first sample), a table with one row per target, and what its
