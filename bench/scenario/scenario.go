@@ -116,6 +116,25 @@ func detailedRuns[D any](rep *bench.Report, name string) ([]detailed[D], error) 
 	return out, nil
 }
 
+// perTarget groups runs by target and returns row(target, its runs) for
+// each, the targets in the order they first appear in runs.
+func perTarget[T, R any](runs []T, target func(T) string, row func(string, []T) R) []R {
+	var targets []string
+	by := make(map[string][]T)
+	for _, r := range runs {
+		t := target(r)
+		if _, ok := by[t]; !ok {
+			targets = append(targets, t)
+		}
+		by[t] = append(by[t], r)
+	}
+	rows := make([]R, 0, len(targets))
+	for _, t := range targets {
+		rows = append(rows, row(t, by[t]))
+	}
+	return rows
+}
+
 // rowsOf returns a scenario's summary rows for Reporter.Rows: nil when
 // there are none, or when they could not be made (err).
 func rowsOf[R any](rows []R, err error) any {

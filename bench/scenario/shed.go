@@ -351,19 +351,7 @@ func (sh *Shed) Summarize(rep *bench.Report) ([]ShedRow, error) {
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}
-	var targets []string
-	by := make(map[string][]shedRun)
-	for _, r := range runs {
-		if _, ok := by[r.Target]; !ok {
-			targets = append(targets, r.Target)
-		}
-		by[r.Target] = append(by[r.Target], r)
-	}
-	var rows []ShedRow
-	for _, t := range targets {
-		rows = append(rows, shedRow(t, by[t]))
-	}
-	return rows, nil
+	return perTarget(runs, func(r shedRun) string { return r.Target }, shedRow), nil
 }
 
 // shedRow computes the row of one target from its runs.

@@ -337,19 +337,7 @@ func (st *Stray) Summarize(rep *bench.Report) ([]StrayRow, error) {
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}
-	var targets []string
-	by := make(map[string][]strayRun)
-	for _, r := range runs {
-		if _, ok := by[r.Target]; !ok {
-			targets = append(targets, r.Target)
-		}
-		by[r.Target] = append(by[r.Target], r)
-	}
-	var rows []StrayRow
-	for _, t := range targets {
-		rows = append(rows, strayRow(t, by[t]))
-	}
-	return rows, nil
+	return perTarget(runs, func(r strayRun) string { return r.Target }, strayRow), nil
 }
 
 // strayRow computes the row of one target from its runs.
