@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,4 +84,42 @@ func ExampleListen() {
 	// 200 hello
 	// admitted: 1
 	// stopped: <nil>
+}
+
+// On Kubernetes: the probes on an admin address of their own, never behind
+// the protected server (an overloaded server's 503s are its protection
+// working, not a pod to restart or to take out of the Service), readiness
+// withdrawn at SIGTERM, and the server stopped only once the endpoints
+// have had time to forget the pod.
+func Example_kubernetes() {
+	mux := http.NewServeMux()
+	srv, err := sluice.Listen(":8080", mux, sluice.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	var stopping atomic.Bool
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	admin.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	go http.ListenAndServe(":9090", admin) // the pod's internal port: probes and /metrics
+
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	serve, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-sig.Done()
+		stopping.Store(true)        // readiness fails: the pod leaves the Service's endpoints
+		time.Sleep(5 * time.Second) // while they forget it, requests still come: serve them
+		cancel()                    // then stop accepting, and drain (up to sluice.ShutdownGrace)
+	}()
+	if err := srv.Run(serve); err != nil {
+		log.Fatal(err)
+	}
 }
