@@ -26,7 +26,10 @@
 //     tenant's fraction before anything of the request starts: 429,
 //     Retry-After, Sluice-Reject-Reason: tenant-share and
 //     Sluice-Not-Started: 1. Drops are spread evenly (a credit counter,
-//     not a coin flip).
+//     not a coin flip). Between two tables, what a drop leaves over is
+//     the dropped tenant's to lose: while an overload's line stands, only
+//     its requests get the lower age limit, and the others keep the full
+//     one (the Tracker is an admit.ShareKeeper).
 //
 // When the store is down or slow, nothing waits for it: each server keeps
 // enforcing the last table it read for a while (AgentOptions.StaleAfter),
