@@ -7,15 +7,15 @@ import (
 )
 
 // The scenarios whose run still lives in this package, with their
-// settings in SuiteConfig (Soak, Cluster, Tenants, Lanes), until each
+// settings in SuiteConfig (Soak, Tenants, Lanes), until each
 // moves to a file of its own in package bench/scenario. Package scenario
 // lists them through BuiltIn.
 
 // BuiltIn returns the scenario of this package with that name: soak,
-// cluster, tenants or lanes.
+// tenants or lanes.
 func BuiltIn(name string) (Scenario, bool) {
 	switch name {
-	case ScenarioSoak, ScenarioCluster, ScenarioTenants, ScenarioLanes:
+	case ScenarioSoak, ScenarioTenants, ScenarioLanes:
 		return builtIn(name), true
 	}
 	return nil, false
@@ -36,8 +36,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 	switch b {
 	case ScenarioSoak:
 		return c.Soak.defaults()
-	case ScenarioCluster:
-		return c.Cluster.defaults()
 	case ScenarioTenants:
 		if err := c.Tenants.defaults(); err != nil {
 			return err
@@ -59,15 +57,6 @@ func (b builtIn) Points(c *SuiteConfig) []Point {
 	switch b {
 	case ScenarioSoak:
 		ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Multiple: c.Soak.Multiple, Window: c.Soak.Duration})
-	case ScenarioCluster:
-		sh := c.Cluster.shape()
-		for _, part := range ClusterParts {
-			p := Point{Shape: sh, Spec: sh.Spec, Multiple: c.Cluster.Multiple, Part: part, Window: c.clusterWindow(part)}
-			if part == ClusterKill {
-				p.Multiple = c.Cluster.KillMultiple
-			}
-			ps = append(ps, p)
-		}
 	case ScenarioTenants:
 		sh := c.Tenants.shape()
 		for _, part := range TenantsParts {
@@ -87,8 +76,6 @@ func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	switch b {
 	case ScenarioSoak:
 		return cfg.soak(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
-	case ScenarioCluster:
-		return cfg.cluster(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioTenants:
 		return cfg.tenants(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioLanes:
@@ -97,12 +84,10 @@ func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	return nil, errors.New("bench: unknown scenario " + string(b))
 }
 
-// Calibrate measures the capacity of the cluster's and the tenant fleet's
-// shapes their own way, and any other shape as the suite does.
+// Calibrate measures the capacity of the tenant fleet's shape its own way,
+// and any other shape as the suite does.
 func (b builtIn) Calibrate(ctx context.Context, c *SuiteConfig, target string, sh Shape) (float64, float64, error) {
 	switch {
-	case b == ScenarioCluster && sh.Name == ClusterShape:
-		return c.calibrateCluster(ctx, target)
 	case b == ScenarioTenants && sh.Name == TenantsShape:
 		return c.calibrateTenants(ctx, target)
 	}

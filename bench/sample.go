@@ -27,11 +27,6 @@ const (
 	// checks goodput per second and the target's goroutines, descriptors
 	// and memory (see SoakConfig).
 	ScenarioSoak = "soak"
-	// ScenarioCluster offers 1.5x of the capacity of a cluster of three
-	// backends, one of them 3x slower, through three clients (no retry,
-	// naive retry, package client), then kills a backend and brings it
-	// back (see ClusterConfig).
-	ScenarioCluster = "cluster"
 )
 
 // Percentiles are latencies of the OK answers, in milliseconds.
@@ -127,8 +122,6 @@ type Sample struct {
 	Series []Bucket  `json:"series,omitempty"`
 	// Soak is set for the soak scenario.
 	Soak *SoakInfo `json:"soak,omitempty"`
-	// Cluster is set for the cluster scenario.
-	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Tenants is set for the tenants scenario.
 	Tenants *TenantsInfo `json:"tenants,omitempty"`
 	// Lanes is set for the lanes scenario.
@@ -143,8 +136,9 @@ type Sample struct {
 
 // UnmarshalJSON decodes a sample. Reports written before a scenario kept
 // its own figures in Detail hold them in a field named after the scenario
-// ("noisy", "stray", "shed"): that field becomes the sample's Detail, so
-// that the scenario's report reads such a sample as one written now.
+// ("noisy", "stray", "cluster", "shed"): that field becomes the sample's
+// Detail, so that the scenario's report reads such a sample as one
+// written now.
 func (s *Sample) UnmarshalJSON(b []byte) error {
 	type sample Sample // the fields, without this method
 	if err := json.Unmarshal(b, (*sample)(s)); err != nil {
@@ -166,7 +160,7 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 // detailOnceNamed reports whether reports written before Sample.Detail
 // hold the scenario's figures in a field named after it.
 func detailOnceNamed(scenario string) bool {
-	return scenario == "noisy" || scenario == "stray" || scenario == "shed"
+	return scenario == "noisy" || scenario == "stray" || scenario == "cluster" || scenario == "shed"
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

@@ -119,8 +119,6 @@ type SuiteConfig struct {
 	NewFraction float64
 	// Soak shapes the soak scenario; it serves the handler of Shape.
 	Soak SoakConfig
-	// Cluster shapes the cluster scenario.
-	Cluster ClusterConfig
 	// Tenants shapes the tenants scenario.
 	Tenants TenantsConfig
 	// Lanes shapes the lanes scenario.

@@ -489,11 +489,11 @@ func (f TenantsFigures) Met() map[string]bool {
 // calibrateTenants measures the capacity of the scenario's servers
 // together, without tenants (the tracker costs nanoseconds a request).
 func (cfg *SuiteConfig) calibrateTenants(ctx context.Context, target string) (capacity, cpu float64, err error) {
-	cl, err := cfg.startBackends(ctx, ChildSpec{Target: target, Nice: TargetNice}, cfg.tenantSpecs())
+	cl, err := cfg.StartBackends(ctx, ChildSpec{Target: target, Nice: TargetNice}, cfg.tenantSpecs())
 	if err != nil {
 		return 0, 0, err
 	}
-	return cfg.calibrateBackends(ctx, target, cl)
+	return cfg.CalibrateBackends(ctx, target, cl)
 }
 
 // tenantSpecs are the servers' handlers.
@@ -558,13 +558,13 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p Point, cap
 	}
 	defer func() { err = errors.Join(err, stopRedis()) }()
 	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", run), Off: p.Part == TenantsOff, Period: tc.Period, Utilisation: tc.Utilisation, Protection: tc.Protection}
-	cl, err := cfg.startBackends(ctx, ChildSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
+	cl, err := cfg.StartBackends(ctx, ChildSpec{Target: target, Nice: TargetNice, Tenants: child}, cfg.tenantSpecs())
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, cl.stop()) }()
+	defer func() { err = errors.Join(err, cl.Stop()) }()
 	var urls []string
-	for _, u := range cl.urls() {
+	for _, u := range cl.URLs() {
 		urls = append(urls, u+WeatherPath)
 	}
 	seed := cfg.Seed + uint64(run)
@@ -580,9 +580,9 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p Point, cap
 	if !cfg.Constant {
 		rc.Arrival = Poisson
 	}
-	cpu0, tcpu0, t0 := selfCPU(), cl.cpu(), time.Now()
+	cpu0, tcpu0, t0 := selfCPU(), cl.CPU(), time.Now()
 	res, err := Run(ctx, rc)
-	gen, tcpu, elapsed := selfCPU()-cpu0, cl.cpu()-tcpu0, time.Since(t0)
+	gen, tcpu, elapsed := selfCPU()-cpu0, cl.CPU()-tcpu0, time.Since(t0)
 	if res == nil {
 		return nil, err
 	}
@@ -596,9 +596,9 @@ func (cfg *SuiteConfig) tenants(ctx context.Context, target string, p Point, cap
 		s.TargetCPU = tcpu.Seconds() / sec
 	}
 	// The servers' own counts come with their stop.
-	err = errors.Join(err, cl.stop())
+	err = errors.Join(err, cl.Stop())
 	ti := &TenantsInfo{Part: p.Part, Heavy: tc.Heavy, Light: tc.Light, Lights: tc.Lights, Period: tc.Period, Bucket: tc.Bucket, Protection: tc.Protection}
-	for i, js := range cl.stats {
+	for i, js := range cl.Stats() {
 		var ts TenantServer
 		if jerr := json.Unmarshal(js, &ts); jerr != nil || ts.Totals == nil {
 			err = errors.Join(err, fmt.Errorf("bench: tenants: server %d reported no tenants (%s is not a sluice target?)", i, target))

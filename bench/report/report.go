@@ -11,8 +11,7 @@
 // all behind is shown as such rather than as numbers.
 //
 // Summarize gives the rows of the sweep, shapes, slowdown, mix and step
-// scenarios, SummarizeCluster those of the cluster scenario (WriteCluster
-// prints them), StepMetrics and SummarizeSteps the step response (how fast
+// scenarios, StepMetrics and SummarizeSteps the step response (how fast
 // goodput settles after the load steps up and how long rejections go on
 // after it steps down), WriteTable and WriteJSON print them (the table with
 // a legend of its columns and notes on its blanks), PlainSummary says in

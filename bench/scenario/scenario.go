@@ -35,7 +35,7 @@ func All() []bench.Scenario {
 		builtIn(bench.ScenarioSoak),
 		&Noisy{},
 		&Stray{},
-		builtIn(bench.ScenarioCluster),
+		&Cluster{},
 		&Shed{},
 		builtIn(bench.ScenarioTenants),
 		builtIn(bench.ScenarioLanes),

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 // checkDashboard checks the address of -dashboard: one to listen on, free
@@ -15,8 +16,8 @@ func checkDashboard(addr string, scenarios []string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("-dashboard %q: want an address to listen on, such as localhost:8090: %w", addr, err)
 	}
-	if slices.Contains(scenarios, bench.ScenarioCluster) {
-		return fmt.Errorf("-dashboard serves one target at a time, and the %s scenario runs three at once: drop one", bench.ScenarioCluster)
+	if cluster := (&scenario.Cluster{}).Name(); slices.Contains(scenarios, cluster) {
+		return fmt.Errorf("-dashboard serves one target at a time, and the %s scenario runs three at once: drop one", cluster)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {

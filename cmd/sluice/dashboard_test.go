@@ -13,7 +13,7 @@ import (
 func TestCheckDashboard(t *testing.T) {
 	require.NoError(t, checkDashboard("127.0.0.1:0", []string{bench.ScenarioSweep}))
 	assert.ErrorContains(t, checkDashboard("8090", nil), "want an address")
-	assert.ErrorContains(t, checkDashboard("127.0.0.1:0", []string{bench.ScenarioCluster}), "three at once")
+	assert.ErrorContains(t, checkDashboard("127.0.0.1:0", []string{"cluster"}), "three at once")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()

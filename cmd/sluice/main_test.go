@@ -105,6 +105,7 @@ func TestBadInput(t *testing.T) {
 		{"bench", "-scenarios", "noisy", "-noisy-rates", "0"},
 		{"bench", "-scenarios", "stray", "-stray-delay", "0s"},
 		{"bench", "-scenarios", "stray", "-stray-x", "-2"},
+		{"bench", "-scenarios", "cluster", "-cluster-x", "0"},
 		{"bench", "-client", "polite"},
 		{"bench", "-client", "keep,keep"},
 		{"bench", "-shapes", "cpu,gpu"},
@@ -391,6 +392,32 @@ func TestReportReadsAnOldShedReport(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "sluice-cpu 1.00 s 1.00 16.7 50.0 0.0 50.0 1.00 s 60.0 cpu 400 1/0/1", row)
+}
+
+// TestReportReadsAnOldClusterReport does the same for the cluster
+// scenario, whose figures were under "cluster".
+func TestReportReadsAnOldClusterReport(t *testing.T) {
+	const old = `{"report": {"command": "go run ./cmd/sluice bench -scenarios cluster", "deadline": 1000000000, "repeats": 1,
+  "samples": [{"scenario": "cluster", "shape": "cluster", "handler": {"cpu": 1000000, "db": 0, "blocking": false},
+    "target": "sluice", "repeat": 0, "capacity": 1000, "multiple": 1.5, "requests": 4500,
+    "rates": {"offered": 1500, "goodput": 950, "rejected": 550, "failed": 0}, "latency_ms": {"p50": 20, "p99": 80}, "behind": false,
+    "cluster": {"part": "none", "requests": 1000, "attempts": 1000, "amplification": 1,
+      "backends": [{"handler": {"cpu": 1000000}, "sent": 1300, "served": 1300}, {"handler": {"cpu": 1000000}, "sent": 1300, "served": 1300},
+        {"handler": {"cpu": 3000000}, "slow": true, "sent": 700, "served": 700}]}}]},
+  "summary": [], "steps": [], "cluster": [{"target": "sluice", "part": "none"}]}`
+	path := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", path}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "cluster: 3 backends, each a child process of the target, busy 1ms a request, the last 3ms; C their capacities measured together;")
+	var row string
+	for _, l := range strings.Split(s, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "sluice" && f[1] == "none" {
+			row = strings.Join(f, " ")
+		}
+	}
+	assert.Equal(t, "sluice none 1000 1500 950 0.950 1.000 36.7 0.0 20.0 80.0 39/39/21 1/0", row)
 }
 
 func TestSummaryClosesTheOutput(t *testing.T) {

@@ -76,7 +76,6 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
-		fs.Float64Var(&c.Cluster.Multiple, "cluster-x", bench.DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
 		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
 		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
 		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
@@ -150,8 +149,6 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		switch {
 		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
 			return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
-		case !(c.Cluster.Multiple > 0) || c.Cluster.Multiple > 1000:
-			return fmt.Errorf("-cluster-x must be in (0, 1000], got %v", c.Cluster.Multiple)
 		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
 			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
 		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
