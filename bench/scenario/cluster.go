@@ -636,10 +636,10 @@ func (c *Cluster) Summarize(rep *bench.Report) ([]ClusterRow, error) {
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}
-	// Target names have no spaces: "target part" keys a target's part.
-	key := func(r clusterRun) string { return r.Target + " " + r.detail.Part }
-	return perTarget(runs, key, func(_ string, runs []clusterRun) ClusterRow {
-		return clusterRow(runs[0].Target, runs[0].detail.Part, runs)
+	type targetPart struct{ target, part string }
+	key := func(r clusterRun) targetPart { return targetPart{r.Target, r.detail.Part} }
+	return grouped(runs, key, func(k targetPart, runs []clusterRun) ClusterRow {
+		return clusterRow(k.target, k.part, runs)
 	}), nil
 }
 

@@ -116,21 +116,22 @@ func detailedRuns[D any](rep *bench.Report, name string) ([]detailed[D], error) 
 	return out, nil
 }
 
-// perTarget groups runs by target and returns row(target, its runs) for
-// each, the targets in the order they first appear in runs.
-func perTarget[T, R any](runs []T, target func(T) string, row func(string, []T) R) []R {
-	var targets []string
-	by := make(map[string][]T)
+// grouped groups runs by key (a target, or a target and a part) and
+// returns row(key, its runs) for each, the keys in the order they first
+// appear in runs.
+func grouped[T any, K comparable, R any](runs []T, key func(T) K, row func(K, []T) R) []R {
+	var keys []K
+	by := make(map[K][]T)
 	for _, r := range runs {
-		t := target(r)
-		if _, ok := by[t]; !ok {
-			targets = append(targets, t)
+		k := key(r)
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
 		}
-		by[t] = append(by[t], r)
+		by[k] = append(by[k], r)
 	}
-	rows := make([]R, 0, len(targets))
-	for _, t := range targets {
-		rows = append(rows, row(t, by[t]))
+	rows := make([]R, 0, len(keys))
+	for _, k := range keys {
+		rows = append(rows, row(k, by[k]))
 	}
 	return rows
 }

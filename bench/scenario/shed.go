@@ -351,7 +351,7 @@ func (sh *Shed) Summarize(rep *bench.Report) ([]ShedRow, error) {
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}
-	return perTarget(runs, func(r shedRun) string { return r.Target }, shedRow), nil
+	return grouped(runs, func(r shedRun) string { return r.Target }, shedRow), nil
 }
 
 // shedRow computes the row of one target from its runs.

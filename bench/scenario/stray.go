@@ -337,7 +337,7 @@ func (st *Stray) Summarize(rep *bench.Report) ([]StrayRow, error) {
 	if err != nil || len(runs) == 0 {
 		return nil, err
 	}
-	return perTarget(runs, func(r strayRun) string { return r.Target }, strayRow), nil
+	return grouped(runs, func(r strayRun) string { return r.Target }, strayRow), nil
 }
 
 // strayRow computes the row of one target from its runs.
