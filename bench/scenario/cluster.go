@@ -184,13 +184,8 @@ func (c *Cluster) Check(s *bench.SuiteConfig) error {
 	if c.NaiveAttempts == 0 {
 		c.NaiveAttempts = DefaultClusterNaiveAttempts
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"Slow", c.Slow}, {"Multiple (-cluster-x)", c.Multiple}, {"KillMultiple", c.KillMultiple}} {
-		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("bench: the cluster scenario's %s must be positive and finite, got %v", f.name, f.v)
-		}
+	if err := positiveFinite("cluster", setting{"Slow", c.Slow}, setting{"Multiple (-cluster-x)", c.Multiple}, setting{"KillMultiple", c.KillMultiple}); err != nil {
+		return err
 	}
 	switch {
 	case c.CPU < 0 || c.KillAfter < 0 || c.Down < 0 || c.After < 0:

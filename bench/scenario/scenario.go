@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -134,6 +135,24 @@ func grouped[T any, K comparable, R any](runs []T, key func(T) K, row func(K, []
 		rows = append(rows, row(k, by[k]))
 	}
 	return rows
+}
+
+// setting is one of a scenario's numeric settings, by the name its errors
+// give it.
+type setting struct {
+	name string
+	v    float64
+}
+
+// positiveFinite returns an error naming the first of settings that is
+// not positive and finite, for the scenario called name; nil when all are.
+func positiveFinite(name string, settings ...setting) error {
+	for _, s := range settings {
+		if !(s.v > 0) || math.IsInf(s.v, 0) {
+			return fmt.Errorf("bench: the %s scenario's %s must be positive and finite, got %v", name, s.name, s.v)
+		}
+	}
+	return nil
 }
 
 // rowsOf returns a scenario's summary rows for Reporter.Rows: nil when

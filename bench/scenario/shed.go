@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -107,15 +106,7 @@ func (sh *Shed) Check(s *bench.SuiteConfig) error {
 	if sh.High == 0 {
 		sh.High = DefaultShedHigh
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"Low", sh.Low}, {"High", sh.High}} {
-		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("bench: the shed scenario's %s multiple must be positive and finite, got %v", f.name, f.v)
-		}
-	}
-	return nil
+	return positiveFinite("shed", setting{"Low multiple", sh.Low}, setting{"High multiple", sh.High})
 }
 
 // Points is one point on the suite's Shape, with no Multiple: its loads

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -149,15 +148,7 @@ func (st *Stray) Check(s *bench.SuiteConfig) error {
 	if st.TrivialConns < 0 {
 		return fmt.Errorf("bench: the stray scenario's TrivialConns must be positive, got %d", st.TrivialConns)
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"Rate", st.Rate}, {"TrivialRate", st.TrivialRate}} {
-		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("bench: the stray scenario's %s must be positive and finite, got %v", f.name, f.v)
-		}
-	}
-	return nil
+	return positiveFinite("stray", setting{"Rate", st.Rate}, setting{"TrivialRate", st.TrivialRate})
 }
 
 // Points are the three parts, on Shape: trivial (no capacity: its own
