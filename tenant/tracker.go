@@ -358,7 +358,30 @@ func (t *Tracker) WithinShare(a *admit.Attempt) bool {
 	if !t.dropping.Load() || !t.enforce.Load() {
 		return false
 	}
-	return t.slotOf(a).drop.Load() == 0
+	return t.lookup(a).drop.Load() == 0
+}
+
+// lookup returns the counters of a's tenant as slotOf does, without
+// counting the request towards following its tenant by name: WithinShare
+// asks of a request that Admit or Unasked then counts.
+func (t *Tracker) lookup(a *admit.Attempt) *slot {
+	var buf [admit.KeyBufLen]byte
+	if name, ok := t.key.Of(&buf, a); ok {
+		name = keys.Label(name, MaxNameLen)
+		if named := t.roster.Load().slots[name]; named != nil {
+			return named
+		}
+		h := t.hash(name)
+		mask := uint64(len(t.cands) - 1)
+		for _, c := range [2]*candidate{&t.cands[h&mask], &t.cands[(h>>32)&mask]} {
+			if c.hash.Load() == h {
+				if s := c.slot.Load(); s != nil {
+					return s
+				}
+			}
+		}
+	}
+	return t.other.Load()
 }
 
 // Unasked implements admit.Unasked: a request refused before the tracker

@@ -142,6 +142,22 @@ func TestWithinShare(t *testing.T) {
 	assert.False(t, tr.WithinShare(attempt("light")), "a table that drops no one")
 }
 
+// Asking whether a request is within its share counts nothing: a tenant
+// asked about often, but never admitted or refused, is not followed by
+// name for it.
+func TestWithinShareCountsNothing(t *testing.T) {
+	tr := newTracker(t, Options{})
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{Other: 0.5}}))
+	for range 10 * nameAfter {
+		assert.False(t, tr.WithinShare(attempt("asked")), "pooled under Other, which is dropped")
+	}
+	tr.Collect(time.Second)
+	assert.Zero(t, tr.Stats().Tracked)
+	for _, u := range tr.Collect(time.Second).Tenants {
+		assert.Zero(t, u.Requests, "tenant %q", u.Tenant)
+	}
+}
+
 func TestApplyRejectsBadFractions(t *testing.T) {
 	tr := newTracker(t, Options{})
 	err := tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1.5}})
