@@ -227,45 +227,42 @@ type LanesChild struct {
 	// Lane, when set, is registered on a sluice target's runtime, and
 	// LanesBatchPath routed to it.
 	Lane *lanes.Spec `json:"lane,omitempty"`
-	// Token, when set, mounts the lane admin endpoint at LanesAdminPath,
+	// Token, when set, serves the lane admin endpoint at LanesAdminPath
+	// of a loopback listener beside the target's (Process.AdminURL),
 	// behind this bearer token.
 	Token string `json:"token,omitempty"`
 }
 
 // attach gives a sluice target the child's lanes: the lane on the runtime
-// (cfg.Runtime.Lanes), the batch route to it (cfg.Lanes) and, with a Token, the lane admin
-// endpoint in front of h. The returned ready, called once the server
-// listens, opens that endpoint on the server's lanes.
-func (lc *LanesChild) attach(h http.Handler, cfg *sluice.Config) (http.Handler, func(*sluice.Server) error) {
-	ready := func(*sluice.Server) error { return nil }
+// (cfg.Runtime.Lanes) and the batch route to it (cfg.Lanes). With a Token,
+// the returned ready, called once the server listens, serves the lane
+// admin endpoint over the server's lanes on a loopback listener of its
+// own, as docs/operations.md advises for admin endpoints: it stays
+// reachable while the server refuses what it cannot serve in time. ready
+// returns that endpoint's URL ("" without a Token) and what stops it.
+func (lc *LanesChild) attach(cfg *sluice.Config) (ready func(*sluice.Server) (string, func() error, error)) {
+	none := func(*sluice.Server) (string, func() error, error) { return "", func() error { return nil }, nil }
 	if lc.Lane == nil {
-		return h, ready
+		return none
 	}
 	cfg.Runtime.Lanes = append(slices.Clip(cfg.Runtime.Lanes), *lc.Lane)
 	cfg.Lanes = server.Lanes{Routes: map[string]string{LanesBatchPath: lc.Lane.Name}}
 	if lc.Token == "" {
-		return h, ready
+		return none
 	}
-	var admin atomic.Pointer[laneadmin.Handler]
-	mux := http.NewServeMux()
-	mux.Handle(LanesAdminPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := admin.Load()
-		if a == nil {
-			http.Error(w, "lane admin not ready", http.StatusServiceUnavailable)
-			return
-		}
-		a.ServeHTTP(w, r)
-	}))
-	mux.Handle("/", h)
-	ready = func(srv *sluice.Server) error {
+	return func(srv *sluice.Server) (string, func() error, error) {
 		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Options{Token: lc.Token})
 		if err != nil {
-			return err
+			return "", nil, err
 		}
-		admin.Store(a)
-		return nil
+		mux := http.NewServeMux()
+		mux.Handle(LanesAdminPath, a)
+		url, stop, err := ServeNetHTTP(mux)
+		if err != nil {
+			return "", nil, fmt.Errorf("lane admin: %w", err)
+		}
+		return url + LanesAdminPath, stop, nil
 	}
-	return mux, ready
 }
 
 // workBuckets bounds the buckets of a child's work log, so that its line
@@ -502,7 +499,7 @@ func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p Point, capac
 			defer timer.Stop()
 			select {
 			case <-timer.C:
-				change = changeShares(bctx, proc.URL+LanesAdminPath, child.Token, lc.LiveShares, t0)
+				change = changeShares(bctx, proc.AdminURL(), child.Token, lc.LiveShares, t0)
 			case <-bctx.Done():
 			}
 		})
@@ -612,8 +609,8 @@ func (li *LanesInfo) fill(ires, bres *Result, work *WorkSeries, t0 time.Time) {
 	li.TargetBatchShare, li.TargetInteractiveShare = batch/total, interactive/total
 }
 
-// lanesChangeAttempts bounds the requests of a live change: the target's
-// admission may refuse one unstarted, under load.
+// lanesChangeAttempts bounds the requests of a live change: a connection
+// refused or a 503 (the CPU is shared with the load) is tried again.
 const lanesChangeAttempts = 5
 
 // changeShares sets the background lane's shares through the lane admin
@@ -625,6 +622,10 @@ func changeShares(ctx context.Context, url, token string, shares uint32, t0 time
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
 	c := &LanesChange{}
+	if url == "" {
+		c.Err = "the target reported no lane admin endpoint"
+		return c
+	}
 	for c.Attempts < lanesChangeAttempts {
 		c.Attempts++
 		sent := time.Now()
@@ -639,6 +640,9 @@ func changeShares(ctx context.Context, url, token string, shares uint32, t0 time
 			return c
 		default:
 			c.Err = fmt.Sprintf("status %d", status)
+			if status != http.StatusServiceUnavailable {
+				return c // an answer that another try would not change
+			}
 		}
 		if ctx.Err() != nil {
 			return c

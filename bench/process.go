@@ -160,6 +160,11 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	if _, err := fmt.Fprintf(out, "listening %s\n", rn.URL); err != nil {
 		return errors.Join(err, rn.Stop())
 	}
+	if rn.Admin != "" {
+		if _, err := fmt.Fprintf(out, "admin %s\n", rn.Admin); err != nil {
+			return errors.Join(err, rn.Stop())
+		}
+	}
 	if rn.Placement != nil {
 		js, err := json.Marshal(rn.Placement())
 		if err == nil {
@@ -482,6 +487,17 @@ type Process struct {
 	done  chan error
 	errb  *strings.Builder
 	probe atomic.Pointer[probeReading] // the latest probe line
+	admin atomic.Pointer[string]       // the admin line's URL
+}
+
+// AdminURL returns the URL of the endpoint the child serves beside its
+// target (Running.Admin), as it reported it after its address; "" when it
+// reported none (yet).
+func (p *Process) AdminURL() string {
+	if u := p.admin.Load(); u != nil {
+		return *u
+	}
+	return ""
 }
 
 // probeReading is a probe line and when it was read.
@@ -597,6 +613,10 @@ func (p *Process) readLine(line string) {
 	case "work":
 		if json.Valid([]byte(js)) {
 			p.Work = json.RawMessage(js)
+		}
+	case "admin":
+		if js != "" {
+			p.admin.Store(&js)
 		}
 	case "placement":
 		var pl Placement

@@ -37,6 +37,10 @@ type Target struct {
 type Running struct {
 	// URL is the target's base URL.
 	URL string
+	// Admin, when set, is the URL of an endpoint the target serves for
+	// the benchmark on a listener of its own (the lanes scenario's lane
+	// admin endpoint).
+	Admin string
 	// Stop stops the target and releases everything it holds.
 	Stop func() error
 	// Stats, when set, returns the target's own counters (the sluice
@@ -294,9 +298,9 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 			return nil, err
 		}
 	}
-	lanesReady := func(*sluice.Server) error { return nil }
+	var lanesReady func(*sluice.Server) (string, func() error, error)
 	if o.lanes != nil {
-		h, lanesReady = o.lanes.attach(h, &cfg)
+		lanesReady = o.lanes.attach(&cfg)
 	}
 	srv, err := sluice.Listen(o.listenAddr(), h, cfg)
 	if err != nil {
@@ -314,8 +318,15 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 		stopServer := stop
 		stop = func() error { return errors.Join(stopServer(), tenants.stop()) }
 	}
-	if err := lanesReady(srv); err != nil {
-		return nil, errors.Join(err, stop())
+	var admin string
+	if lanesReady != nil {
+		url, stopAdmin, err := lanesReady(srv)
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		admin = url
+		stopServer := stop
+		stop = func() error { return errors.Join(stopAdmin(), stopServer()) }
 	}
 	if o.dashboard != "" {
 		stopDashboard, err := serveDashboard(o.dashboard, srv)
@@ -334,6 +345,7 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 	}
 	return &Running{
 		URL:       o.scheme() + srv.Addr().String(),
+		Admin:     admin,
 		Stop:      stop,
 		Stats:     stats,
 		Placement: func() Placement { return place },
