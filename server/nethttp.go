@@ -42,11 +42,14 @@ var errWriterDone = errors.New("server: ResponseWriter used after its handler re
 // connection: the caller reads, writes and closes it, and sets its
 // deadlines.
 //
-// The returned net.Conn is a *net.TCPConn run by Go's own network poller,
-// not by the worker: Hijack duplicates the socket's descriptor into it
-// (net.FileConn), then takes the connection off the worker (its epoll set,
-// its timers, the server's list of connections) and closes the worker's
-// descriptor, so that closing the net.Conn is what ends the connection.
+// The returned net.Conn wraps a *net.TCPConn run by Go's own network
+// poller, not by the worker: Hijack duplicates the socket's descriptor into
+// it (net.FileConn), then takes the connection off the worker (its epoll
+// set, its timers, the server's list of connections) and closes the
+// worker's descriptor, so that closing the net.Conn is what ends the
+// connection. Its NetConn method returns the *net.TCPConn (net/http's
+// Hijack returns that itself), and it has TCP's CloseRead and CloseWrite;
+// over HTTPS it is a *tls.Conn, as on net/http.
 // The bufio.ReadWriter's Reader holds, already buffered, the bytes the
 // server had read past the request's head and the part of the body the
 // handler did not read (a request pipelined behind this one, the start of
@@ -69,16 +72,19 @@ var errWriterDone = errors.New("server: ResponseWriter used after its handler re
 // it counts in neither OpenConns nor what Shutdown and Close wait for
 // (net/http does not track hijacked connections either). The handler may
 // return at once and serve the connection from a goroutine of its own,
-// which then belongs to the program: close it when the program stops. A
-// handler that serves the connection itself, blocking on its reads and
-// writes (the WebSocket examples of coder/websocket and gorilla/websocket),
-// holds its worker's thread while it waits (Go's poller parks the
-// coroutine's locked thread), so Hijack, called from the handler, gives
-// the worker to a spare thread at once (sched.Worker.Release): a WebSocket
-// served that way costs a thread, about 18 KB, where on net/http it costs
-// a goroutine, up to the runtime's bound on spare threads
-// (runtime.Config.MaxSpares, 1,024 by default); a goroutine of its own, or
-// waits through sched.Await, cost none.
+// which then belongs to the program: close it when the program stops.
+//
+// A handler that serves the connection itself until the client leaves
+// (the WebSocket examples of coder/websocket and gorilla/websocket read
+// and write in a loop inside the handler) costs what it costs on net/http,
+// a waiting goroutine, and never its worker's thread: the net.Conn's reads
+// and writes made from the handler's coroutine wait off the worker
+// (through sched.Await), so the worker serves its other connections
+// meanwhile and the handler resumes on it when data comes. Reads and
+// writes from other goroutines are the socket's own. Any other wait of the
+// handler's after Hijack (a channel, a lock) is by design: when it holds
+// the thread, the worker goes on on a spare thread without the warning
+// for a missing sched.Await (sched.Worker.Quiet).
 //
 // Call Hijack from the handler, or from one goroutine the handler waits
 // for, and not while another goroutine reads the request body. From such
@@ -113,10 +119,10 @@ func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	nc, brw, err := w.hijackOnWorker()
 	if err == nil && c.w != nil {
 		// The handler has the connection now, and most go on to serve it
-		// in place until the client leaves (a WebSocket's loop): the
-		// worker goes to a spare thread at once, rather than after the
-		// watchdog finds the handler blocked, and nothing is logged.
-		c.w.Release()
+		// in place until the client leaves (a WebSocket's loop). Its
+		// reads and writes wait off the worker (handlerConn); any other
+		// wait of its own is by design too, handed over unlogged.
+		c.w.Quiet()
 	}
 	return nc, brw, err
 }
@@ -148,10 +154,11 @@ func (w *ResponseWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, fmt.Errorf("server: hijack: sending the response header: %w", err)
 		}
 	}
-	gc, err := c.goConn()
+	nc, err := c.goConn()
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: hijack: %w", err)
 	}
+	var gc net.Conn = newHandlerConn(w.ctx, nc)
 	if c.tlsState != nil {
 		// The TLS session goes with it, as net/http hands over its
 		// *tls.Conn.
