@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -501,4 +502,57 @@ func TestSnapshotThrottled(t *testing.T) {
 	assert.Equal(t, 3465525775*time.Nanosecond, s.Snapshot().Throttled.Time)
 	s.cpuDir = ""
 	assert.Zero(t, s.Snapshot().Throttled)
+}
+
+// A guest that computes while more goroutines want to run than Go has Ps
+// for (busy loops beside the server, or a machine whose CPUs are shared)
+// spends spells waiting for a P, its locked thread asleep until Go hands it
+// one: that is being preempted, not blocking, and the real watchdog (real
+// schedstat, thread states and Go's run queue) neither hands its worker
+// over nor logs it. Three busy goroutines want the three Ps while the
+// guest computes for 200 ms, yielding its P every 50 µs: Go's run queue
+// then never holds as many goroutines as it has Ps, and yet the guest
+// waits in it.
+func TestGuestWaitingForAPIsNotBlocked(t *testing.T) {
+	prev := goruntime.GOMAXPROCS(3)
+	defer goruntime.GOMAXPROCS(prev)
+	var logged syncbuf.Buffer
+	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+
+	stop := make(chan struct{})
+	var burners sync.WaitGroup
+	for range 3 {
+		burners.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		burners.Wait()
+	}()
+	w := s.Worker(0)
+	onWorker(t, w, func() {
+		w.Guest(label("GET /compute"), func() {
+			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+				for slice := time.Now().Add(50 * time.Microsecond); time.Now().Before(slice); {
+				}
+				goruntime.Gosched()
+			}
+		})
+	})
+	snap := s.Snapshot()
+	assert.Zero(t, snap.Blocked, "log: %s", logged.String())
+	assert.Zero(t, snap.Handovers)
 }

@@ -103,17 +103,25 @@ func (s *Scheduler) guestBegins() {
 	}
 }
 
-// goBacklog reports whether Go has more goroutines ready to run than it has
-// Ps to run them on. A worker's thread then sleeps because its goroutine
-// waits for a P (Go preempted it), not because it blocked, and a spare
-// thread would wait for a P just the same.
+// goBacklog reports whether Go has goroutines ready to run that wait for
+// a P. A worker's thread that sleeps may then be one of them: Go preempted
+// its goroutine (or took its P during a system call) and the goroutine
+// waits in the run queue, its locked thread asleep until a P comes back.
+// That is being kept from the CPU, not blocking, and a spare thread would
+// wait for a P just the same. The queue need not be long: on a machine
+// whose CPUs are shared, Go's Ps are held by threads the kernel does not
+// run, and one goroutine can wait for tens of milliseconds behind them
+// (a CPU-only handler, with two busy loops beside the server, was found
+// "blocked" one to three times in 5 s when this asked for a queue as long
+// as GOMAXPROCS). A thread that really blocks is caught at a later look,
+// one without a queue.
 func goBacklog() bool {
 	m := [2]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/gomaxprocs:threads"}}
 	metrics.Read(m[:])
 	if m[0].Value.Kind() != metrics.KindUint64 || m[1].Value.Kind() != metrics.KindUint64 {
 		return false
 	}
-	return m[0].Value.Uint64() >= m[1].Value.Uint64()
+	return m[0].Value.Uint64() > 0
 }
 
 // inspect checks the guest region that w's owner runs, if any. A region
