@@ -185,6 +185,7 @@ type Scheduler struct {
 	schedstat   func(tid int32) (run, wait int64, err error)
 	threadState func(tid int32) (byte, error)
 	goBacklog   func() bool
+	goPauses    func() uint64
 }
 
 // New returns a Scheduler for cfg. It validates the configuration and
@@ -232,7 +233,8 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.SpareIdle = time.Second
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger, pollInterval: int64(cfg.PollInterval),
-		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog}
+		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog,
+		goPauses: newPauseCounter()}
 	if dir, err := cgroup.CPUDir("/"); err == nil {
 		s.cpuDir = dir
 	}
