@@ -43,7 +43,6 @@ func startRescue(t *testing.T, cfg Config, cpu func(int32) (run, wait int64, err
 	s.schedstat = cpu
 	s.threadState = func(int32) (byte, error) { return 'S', nil } // asleep, as cpu says
 	s.goBacklog = func() bool { return false }                    // a loaded test machine's backlog would delay the hand-over
-	s.goPauses = func() uint64 { return 0 }                       // and so would its collections
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -232,7 +231,6 @@ func TestStopWhileGuestBlocked(t *testing.T) {
 	require.NoError(t, err)
 	s.schedstat = offCPU
 	s.goBacklog = func() bool { return false }
-	s.goPauses = func() uint64 { return 0 }
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	gate := make(chan struct{})
@@ -264,7 +262,6 @@ func TestCancelledStopReachesEveryThread(t *testing.T) {
 	require.NoError(t, err)
 	s.schedstat = offCPU
 	s.goBacklog = func() bool { return false }
-	s.goPauses = func() uint64 { return 0 }
 	require.NoError(t, s.Start())
 	w := s.Worker(0)
 	results := make(chan error, 2)
@@ -355,37 +352,6 @@ func TestGoBacklogKeepsTheWorker(t *testing.T) {
 		w.Guest(nil, func() { time.Sleep(20 * time.Millisecond) })
 	})
 	assert.Zero(t, s.Snapshot().Handovers)
-}
-
-// A thread found asleep across a stop of the world (Go's collector stops
-// every thread, longer on shared CPUs) keeps its worker: that period says
-// nothing of the guest. Once Go stops pausing, the same sleep is handed
-// over.
-func TestPauseOfTheWorldKeepsTheWorker(t *testing.T) {
-	s, err := New(Config{Workers: 1, BlockedAfter: 2 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	s.schedstat = offCPU
-	s.threadState = func(int32) (byte, error) { return 'S', nil }
-	s.goBacklog = func() bool { return false }
-	var pauses, pausing atomic.Uint64
-	pausing.Store(1)
-	s.goPauses = func() uint64 { return pauses.Add(pausing.Load()) } // a pause between any two looks
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-	w := s.Worker(0)
-	gate := make(chan struct{})
-	guestDone := make(chan struct{})
-	require.NoError(t, w.Submit(lanes.Upstream, func() {
-		w.Guest(nil, func() { <-gate })
-		close(guestDone)
-	}))
-	time.Sleep(25 * 2 * time.Millisecond) // 25 times BlockedAfter
-	assert.Zero(t, s.Snapshot().Handovers, "asleep through pauses of the world")
-	pausing.Store(0)
-	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, time.Millisecond,
-		"asleep without them")
-	close(gate)
-	<-guestDone
 }
 
 // Guest code that calls Release before it blocks gives its worker to a

@@ -81,8 +81,6 @@ type runner struct {
 	sampleSeq uint64
 	sampleAt  int64
 	sampleRun int64
-	// samplePauses is Go's count of stop-the-world pauses at sampleAt.
-	samplePauses uint64
 }
 
 type pendingTask struct {

@@ -185,7 +185,6 @@ type Scheduler struct {
 	schedstat   func(tid int32) (run, wait int64, err error)
 	threadState func(tid int32) (byte, error)
 	goBacklog   func() bool
-	goPauses    func() uint64
 }
 
 // New returns a Scheduler for cfg. It validates the configuration and
@@ -233,8 +232,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.SpareIdle = time.Second
 	}
 	s := &Scheduler{cfg: cfg, set: cfg.Lanes, clock: cfg.Clock, logger: cfg.Logger, pollInterval: int64(cfg.PollInterval),
-		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog,
-		goPauses: newPauseCounter()}
+		blockLog: lograte.New(blockedBurst), schedstat: threadSchedstat, threadState: threadState, goBacklog: goBacklog}
 	if dir, err := cgroup.CPUDir("/"); err == nil {
 		s.cpuDir = dir
 	}

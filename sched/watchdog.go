@@ -124,26 +124,6 @@ func goBacklog() bool {
 	return m[0].Value.Uint64() > 0
 }
 
-// newPauseCounter returns a function that says how many times Go has
-// stopped the world so far, for a collection or for anything else; 0 when
-// the runtime does not say. It keeps its buffers, so one caller at a time.
-func newPauseCounter() func() uint64 {
-	m := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/pauses/total/other:seconds"}}
-	return func() uint64 {
-		metrics.Read(m)
-		var n uint64
-		for _, x := range m {
-			if x.Value.Kind() != metrics.KindFloat64Histogram {
-				continue
-			}
-			for _, c := range x.Value.Float64Histogram().Counts {
-				n += c
-			}
-		}
-		return n
-	}
-}
-
 // inspect checks the guest region that w's owner runs, if any. A region
 // older than BlockedAfter/2 has its thread's CPU time sampled (time run,
 // and time waiting to run); half a period later, a thread that ran or
@@ -176,20 +156,16 @@ func (w *Worker) inspect(now int64) bool {
 	if err != nil {
 		return true
 	}
-	run, pauses := ran+waited, s.goPauses()
+	run := ran + waited
 	if r.sampleSeq != seq {
-		r.sampleSeq, r.sampleAt, r.sampleRun, r.samplePauses = seq, now, run, pauses
+		r.sampleSeq, r.sampleAt, r.sampleRun = seq, now, run
 		return true
 	}
 	if age < limit {
 		return true
 	}
-	// Go stopped the world since the sample (a collection's phase change,
-	// a stack dump): every thread of the program slept through it, longer
-	// on shared CPUs, so this period says nothing of the guest's.
-	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || pauses != r.samplePauses ||
-		s.goBacklog() || s.runnable(r.tid.Load()) {
-		r.sampleAt, r.sampleRun, r.samplePauses = now, run, pauses
+	if wall := now - r.sampleAt; 10*(run-r.sampleRun) >= wall || s.goBacklog() || s.runnable(r.tid.Load()) {
+		r.sampleAt, r.sampleRun = now, run
 		return true
 	}
 	if r.flagged.Swap(seq) != seq && r.quietG.Load() != r.curG.Load() {
