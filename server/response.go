@@ -256,15 +256,19 @@ func (w *ResponseWriter) Flush() { _ = w.FlushError() }
 // FlushError is Flush, returning the error of the write; after Hijack,
 // http.ErrHijacked (where net/http's panics). A handler that flushes
 // streams its response (server-sent events, a long poll) and commonly
-// waits between its writes: from its first Flush on, its worker is still
-// handed to a spare thread whenever it blocks, but that is no longer
-// logged as a handler that forgot sched.Await (sched.Worker.Quiet).
+// waits after each Flush for what it sends next: so when the handler's
+// own coroutine flushes, the worker goes to a spare thread as soon as the
+// bytes are written (sched.Worker.Release), and serves its other
+// connections while the handler waits; the handler takes the worker back
+// when it writes again. From its first Flush on, a wait of the handler's
+// is no longer logged as one that forgot sched.Await (sched.Worker.Quiet).
 func (w *ResponseWriter) FlushError() error {
 	if w.returned.Load() {
 		return errWriterDone
 	}
-	if c := w.c; c.w != nil && !w.foreign() {
+	if c := w.c; c.w != nil && !w.foreign() && !w.hijacked {
 		c.w.Quiet()
+		defer c.w.Release() // once the write below has left the worker
 	}
 	defer w.c.leave(w.c.enter())
 	if w.hijacked {
