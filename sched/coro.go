@@ -212,6 +212,27 @@ func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Cont
 	w.push(lane, task{fn: func() { w.start(ctx, fn, resumeLane(lane)) }, enq: w.now})
 }
 
+// GoAlone is Go for a job expected to hold its thread for long: a handler
+// that blocks without Await (a route found blocking before), or one that
+// waits between the writes of a stream. Its coroutine is made on a runner
+// thread with no other unfinished coroutine (an idle spare, or a new one
+// within Config.MaxSpares), so that when the job blocks and the worker
+// goes on without that thread, no other coroutine is left waiting for the
+// thread to come back: a coroutine resumes only on the thread that made
+// it. Starting it that way costs a hand-over of the worker to that thread;
+// when no such runner can be had, it is Go. Local: call it only on w.
+func (w *Worker) GoAlone(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) {
+	if fn == nil {
+		panic("sched: GoAlone of a nil function")
+	}
+	w.mustHave(lane)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	defer w.leave(w.enter())
+	w.push(lane, task{fn: func() { w.start(ctx, fn, resumeLane(lane)) }, enq: w.now, alone: true})
+}
+
 // GoNow starts fn as a coroutine at once, inside the current task, and
 // returns when fn first suspends (Await, Sleep, Pause) or ends; what follows
 // a suspension runs in the Continuation lane as with Go. It saves the queue

@@ -556,3 +556,47 @@ func TestGuestWaitingForAPIsNotBlocked(t *testing.T) {
 	assert.Zero(t, snap.Blocked, "log: %s", logged.String())
 	assert.Zero(t, snap.Handovers)
 }
+
+// A coroutine resumes only on the thread that made it, so one left on a
+// thread that goes away with blocking guest code waits for that code to
+// end. GoAlone starts the blocking job on a thread of its own: a
+// coroutine asleep on the worker's thread wakes and ends while the job
+// still blocks. With Go instead of GoAlone it waits for the job.
+func TestGoAloneLeavesNoCoroutineBehind(t *testing.T) {
+	for _, alone := range []bool{true, false} {
+		s := startRescue(t, Config{Logger: slog.New(slog.DiscardHandler)}, offCPU)
+		w := s.Worker(0)
+		gate := make(chan struct{})
+		blocked := make(chan struct{})
+		slept := make(chan struct{})
+		onWorker(t, w, func() {
+			w.Go(context.Background(), lanes.Upstream, func(ctx context.Context) {
+				_ = Sleep(ctx, 20*time.Millisecond)
+				close(slept)
+			})
+		})
+		time.Sleep(5 * time.Millisecond) // the sleeper has suspended
+		start := w.Go
+		if alone {
+			start = w.GoAlone
+		}
+		onWorker(t, w, func() {
+			start(context.Background(), lanes.Upstream, func(context.Context) {
+				w.Guest(label("GET /stream"), func() {
+					w.Release()
+					close(blocked)
+					<-gate
+				})
+			})
+		})
+		<-blocked
+		select {
+		case <-slept:
+			assert.True(t, alone, "the sleeper ended while the job blocked, though it shared its thread")
+		case <-time.After(500 * time.Millisecond):
+			assert.False(t, alone, "the sleeper waits for the thread the job holds")
+		}
+		close(gate)
+		<-slept
+	}
+}

@@ -6,6 +6,8 @@ type task struct {
 	fn  func()
 	co  *coro
 	enq int64 // clock reading when it was queued, for the waited counter
+	// alone runs fn on a runner with no unfinished coroutine (GoAlone).
+	alone bool
 }
 
 // ring is a growable FIFO of tasks, owned by one worker.

@@ -417,35 +417,42 @@ func (w *Worker) Quiet() {
 // line that says so (a route, for example); it may be nil.
 //
 // Guest is local: call it from code running on w. Inside guest code it
-// simply runs fn.
-func (w *Worker) Guest(what fmt.Stringer, fn func()) {
+// simply runs fn. It reports whether the watchdog found fn holding the
+// thread off the CPU (whether or not that was logged, see Quiet): a
+// caller that runs the same code again may start it with GoAlone.
+func (w *Worker) Guest(what fmt.Stringer, fn func()) (blocked bool) {
 	if e := w.enter(); e != 0 {
 		defer w.leave(e)
 		fn()
-		return
+		return false
 	}
 	r := w.owner.Load()
 	if r == nil || r.state.Load() != rCore {
 		fn()
-		return
+		return false
 	}
 	start := w.now
 	seq := r.beGuest(start)
-	defer w.endGuest(r, what, seq, start)
+	defer func() { blocked = w.endGuest(r, what, seq, start) }()
 	fn()
+	return false
 }
 
 // endGuest closes a guest region: the runner takes the worker back, and
-// says so in the log if the watchdog found the region off the CPU.
-func (w *Worker) endGuest(r *runner, what fmt.Stringer, seq uint64, start int64) {
+// says so in the log if the watchdog found the region off the CPU, which
+// it reports.
+func (w *Worker) endGuest(r *runner, what fmt.Stringer, seq uint64, start int64) bool {
 	if !r.state.CompareAndSwap(rGuest, rCore) {
 		w.rejoin(r)
 	}
 	quiet := r.quietG.CompareAndSwap(getg(), 0)
-	if f := r.flagged.Load(); f != 0 && f >= seq {
-		r.flagged.Store(0)
-		if !quiet {
-			w.reportBlocked(what, time.Duration(w.s.clock()-start))
-		}
+	f := r.flagged.Load()
+	if f == 0 || f < seq {
+		return false
 	}
+	r.flagged.Store(0)
+	if !quiet {
+		w.reportBlocked(what, time.Duration(w.s.clock()-start))
+	}
+	return true
 }

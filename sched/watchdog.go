@@ -205,7 +205,6 @@ func (w *Worker) handOver(r *runner) {
 // spare threads allows; nil when neither is possible. The runner it returns
 // is in state rCore and has not been granted the worker.
 func (w *Worker) takeSpare() *runner {
-	s := w.s
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
 	for _, x := range w.runners {
@@ -213,6 +212,34 @@ func (w *Worker) takeSpare() *runner {
 			return x
 		}
 	}
+	return w.newSpareLocked()
+}
+
+// takeLone reserves, for a job to run alone on its thread (Worker.GoAlone),
+// a runner with no unfinished coroutine: an idle one, or a new one when
+// the bound on spare threads allows; nil when neither is possible. Like
+// takeSpare's, the runner is in state rCore and not yet granted the worker.
+func (w *Worker) takeLone() *runner {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	for _, x := range w.runners {
+		if !x.state.CompareAndSwap(rIdle, rCore) {
+			continue
+		}
+		// Reserved: what it wrote while it last owned the worker
+		// happened before this owner was granted it.
+		if x.live == 0 {
+			return x
+		}
+		x.state.Store(rIdle)
+	}
+	return w.newSpareLocked()
+}
+
+// newSpareLocked starts a spare runner when the bound on spare threads
+// allows, or returns nil; w.runMu is held.
+func (w *Worker) newSpareLocked() *runner {
+	s := w.s
 	if int(s.threads.Load())-len(s.workers) >= s.cfg.MaxSpares {
 		return nil
 	}

@@ -264,6 +264,14 @@ func (w *Worker) runOne(r *runner, id lanes.ID) bool {
 // the lane's resumptions), on runner r, which owns the worker.
 func (w *Worker) runTask(r *runner, lane lanes.ID, t task) bool {
 	id := lane &^ resumed
+	if t.alone && r.live > 0 && w.s.state.Load() == stateRunning {
+		// Start the job on a runner of its own, if one can be had.
+		if to := w.takeLone(); to != nil {
+			to.next, to.nextLane, to.hasNext = t, lane, true
+			w.handTo(r, to)
+			return true
+		}
+	}
 	if t.co != nil && t.co.r != r {
 		if w.forward(r, lane, t) {
 			return true

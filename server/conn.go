@@ -106,6 +106,8 @@ type conn struct {
 	onTimeout func() // c.timeout, bound once
 	serveFn   func(context.Context)
 	handleFn  func()
+	// handleAloneFn is handleAlone, for a request that started alone.
+	handleAloneFn func()
 
 	cur      *Request
 	body     *body
@@ -113,6 +115,8 @@ type conn struct {
 	t        admit.Ticket // the current request's passage through admission
 	admitted bool         // the pipeline admitted the current request: call Done
 	refused  bool         // it was rejected: answer with t.Answer
+	how      int          // how its coroutine started (routeBook.start)
+	streamed bool         // its handler flushed a response not yet begun
 	// hold is how long to park the connection once the current refusal
 	// is written (holdAfter); 0: it waits for its next request at once.
 	hold time.Duration
@@ -181,6 +185,7 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 		c.picked = make([]admit.Field, n)
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
+	c.handleAloneFn = c.handleAlone
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)

@@ -126,6 +126,14 @@ func (c *conn) run() {
 	}
 	job := &c.st.job
 	job.Parent = &c.cctx
+	c.how, c.streamed = startShared, false
+	if !c.refused {
+		c.how = c.ws.routes.start(c.cur.Method, c.cur.URL.Path)
+	}
+	if c.how != startShared {
+		c.w.GoAlone(job, lane, c.serveFn)
+		return
+	}
 	if lane > lanes.Upstream {
 		c.w.Go(job, lane, c.serveFn)
 		return
@@ -280,7 +288,13 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		rw.WriteHeader(http.StatusInternalServerError)
 		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
 	}()
-	c.w.Guest((*handlerName)(c), c.handleFn)
+	fn := c.handleFn
+	if c.how == startRelease {
+		fn = c.handleAloneFn
+	}
+	blocked := c.w.Guest((*handlerName)(c), fn)
+	// The worker is the handler's again (Guest's end): the book is its.
+	c.ws.routes.ran(r.Method, r.URL.Path, c.how, blocked || c.streamed)
 	return nil
 }
 
@@ -288,6 +302,13 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 // guest code (sched.Worker.Guest), so that a handler that blocks its thread
 // without Await does not stall the connections behind it.
 func (c *conn) handle() { c.srv.h.ServeSluice(c.rw, c.cur) }
+
+// handleAlone is handle for a request of a route whose handlers block
+// (routeBook): the worker goes to a spare thread as the handler begins.
+func (c *conn) handleAlone() {
+	c.w.Release()
+	c.handle()
+}
 
 // handlerName names the handler a connection runs, for the scheduler's
 // log of handlers that block their worker: the request's method and path.

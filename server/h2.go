@@ -326,6 +326,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
 	ended := make(chan struct{})
+	how := startShared // set on wk before fn runs (routeBook.start)
 	// start is 0 until the coroutine starts (1) or the stream gives up
 	// waiting for it (2): whichever comes first decides.
 	var start atomic.Int32
@@ -338,15 +339,28 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 			unstarted = true
 			return
 		}
-		status, err, panicked = hc.call(ctx, w, r, wk)
+		status, err, panicked = hc.call(ctx, w, r, wk, how)
 	}
+	book := &srv.ws[wk.ID()].routes
 	var serr error
 	if lane == lanes.Upstream {
 		// A new request: Upstream work, resumed in Continuation.
-		serr = wk.Submit(lanes.Upstream, func() { wk.GoNow(ctx, fn) })
+		serr = wk.Submit(lanes.Upstream, func() {
+			if how = book.start(r.Method, r.URL.Path); how != startShared {
+				wk.GoAlone(ctx, lane, fn)
+				return
+			}
+			wk.GoNow(ctx, fn)
+		})
 	} else {
 		// Queued in its lane, where its resumptions go too.
-		serr = wk.Submit(lanes.Continuation, func() { wk.Go(ctx, lane, fn) })
+		serr = wk.Submit(lanes.Continuation, func() {
+			if how = book.start(r.Method, r.URL.Path); how != startShared {
+				wk.GoAlone(ctx, lane, fn)
+				return
+			}
+			wk.Go(ctx, lane, fn)
+		})
 	}
 	if serr != nil {
 		// The runtime stopped.
@@ -381,7 +395,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 func (hc *h2Conn) runGRPC(w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked bool) {
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
-	return hc.call(ctx, w, r, nil)
+	return hc.call(ctx, w, r, nil, startShared)
 }
 
 // streamContext returns the context a stream's handler runs with: the
@@ -396,12 +410,13 @@ func streamContext(r *http.Request, t *admit.Ticket) (context.Context, context.C
 
 // call runs the handler on the stream, with ctx as its request's context:
 // as guest code of wk (sched.Worker.Guest) on wk's coroutine, or on the
-// calling goroutine when wk is nil. It recovers a panic, logs it (unless
+// calling goroutine when wk is nil; started as how (routeBook.start), it
+// gives the worker away as the handler begins when its route blocks. It recovers a panic, logs it (unless
 // it is http.ErrAbortHandler) and reports it. A gRPC call's body is not
 // limited as a whole by MaxBodyBytes: a stream's body is every message of
 // its life, and gRPC limits each message itself (grpc-go's
 // MaxRecvMsgSize, 4 MiB by default).
-func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker) (status int, err error, panicked bool) {
+func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker, how int) (status int, err error, panicked bool) {
 	srv := hc.s.srv
 	hw := &h2Writer{rw: w, ctx: ctx}
 	hr := r.WithContext(ctx)
@@ -436,9 +451,16 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}()
 	if wk == nil {
 		hc.s.handler.ServeHTTP(hw, hr)
-	} else {
-		wk.Guest(h2Name{r}, func() { hc.s.handler.ServeHTTP(hw, hr) })
+		return
 	}
+	blocked := wk.Guest(h2Name{r}, func() {
+		if how == startRelease {
+			wk.Release()
+		}
+		hc.s.handler.ServeHTTP(hw, hr)
+	})
+	// The worker is the handler's again (Guest's end): the book is its.
+	srv.ws[wk.ID()].routes.ran(r.Method, r.URL.Path, how, blocked)
 	return
 }
 

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -399,9 +400,9 @@ func (o *outcomeRecorder) Done(a *admit.Attempt, out admit.Outcome) {
 // TestManyIdleWebSocketsInTheHandler: the WebSocket idiom of coder/websocket's
 // examples (the echo loop inside the handler) waits for its reads off the
 // worker, holding no thread: 100 of them at once on two workers with only
-// two spare threads all upgrade, plain requests beside them are served, and
-// no spare is used. (When each held its thread, the third stalled its
-// worker and every connection on it.)
+// two spare threads all upgrade and echo, and plain requests beside them
+// are served. (When each held its thread, the fifth upgrade timed out: the
+// third on a worker stalled it and every connection on it.)
 func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 	const sockets = 100
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -456,17 +457,15 @@ func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 		require.NoError(t, err, "socket %d", i)
 		assert.Equal(t, "ping", string(got))
 	}
-	snap := rt.Snapshot()
-	assert.Zero(t, snap.SparesPeak, "no handler held its thread")
-	assert.Zero(t, snap.Blocked, "none was found blocked, none logged")
+	assert.Zero(t, rt.Snapshot().Blocked, "none was found blocked, none logged")
 }
 
 // TestGorillaWebSocketEcho: gorilla/websocket's echo idiom, unchanged
 // (Upgrade, then ReadMessage and WriteMessage in the handler until the
 // client leaves), on sluice with two workers and two spare threads and on
-// net/http: 50 idle connections all upgrade on both, each then echoes a
-// short message and one of 256 KiB (more than a socket takes at once), and
-// on sluice no handler held a thread.
+// net/http: 50 idle connections all upgrade on both (on sluice, more than
+// its spare threads), and each then echoes a short message and one of 256
+// KiB (more than a socket takes at once).
 func TestGorillaWebSocketEcho(t *testing.T) {
 	const sockets = 50
 	upgrader := gorilla.Upgrader{}
@@ -516,13 +515,87 @@ func TestGorillaWebSocketEcho(t *testing.T) {
 		rt := schedtest.RuntimeWith(t, srt.Config{Workers: 2, MaxSpares: 2})
 		_, addr := serveNativeOn(t, rt, HTTPHandler(echo), Config{Logger: slog.New(slog.DiscardHandler)})
 		run(t, addr)
-		snap := rt.Snapshot()
-		assert.Zero(t, snap.SparesPeak, "no handler held its thread")
-		assert.Zero(t, snap.Blocked, "none was found blocked")
+		assert.Zero(t, rt.Snapshot().Blocked, "none was found blocked")
 	})
 	t.Run("net/http", func(t *testing.T) {
 		hs := httptest.NewServer(echo)
 		defer hs.Close()
 		run(t, strings.TrimPrefix(hs.URL, "http://"))
 	})
+}
+
+// TestWebSocketsBesideEventStreams: a coroutine resumes only on the thread
+// that made it. WebSockets served inside their handlers wait for their
+// messages as coroutines; event streams opened after them wait between
+// their events holding their threads. The streams start on threads of
+// their own (routeBook), so no WebSocket is left on a thread a stream
+// holds: all 20 still echo while 6 streams wait. (When every handler
+// started on its worker's current thread, the first stream on a worker
+// held the thread of that worker's WebSockets, and none of them echoed.)
+func TestWebSocketsBesideEventStreams(t *testing.T) {
+	const sockets, streams = 20, 6
+	stop := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ws":
+			c, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			for {
+				typ, msg, err := c.Read(r.Context())
+				if err != nil {
+					return
+				}
+				if err := c.Write(r.Context(), typ, msg); err != nil {
+					return
+				}
+			}
+		case "/events":
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: hello\n\n")
+			http.NewResponseController(w).Flush()
+			select { // the next event's wait, on the handler's thread
+			case <-stop:
+			case <-r.Context().Done():
+			}
+		}
+	})
+	rt := schedtest.Runtime(t, 2)
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Logger: slog.New(slog.DiscardHandler)})
+	defer close(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	for i := range sockets {
+		c, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{}}})
+		require.NoError(t, err, "upgrade %d", i)
+		conns = append(conns, c)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range streams {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/events", nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err, "stream %d", i)
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		require.NoError(t, err, "stream %d", i)
+		assert.Equal(t, "data: hello\n", line)
+	}
+	for i, c := range conns {
+		ectx, ecancel := context.WithTimeout(ctx, 5*time.Second)
+		require.NoError(t, c.Write(ectx, websocket.MessageText, []byte("ping")), "socket %d", i)
+		_, got, err := c.Read(ectx)
+		ecancel()
+		require.NoError(t, err, "socket %d: its echo, beside %d waiting streams", i, streams)
+		assert.Equal(t, "ping", string(got))
+	}
 }

@@ -271,6 +271,11 @@ func (w *ResponseWriter) FlushError() error {
 		defer c.w.Release() // once the write below has left the worker
 	}
 	defer w.c.leave(w.c.enter())
+	if c := w.c; c.w != nil && !w.foreign() && !w.headerSent && !c.streamed && !w.hijacked {
+		// A stream: its route's next requests start alone (routeBook).
+		c.streamed = true
+		c.ws.routes.ran(w.req.Method, w.req.URL.Path, startShared, true)
+	}
 	if w.hijacked {
 		return http.ErrHijacked
 	}

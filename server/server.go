@@ -546,6 +546,7 @@ type workerState struct {
 	dateSec int64
 	date    []byte
 	fields  []field // scratch for sorting a response's header fields
+	routes  routeBook
 }
 
 const (

@@ -1,0 +1,124 @@
+package server
+
+import "hash/maphash"
+
+// Bounds of a worker's book of routes.
+const (
+	// maxRoutes is the most routes a book holds. When it is full, the
+	// routes known to be quick are forgotten (they start alone once more,
+	// to be learned again); the blocking ones are kept, and past
+	// maxRoutes of them a new one is not learned.
+	maxRoutes = 4096
+	// blockerScore is a blocking route's score when it is learned, and
+	// what each further block adds, up to blockerMax.
+	blockerScore = 4
+	blockerMax   = 16
+	// probeEvery: one run in probeEvery of a blocking route starts alone
+	// without giving its worker away, so that the watchdog tells whether
+	// it still blocks.
+	probeEvery = 8
+)
+
+// How a request starts (routeBook.start).
+const (
+	startShared  = iota // in the worker's current thread, as any coroutine
+	startAlone          // on a thread of its own (sched.Worker.GoAlone)
+	startRelease        // alone, and the worker goes to a spare as it begins
+)
+
+// routeBook is a worker's knowledge of its routes (a request's method and
+// path): which handlers hold their thread for long, found blocked by the
+// watchdog (a call without sched.Await) or streaming their response (a
+// Flush), and which do not. A coroutine resumes only on the thread that
+// made it, so a handler that blocks its thread strands every other
+// coroutine made on that thread (a WebSocket waiting for its next message,
+// a request waiting in Await) until it returns. So a request of a route
+// the book does not know yet, and of one known to block, starts alone on
+// its thread (sched.Worker.GoAlone), where blocking strands nothing; one
+// known to block also gives the worker away as its handler begins
+// (sched.Worker.Release), rather than after the watchdog found it blocked,
+// 4 to 6 ms later, each time; a route known to be quick starts as any
+// coroutine. It is the worker's: touched only on it, without locks.
+type routeBook struct {
+	seed  maphash.Seed
+	h     maphash.Hash
+	m     map[uint64]int8 // route's hash → score: > 0 blocks, quickRoute quick
+	runs  uint32          // starts of blocking routes, for the probes
+	quick int             // routes in m known to be quick
+}
+
+// quickRoute is the score of a route known to be quick.
+const quickRoute int8 = -1
+
+func (b *routeBook) key(method, path string) uint64 {
+	if b.m == nil {
+		b.seed = maphash.MakeSeed()
+		b.h.SetSeed(b.seed)
+		b.m = make(map[uint64]int8)
+	}
+	b.h.Reset()
+	_, _ = b.h.WriteString(method)
+	_ = b.h.WriteByte(' ')
+	_, _ = b.h.WriteString(path)
+	return b.h.Sum64()
+}
+
+// start says how a request of method and path starts.
+func (b *routeBook) start(method, path string) int {
+	s, ok := b.m[b.key(method, path)]
+	switch {
+	case !ok:
+		if len(b.m) >= maxRoutes && b.quick == 0 {
+			return startShared // full of blocking routes: as before the book
+		}
+		return startAlone
+	case s == quickRoute:
+		return startShared
+	}
+	b.runs++
+	if b.runs%probeEvery == 0 {
+		return startAlone
+	}
+	return startRelease
+}
+
+// ran records how a run of method and path that started as how went:
+// blocked when the watchdog found its handler off the CPU or it streamed
+// its response. A run that gave its worker away at once tells nothing
+// unless it streamed.
+func (b *routeBook) ran(method, path string, how int, blocked bool) {
+	k := b.key(method, path)
+	s, ok := b.m[k]
+	switch {
+	case blocked:
+		if s == quickRoute {
+			b.quick--
+		}
+		if !ok && !b.room() {
+			return
+		}
+		b.m[k] = min(blockerMax, max(s, 0)+blockerScore)
+	case how == startRelease:
+	case ok && s > 0:
+		// A probe that did not block: the route is one no more.
+		delete(b.m, k)
+	case !ok && b.room():
+		b.m[k] = quickRoute
+		b.quick++
+	}
+}
+
+// room makes room for one more route if the book is full, forgetting the
+// quick ones, and reports whether there is.
+func (b *routeBook) room() bool {
+	if len(b.m) < maxRoutes {
+		return true
+	}
+	for k, s := range b.m {
+		if s == quickRoute {
+			delete(b.m, k)
+		}
+	}
+	b.quick = 0
+	return len(b.m) < maxRoutes
+}
