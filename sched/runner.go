@@ -73,6 +73,11 @@ type runner struct {
 	guestStart atomic.Int64
 	flagged    atomic.Uint64 // guestSeq of a region the watchdog found off the CPU
 	goid       atomic.Int64  // the guest goroutine's ID, with Config.BlockedStacks
+	// what names the guest region, as Guest was given it (nil for a
+	// coroutine resumed inside its region on another occasion); written
+	// before the region's state, read by the watchdog once it took the
+	// region's worker away.
+	what fmt.Stringer
 	// quietG is the guest goroutine that said its blocking is by design
 	// (Quiet): its hand-overs are neither counted as blocks nor logged.
 	quietG atomic.Uintptr
@@ -325,6 +330,7 @@ func (w *Worker) leave(e Entry) {
 		w.s.guestBegins()
 		return
 	}
+	r.what = nil
 	r.beGuest(w.now)
 }
 
@@ -388,7 +394,7 @@ func (w *Worker) Release() {
 	if r == nil || r.state.Load() != rGuest || r.curG.Load() != getg() {
 		return
 	}
-	w.handOver(r)
+	w.handOver(r, false)
 }
 
 // Quiet, called from guest code (see Guest), says that the code blocks by
@@ -419,7 +425,10 @@ func (w *Worker) Quiet() {
 // Guest is local: call it from code running on w. Inside guest code it
 // simply runs fn. It reports whether the watchdog found fn holding the
 // thread off the CPU (whether or not that was logged, see Quiet): a
-// caller that runs the same code again may start it with GoAlone.
+// caller that runs the same code again may start it with GoAlone. To learn
+// it at once rather than when fn returns, give what a method Blocked():
+// the worker runs it, as a task, first thing after the watchdog handed it
+// over from fn.
 func (w *Worker) Guest(what fmt.Stringer, fn func()) (blocked bool) {
 	if e := w.enter(); e != 0 {
 		defer w.leave(e)
@@ -432,6 +441,7 @@ func (w *Worker) Guest(what fmt.Stringer, fn func()) (blocked bool) {
 		return false
 	}
 	start := w.now
+	r.what = what
 	seq := r.beGuest(start)
 	defer func() { blocked = w.endGuest(r, what, seq, start) }()
 	fn()
@@ -445,6 +455,7 @@ func (w *Worker) endGuest(r *runner, what fmt.Stringer, seq uint64, start int64)
 	if !r.state.CompareAndSwap(rGuest, rCore) {
 		w.rejoin(r)
 	}
+	r.what = nil // what it names may be large: keep none of it
 	quiet := r.quietG.CompareAndSwap(getg(), 0)
 	f := r.flagged.Load()
 	if f == 0 || f < seq {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/lanes"
 )
 
 // blockedBurst is how many "guest code blocked its worker" lines the
@@ -174,13 +176,15 @@ func (w *Worker) inspect(now int64) bool {
 			w.logStack(r)
 		}
 	}
-	w.handOver(r)
+	w.handOver(r, true)
 	return true
 }
 
 // handOver gives the worker that runner r owns, and whose guest code
-// blocks, to a spare runner.
-func (w *Worker) handOver(r *runner) {
+// blocks, to a spare runner. found is the watchdog's hand-over of code it
+// found blocked: the spare first runs the region's Blocked method, when
+// what names it with a type that has one (see Guest).
+func (w *Worker) handOver(r *runner, found bool) {
 	if w.s.state.Load() != stateRunning {
 		// Stopping: the runners are exiting, and a spare started now could
 		// be added to the wait group after Stop's Wait saw it at zero.
@@ -198,6 +202,11 @@ func (w *Worker) handOver(r *runner) {
 	w.away.Add(1)
 	w.steals.Add(1)
 	w.s.handovers.Add(1)
+	if found {
+		if b, ok := r.what.(interface{ Blocked() }); ok {
+			spare.next, spare.nextLane, spare.hasNext = task{fn: b.Blocked, enq: w.s.clock()}, lanes.Continuation, true
+		}
+	}
 	w.handTo(nil, spare) // the blocked runner is away, not idle
 }
 

@@ -9,20 +9,21 @@ const (
 	// to be learned again); the blocking ones are kept, and past
 	// maxRoutes of them a new one is not learned.
 	maxRoutes = 4096
-	// blockerScore is a blocking route's score when it is learned, and
-	// what each further block adds, up to blockerMax.
-	blockerScore = 4
-	blockerMax   = 16
-	// probeEvery: one run in probeEvery of a blocking route starts alone
-	// without giving its worker away, so that the watchdog tells whether
-	// it still blocks.
-	probeEvery = 8
+	// A blocking route's score s says how often its runs are probes:
+	// one start in 2^s of blocking routes starts alone without giving its
+	// worker away, so that the watchdog tells whether the route still
+	// blocks. A route is learned with blockerScore, and each probe that
+	// blocks adds one, up to blockerMax: a route that always blocks costs
+	// a stall of its worker (the watchdog's 4 to 6 ms) ever more rarely.
+	blockerScore = 6
+	blockerMax   = 14
 )
 
 // How a request starts (routeBook.start).
 const (
 	startShared  = iota // in the worker's current thread, as any coroutine
-	startAlone          // on a thread of its own (sched.Worker.GoAlone)
+	startAlone          // on a thread of its own (sched.Worker.GoAlone): an unknown route
+	startProbe          // alone, a blocking route's probe
 	startRelease        // alone, and the worker goes to a spare as it begins
 )
 
@@ -43,7 +44,7 @@ type routeBook struct {
 	seed  maphash.Seed
 	h     maphash.Hash
 	m     map[uint64]int8 // route's hash → score: > 0 blocks, quickRoute quick
-	runs  uint32          // starts of blocking routes, for the probes
+	runs  uint64          // starts of blocking routes, for the probes
 	quick int             // routes in m known to be quick
 }
 
@@ -76,10 +77,21 @@ func (b *routeBook) start(method, path string) int {
 		return startShared
 	}
 	b.runs++
-	if b.runs%probeEvery == 0 {
-		return startAlone
+	if b.runs%(1<<s) == 0 {
+		return startProbe
 	}
 	return startRelease
+}
+
+// begin says how a request that started as how begins its handler: one
+// of a route unknown when it was queued gives its worker away at once if
+// the route has been found to block meanwhile (by an earlier request
+// queued beside it).
+func (b *routeBook) begin(method, path string, how int) int {
+	if how == startAlone && b.m[b.key(method, path)] > 0 {
+		return startRelease
+	}
+	return how
 }
 
 // ran records how a run of method and path that started as how went:
@@ -97,7 +109,7 @@ func (b *routeBook) ran(method, path string, how int, blocked bool) {
 		if !ok && !b.room() {
 			return
 		}
-		b.m[k] = min(blockerMax, max(s, 0)+blockerScore)
+		b.m[k] = min(blockerMax, max(s+1, blockerScore))
 	case how == startRelease:
 	case ok && s > 0:
 		// A probe that did not block: the route is one no more.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,8 +10,8 @@ import (
 
 // A worker's book of routes: an unknown route starts alone and becomes
 // quick or blocking by how its run went; a blocking one gives its worker
-// away at once but for one probe in probeEvery, and a probe that did not
-// block forgets it.
+// away at once but for one probe in 2^score, each probe that blocks
+// raising the score, and a probe that did not block forgets it.
 func TestRouteBook(t *testing.T) {
 	var b routeBook
 	assert.Equal(t, startAlone, b.start("GET", "/"), "unknown")
@@ -21,13 +22,13 @@ func TestRouteBook(t *testing.T) {
 	assert.Equal(t, startAlone, b.start("GET", "/events"))
 	b.ran("GET", "/events", startAlone, true)
 	var how []int
-	for range probeEvery {
+	for range 1 << blockerScore {
 		h := b.start("GET", "/events")
 		how = append(how, h)
 		b.ran("GET", "/events", h, false) // a run given away tells nothing
 	}
-	assert.Equal(t, []int{startRelease, startRelease, startRelease, startRelease, startRelease, startRelease, startRelease, startAlone}, how,
-		"one probe in probeEvery")
+	assert.Equal(t, startProbe, how[len(how)-1], "one probe in 2^blockerScore")
+	assert.Equal(t, []int{startRelease}, slices.Compact(how[:len(how)-1]))
 	assert.Equal(t, startAlone, b.start("GET", "/events"), "the probe did not block: unknown again")
 
 	assert.Equal(t, 1, b.quick)

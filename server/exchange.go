@@ -289,7 +289,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
 	}()
 	fn := c.handleFn
-	if c.how == startRelease {
+	if c.how = c.ws.routes.begin(r.Method, r.URL.Path, c.how); c.how == startRelease {
 		fn = c.handleAloneFn
 	}
 	blocked := c.w.Guest((*handlerName)(c), fn)
@@ -313,6 +313,14 @@ func (c *conn) handleAlone() {
 // handlerName names the handler a connection runs, for the scheduler's
 // log of handlers that block their worker: the request's method and path.
 type handlerName conn
+
+// Blocked runs on the worker once the watchdog found the handler blocked:
+// the route's next requests start alone (routeBook).
+func (h *handlerName) Blocked() {
+	if r := h.cur; r != nil && r.URL != nil {
+		h.ws.routes.ran(r.Method, r.URL.Path, startShared, true)
+	}
+}
 
 func (h *handlerName) String() string {
 	if r := h.cur; r != nil && r.URL != nil {

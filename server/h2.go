@@ -453,22 +453,31 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		hc.s.handler.ServeHTTP(hw, hr)
 		return
 	}
-	blocked := wk.Guest(h2Name{r}, func() {
+	book := &srv.ws[wk.ID()].routes
+	how = book.begin(r.Method, r.URL.Path, how)
+	blocked := wk.Guest(h2Name{r, book}, func() {
 		if how == startRelease {
 			wk.Release()
 		}
 		hc.s.handler.ServeHTTP(hw, hr)
 	})
 	// The worker is the handler's again (Guest's end): the book is its.
-	srv.ws[wk.ID()].routes.ran(r.Method, r.URL.Path, how, blocked)
+	book.ran(r.Method, r.URL.Path, how, blocked)
 	return
 }
 
 // h2Name names a stream's handler for the scheduler's log of handlers
 // that block their worker.
-type h2Name struct{ r *http.Request }
+type h2Name struct {
+	r    *http.Request
+	book *routeBook // the stream's worker's
+}
 
 func (n h2Name) String() string { return n.r.Method + " " + n.r.URL.Path + " (HTTP/2)" }
+
+// Blocked runs on the worker once the watchdog found the handler blocked:
+// the route's next streams start alone (routeBook).
+func (n h2Name) Blocked() { n.book.ran(n.r.Method, n.r.URL.Path, startShared, true) }
 
 // h2Writer is an HTTP/2 stream's ResponseWriter as the handler sees it:
 // x/net's, with every call that may wait for x/net's serve loop (a write
