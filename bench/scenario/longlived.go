@@ -44,9 +44,9 @@ const (
 	// LongLivedLate is the delivery delay past which an event counts as
 	// late.
 	LongLivedLate = 100 * time.Millisecond
-	// LongLivedDials is how many WebSockets or event streams are being
-	// opened at once.
-	LongLivedDials = 64
+	// DefaultLongLivedDials is how many WebSockets or event streams are
+	// being opened at once when LongLived says nothing.
+	DefaultLongLivedDials = 64
 	// LongLivedSpareFiles is the open descriptors each process needs
 	// beyond its 2N long-lived sockets and the trivial load's
 	// connections (listeners, the runtime's, the child's pipes).
@@ -69,7 +69,7 @@ const (
 //  2. opens N WebSockets (each dial and upgrade within
 //     LongLivedOpenTimeout) and leaves them idle, then N event streams
 //     (each counted when its first event arrives within
-//     LongLivedOpenTimeout), LongLivedDials at a time;
+//     LongLivedOpenTimeout), Dials at a time;
 //  3. offers TrivialRate requests a second to bench.TrivialPath on
 //     TrivialConns connections of their own for Window, while it reads
 //     every event and records its delivery delay (receipt less the
@@ -93,6 +93,9 @@ type LongLived struct {
 	// DefaultLongLivedTrivialConns connections.
 	TrivialRate  float64
 	TrivialConns int
+	// Dials is how many connections are being opened at once; default
+	// DefaultLongLivedDials.
+	Dials int
 
 	flags *longLivedFlags // set by Flags
 }
@@ -153,6 +156,9 @@ func (ll *LongLived) Check(s *bench.SuiteConfig) error {
 	if ll.TrivialConns == 0 {
 		ll.TrivialConns = DefaultLongLivedTrivialConns
 	}
+	if ll.Dials == 0 {
+		ll.Dials = DefaultLongLivedDials
+	}
 	for _, n := range ll.N {
 		if n < 1 || n > maxLongLivedN {
 			return fmt.Errorf("bench: the longlived scenario's N must be in [1, %d] (-longlived-n), got %d", maxLongLivedN, n)
@@ -163,6 +169,9 @@ func (ll *LongLived) Check(s *bench.SuiteConfig) error {
 	}
 	if ll.TrivialConns < 0 {
 		return fmt.Errorf("bench: the longlived scenario's TrivialConns must be positive, got %d", ll.TrivialConns)
+	}
+	if ll.Dials < 0 {
+		return fmt.Errorf("bench: the longlived scenario's Dials must be positive, got %d", ll.Dials)
 	}
 	if err := positiveFinite("longlived", setting{"TrivialRate", ll.TrivialRate}); err != nil {
 		return err
@@ -273,7 +282,7 @@ func (ll *LongLived) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, er
 	if err != nil {
 		return nil, err
 	}
-	c := newLongLivedClients(proc.URL)
+	c := newLongLivedClients(proc.URL, ll.Dials)
 	s, d, err := ll.measure(ctx, t, proc, c)
 	err = errors.Join(err, c.close(), proc.Stop())
 	if s == nil {
@@ -355,6 +364,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // longLivedClients are one run's WebSockets and event streams.
 type longLivedClients struct {
 	base      string // the target's http:// URL
+	dials     int    // connections being opened at once
 	transport *http.Transport
 	client    *http.Client
 	ws        []*websocket.Conn
@@ -367,16 +377,16 @@ type longLivedClients struct {
 }
 
 // newLongLivedClients returns the clients of the target at base, none
-// open yet.
-func newLongLivedClients(base string) *longLivedClients {
+// open yet, that open dials connections at a time.
+func newLongLivedClients(base string, dials int) *longLivedClients {
 	tr := &http.Transport{DisableCompression: true, ResponseHeaderTimeout: LongLivedOpenTimeout}
-	return &longLivedClients{base: base, transport: tr, client: &http.Client{Transport: tr}}
+	return &longLivedClients{base: base, dials: dials, transport: tr, client: &http.Client{Transport: tr}}
 }
 
-// eachBounded calls f(i) for i in [0, n), LongLivedDials at a time, and
-// returns once every call has.
-func eachBounded(n int, f func(i int)) {
-	slots := make(chan struct{}, LongLivedDials)
+// eachBounded calls f(i) for i in [0, n), dials at a time, and returns
+// once every call has.
+func eachBounded(n, dials int, f func(i int)) {
+	slots := make(chan struct{}, dials)
 	var wg sync.WaitGroup
 	for i := range n {
 		slots <- struct{}{}
@@ -395,7 +405,7 @@ func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
 	dialer := websocket.Dialer{HandshakeTimeout: LongLivedOpenTimeout}
 	conns := make([]*websocket.Conn, n)
 	errs := make([]error, n)
-	eachBounded(n, func(i int) {
+	eachBounded(n, c.dials, func(i int) {
 		dctx, cancel := context.WithTimeout(ctx, LongLivedOpenTimeout)
 		defer cancel()
 		conn, resp, err := dialer.DialContext(dctx, url, nil)
@@ -422,7 +432,7 @@ func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
 func (c *longLivedClients) openAll(ctx context.Context, n int) (int, error) {
 	streams := make([]*eventStream, n)
 	errs := make([]error, n)
-	eachBounded(n, func(i int) {
+	eachBounded(n, c.dials, func(i int) {
 		st, err := c.open(ctx)
 		if err != nil {
 			errs[i] = fmt.Errorf("bench: event stream %d: %w", i, err)
@@ -482,6 +492,9 @@ func (c *longLivedClients) open(ctx context.Context) (*eventStream, error) {
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.client.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && sctx.Err() != nil {
+			return fail(fmt.Errorf("no answer within %v", LongLivedOpenTimeout))
+		}
 		return fail(err)
 	}
 	if resp.StatusCode != http.StatusOK {
