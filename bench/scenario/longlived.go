@@ -252,9 +252,8 @@ type LongLivedDetail struct {
 	Failed  int64 `json:"failed"`
 	// Events are the events received during the window (from the
 	// trivial load's start to the end of the echo round, at least
-	// Window); EventP99 and EventMax their delivery
-	// delays, in milliseconds; LateEvents those later than
-	// LongLivedLate.
+	// Window); EventP99 and EventMax their delivery delays, in
+	// milliseconds; LateEvents those later than LongLivedLate.
 	Events     int     `json:"events"`
 	EventP99   float64 `json:"event_p99_ms"`
 	EventMax   float64 `json:"event_max_ms"`

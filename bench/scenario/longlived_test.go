@@ -149,3 +149,68 @@ func TestLongLivedFlagsAndChecks(t *testing.T) {
 		assert.ErrorContains(t, (&LongLived{}).Check(&s), name, "the error names the flag")
 	}
 }
+
+// longLivedSample builds a longlived sample of one run.
+func longLivedSample(t *testing.T, target string, n, repeat, echoes int, goodput float64, behind bool) bench.Sample {
+	t.Helper()
+	s := bench.Sample{
+		Scenario: "longlived", Shape: "io", Target: target, Repeat: repeat, Clients: n, Behind: behind,
+		Rates:   bench.Rates{Offered: 500, Goodput: goodput},
+		Latency: bench.Percentiles{P50: 1, P99: 2 + float64(repeat)},
+	}
+	d := LongLivedDetail{
+		N: n, Window: 5 * time.Second, Rate: 500, Upgrades: n, Streams: n - 1, StreamFailures: 1, Echoes: echoes,
+		Refused: int64(repeat), Events: 5 * n, EventP99: 1.5, EventMax: 3 + float64(repeat), LateEvents: repeat,
+		RSSBefore: 10 << 20, RSSAfter: 10<<20 + int64(2*n)*4096, ThreadsBefore: 5, ThreadsAfter: 5 + n,
+		RSSPerConn: 4096,
+	}
+	require.NoError(t, s.SetDetail(d))
+	return s
+}
+
+func TestLongLivedSummarizeAndReport(t *testing.T) {
+	var samples []bench.Sample
+	for r := range 3 {
+		samples = append(samples,
+			longLivedSample(t, "sluice", 1000, r, 1000-r, 490+float64(r), r == 2),
+			longLivedSample(t, "nethttp", 1000, r, 1000, 500, false),
+			longLivedSample(t, "sluice", 100, r, 100, 495, false),
+			longLivedSample(t, "nethttp", 100, r, 100, 500, false),
+		)
+	}
+	rep := &bench.Report{Command: "sluice bench -scenarios longlived", Repeats: 3, Samples: samples}
+	ll := &LongLived{}
+	rows, err := ll.Summarize(rep)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	assert.Equal(t, []longLivedKey{{"sluice", 100}, {"nethttp", 100}, {"sluice", 1000}, {"nethttp", 1000}},
+		[]longLivedKey{{rows[0].Target, rows[0].N}, {rows[1].Target, rows[1].N}, {rows[2].Target, rows[2].N}, {rows[3].Target, rows[3].N}},
+		"by N, then the targets in report order")
+	s := rows[2]
+	assert.Equal(t, 3, s.Runs)
+	assert.Equal(t, 1, s.Behind)
+	assert.Equal(t, 999.0, s.Echoes, "the median")
+	assert.Equal(t, 491.0, s.Goodput)
+	assert.Equal(t, 3.0, s.P99)
+	assert.Equal(t, 1.0, s.Refused)
+	assert.Equal(t, 4.0, s.EventMax)
+	assert.Equal(t, 4096.0, s.RSSPerConn)
+	assert.Equal(t, 1005.0, s.ThreadsAfter)
+
+	var buf bytes.Buffer
+	require.NoError(t, ll.WriteReport(&buf, rep))
+	out := buf.String()
+	assert.Contains(t, out, "offered 500/s for 5s\n")
+	assert.Equal(t, "target N upgrades SSE echoes goodput/s p99 ms refused event p99 ms event max ms late events RSS KiB/conn threads runs",
+		tableLine(out, "target N"))
+	assert.Equal(t, "sluice 1000 1000/1000 999/1000 999/1000 491 3.00 1 1.50 4.00 1 4.0 5 -> 1005 2/1", tableLine(out, "sluice 1000"))
+	assert.Equal(t, "nethttp 100 100/100 99/100 100/100 500 3.00 1 1.50 4.00 1 4.0 5 -> 105 3/0", tableLine(out, "nethttp 100"))
+
+	buf.Reset()
+	require.NoError(t, ll.WriteReport(&buf, &bench.Report{}))
+	assert.Empty(t, buf.String(), "nothing without longlived samples")
+	bad := &bench.Report{Samples: []bench.Sample{{Scenario: "longlived", Target: "sluice", Detail: json.RawMessage(`{"n":"x"}`)}}}
+	_, err = ll.Summarize(bad)
+	assert.ErrorContains(t, err, "sluice", "a detail that does not decode names its sample")
+	assert.Nil(t, ll.Rows(bad))
+}
