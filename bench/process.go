@@ -48,6 +48,10 @@ type ChildSpec struct {
 	// handlers beside the weather (see strayHandler): its blocking
 	// endpoint calls this URL.
 	StrayURL string `json:"stray_url,omitempty"`
+	// LongLived makes the child serve the longlived scenario's handlers
+	// beside the weather (see longLivedHandler): a WebSocket echo, a
+	// stream of server-sent events and TrivialPath.
+	LongLived bool `json:"long_lived,omitempty"`
 	// Addr, when set, is the address the target listens on (the cluster
 	// scenario starts a killed backend again on its address); LoadHint
 	// makes a sluice target send the load hint (server.Config.LoadHint).
@@ -226,11 +230,16 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 // shaped by cs.Handler; for a soak, the weather service whose /forecast
 // panics on every cs.PanicEvery-th request when that is positive, and
 // LargePath, which the no-read chaos clients ask for; for the stray
-// scenario, the weather service beside StrayPath and TrivialPath.
+// scenario, the weather service beside StrayPath and TrivialPath; for
+// the longlived scenario, the weather service beside WebSocketPath,
+// EventsPath and TrivialPath.
 func childHandler(cs ChildSpec) http.Handler {
 	h := weather.Handler(cs.Handler.Options())
 	if cs.StrayURL != "" {
 		return strayHandler(h, cs.StrayURL)
+	}
+	if cs.LongLived {
+		return longLivedHandler(h)
 	}
 	if !cs.Soak {
 		return h
@@ -278,10 +287,13 @@ func strayHandler(h http.Handler, slowURL string) http.Handler {
 		_ = resp.Body.Close()
 		_, _ = io.WriteString(w, "done\n")
 	})
-	mux.HandleFunc("GET "+TrivialPath, func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
+	mux.HandleFunc("GET "+TrivialPath, trivial)
 	return mux
+}
+
+// trivial answers TrivialPath: "ok" at once.
+func trivial(w http.ResponseWriter, _ *http.Request) {
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 // LargePath is the soak handler's large answer, LargeSize bytes: the

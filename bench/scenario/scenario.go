@@ -36,6 +36,7 @@ func All() []bench.Scenario {
 		builtIn(bench.ScenarioSoak),
 		&Noisy{},
 		&Stray{},
+		&LongLived{},
 		&Cluster{},
 		&Shed{},
 		builtIn(bench.ScenarioTenants),

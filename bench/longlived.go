@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Paths of the longlived scenario's target (ChildSpec.LongLived), beside
+// the weather's /forecast and TrivialPath.
+const (
+	// WebSocketPath is a WebSocket echo served inside its handler, as
+	// gorilla/websocket's examples serve one: upgrade, then read a
+	// message and write it back, until the client leaves.
+	WebSocketPath = "/ws"
+	// EventsPath is a server-sent-events stream: an event every
+	// EventInterval, the first at once, each "data: " and the unix time
+	// of its send in nanoseconds, flushed, until the request's context
+	// ends.
+	EventsPath = "/events"
+)
+
+// EventInterval is the gap between two events of EventsPath.
+const EventInterval = time.Second
+
+// longLivedHandler is the longlived scenario's target handler: the
+// weather service h, WebSocketPath, EventsPath and TrivialPath.
+func longLivedHandler(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET "+WebSocketPath, wsEcho)
+	mux.HandleFunc("GET "+EventsPath, events)
+	mux.HandleFunc("GET "+TrivialPath, trivial)
+	return mux
+}
+
+// wsEcho upgrades the request to a WebSocket and echoes every message
+// back until the client leaves, in the handler itself.
+func wsEcho(w http.ResponseWriter, r *http.Request) {
+	var up websocket.Upgrader // the scenario's clients send no Origin
+	c, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return // Upgrade has answered the client
+	}
+	defer c.Close()
+	for {
+		kind, msg, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		if err := c.WriteMessage(kind, msg); err != nil {
+			return
+		}
+	}
+}
+
+// events streams server-sent events, one every EventInterval (the first
+// at once), each stamped with its send time, until the request's context
+// ends or a write fails.
+func events(w http.ResponseWriter, r *http.Request) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	tick := time.NewTicker(EventInterval)
+	defer tick.Stop()
+	for {
+		if _, err := fmt.Fprintf(w, "data: %d\n\n", time.Now().UnixNano()); err != nil {
+			return
+		}
+		f.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Status returns the child's resident set size in bytes and its thread
+// count, from /proc/PID/status (Linux only).
+func (p *Process) Status() (rss int64, threads int, err error) {
+	rss, threads, err = procStatus(p.pid())
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: target's status: %w", err)
+	}
+	return rss, threads, nil
+}
