@@ -120,6 +120,19 @@ func (b *routeBook) ran(method, path string, how int, blocked bool) {
 	}
 }
 
+// hijacked records that a handler of method and path took its connection
+// over (Hijack) and serves it from its coroutine, whose reads and writes
+// wait off the worker (handlerConn): a WebSocket, which never holds its
+// thread. An unknown route becomes a quick one, so that its next requests
+// start as any coroutine rather than each on a thread of its own.
+func (b *routeBook) hijacked(method, path string) {
+	k := b.key(method, path)
+	if _, ok := b.m[k]; !ok && b.room() {
+		b.m[k] = quickRoute
+		b.quick++
+	}
+}
+
 // room makes room for one more route if the book is full, forgetting the
 // quick ones, and reports whether there is.
 func (b *routeBook) room() bool {

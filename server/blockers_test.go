@@ -36,6 +36,11 @@ func TestRouteBook(t *testing.T) {
 	assert.Zero(t, b.quick, "no longer counted quick")
 	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/")])
 	assert.Equal(t, startRelease, b.start("GET", "/"))
+
+	b.hijacked("GET", "/ws") // a WebSocket: its requests start shared
+	assert.Equal(t, startShared, b.start("GET", "/ws"))
+	b.hijacked("GET", "/") // a blocking route stays one
+	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/")])
 }
 
 // A full book forgets its quick routes to learn a new one, and when it

@@ -123,6 +123,10 @@ func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		// reads and writes wait off the worker (handlerConn); any other
 		// wait of its own is by design too, handed over unlogged.
 		c.w.Quiet()
+		// The worker is the handler's while it runs here (enter).
+		e := c.enter()
+		c.ws.routes.hijacked(w.req.Method, w.req.URL.Path)
+		c.leave(e)
 	}
 	return nc, brw, err
 }
