@@ -921,7 +921,7 @@ func TestH2GRPCBodyNotLimitedAsAWhole(t *testing.T) {
 // those that waited past the age limit were refused: 164 of 200 with a
 // limit of 100 ms.)
 func TestH2SleepingStreamsAllRun(t *testing.T) {
-	// The age limit is raised from 100 to 250 ms for the race detector's
+	// The age limit is raised from 100 to 400 ms for the race detector's
 	// slower hand-overs.
 	const streams = 200
 	rt := schedtest.Runtime(t, 2)
@@ -929,7 +929,7 @@ func TestH2SleepingStreamsAllRun(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		_, _ = io.WriteString(w, "slept")
 	})
-	cfg := Config{Logger: slog.New(slog.DiscardHandler), Admission: admit.Config{MaxAge: 250 * time.Millisecond}}
+	cfg := Config{Logger: slog.New(slog.DiscardHandler), Admission: admit.Config{MaxAge: 400 * time.Millisecond}}
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), cfg)
 	c := h2cClient(t)
 	// One stream first, on each worker's connection, as a warm-up would.
