@@ -16,6 +16,6 @@ func FileLimit() (uint64, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, fmt.Errorf("bench: the limit on open files: %w", err)
 	}
-	return uint64(lim.Cur), nil //nolint:unconvert // int64 on FreeBSD
+	return uint64(lim.Cur), nil // an int64 on FreeBSD
 
 }
