@@ -397,6 +397,26 @@ func (o *outcomeRecorder) Done(a *admit.Attempt, out admit.Outcome) {
 	o.statuses.Store(a.Path, int64(out.Status))
 }
 
+// wsEcho is coder/websocket's echo idiom: accept the upgrade, then read
+// and write back every message inside the handler until the client
+// leaves.
+func wsEcho(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	for {
+		typ, msg, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		if err := c.Write(r.Context(), typ, msg); err != nil {
+			return
+		}
+	}
+}
+
 // TestManyIdleWebSocketsInTheHandler: the WebSocket idiom of coder/websocket's
 // examples (the echo loop inside the handler) waits for its reads off the
 // worker, holding no thread: 100 of them at once on two workers with only
@@ -410,20 +430,7 @@ func TestManyIdleWebSocketsInTheHandler(t *testing.T) {
 			_, _ = io.WriteString(w, "plain")
 			return
 		}
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), typ, msg); err != nil {
-				return
-			}
-		}
+		wsEcho(w, r)
 	})
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 2, MaxSpares: 2})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Logger: slog.New(slog.DiscardHandler)})
@@ -538,20 +545,7 @@ func TestWebSocketsBesideEventStreams(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ws":
-			c, err := websocket.Accept(w, r, nil)
-			if err != nil {
-				return
-			}
-			defer c.CloseNow()
-			for {
-				typ, msg, err := c.Read(r.Context())
-				if err != nil {
-					return
-				}
-				if err := c.Write(r.Context(), typ, msg); err != nil {
-					return
-				}
-			}
+			wsEcho(w, r)
 		case "/events":
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "data: hello\n\n")

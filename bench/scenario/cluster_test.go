@@ -20,15 +20,6 @@ import (
 	"github.com/sluice-go/sluice/client"
 )
 
-// clusterDetail decodes s's detail, which a cluster sample must have.
-func clusterDetail(t *testing.T, s *bench.Sample) ClusterDetail {
-	t.Helper()
-	d, err := bench.DetailOf[ClusterDetail](s)
-	require.NoError(t, err)
-	require.NotNil(t, d, "%s: a cluster sample records its detail", s.Target)
-	return *d
-}
-
 func TestClusterRunsEachPartOnFreshBackends(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{"sluice"}
@@ -47,7 +38,7 @@ func TestClusterRunsEachPartOnFreshBackends(t *testing.T) {
 	var capacity float64
 	for i := range rep.Samples {
 		s := &rep.Samples[i]
-		d := clusterDetail(t, s)
+		d := detail[ClusterDetail](t, s)
 		what := d.Part
 		parts = append(parts, d.Part)
 		assert.Equal(t, "cluster", s.Scenario, what)

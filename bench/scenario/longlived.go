@@ -382,19 +382,23 @@ func newLongLivedClients(base string, dials int) *longLivedClients {
 	return &longLivedClients{base: base, dials: dials, transport: tr, client: &http.Client{Transport: tr}}
 }
 
-// eachBounded calls f(i) for i in [0, n), dials at a time, and returns
-// once every call has.
-func eachBounded(n, dials int, f func(i int)) {
+// openBounded calls open(i) for i in [0, n), dials at a time, and returns
+// what the calls opened (in order, the failed ones left out) and the first
+// error.
+func openBounded[T any](n, dials int, open func(i int) (*T, error)) ([]*T, error) {
+	got := make([]*T, n)
+	errs := make([]error, n)
 	slots := make(chan struct{}, dials)
 	var wg sync.WaitGroup
 	for i := range n {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			f(i)
+			got[i], errs[i] = open(i)
 		})
 	}
 	wg.Wait()
+	return slices.DeleteFunc(got, func(x *T) bool { return x == nil }), firstError(errs)
 }
 
 // dialAll opens n WebSockets to the echo, each within
@@ -402,9 +406,7 @@ func eachBounded(n, dials int, f func(i int)) {
 func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
 	url := "ws" + strings.TrimPrefix(c.base, "http") + bench.WebSocketPath
 	dialer := websocket.Dialer{HandshakeTimeout: LongLivedOpenTimeout}
-	conns := make([]*websocket.Conn, n)
-	errs := make([]error, n)
-	eachBounded(n, c.dials, func(i int) {
+	conns, err := openBounded(n, c.dials, func(i int) (*websocket.Conn, error) {
 		dctx, cancel := context.WithTimeout(ctx, LongLivedOpenTimeout)
 		defer cancel()
 		conn, resp, err := dialer.DialContext(dctx, url, nil)
@@ -412,39 +414,27 @@ func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
 			if resp != nil {
 				err = fmt.Errorf("%w (status %d)", err, resp.StatusCode)
 			}
-			errs[i] = fmt.Errorf("bench: WebSocket %d: %w", i, err)
-			return
+			return nil, fmt.Errorf("bench: WebSocket %d: %w", i, err)
 		}
-		conns[i] = conn
+		return conn, nil
 	})
-	for _, conn := range conns {
-		if conn != nil {
-			c.ws = append(c.ws, conn)
-		}
-	}
-	return len(c.ws), firstError(errs)
+	c.ws = append(c.ws, conns...)
+	return len(c.ws), err
 }
 
 // openAll opens n event streams, each counted when its first event
 // arrives within LongLivedOpenTimeout, and returns how many did and the
 // first error.
 func (c *longLivedClients) openAll(ctx context.Context, n int) (int, error) {
-	streams := make([]*eventStream, n)
-	errs := make([]error, n)
-	eachBounded(n, c.dials, func(i int) {
+	streams, err := openBounded(n, c.dials, func(i int) (*eventStream, error) {
 		st, err := c.open(ctx)
 		if err != nil {
-			errs[i] = fmt.Errorf("bench: event stream %d: %w", i, err)
-			return
+			return nil, fmt.Errorf("bench: event stream %d: %w", i, err)
 		}
-		streams[i] = st
+		return st, nil
 	})
-	for _, st := range streams {
-		if st != nil {
-			c.streams = append(c.streams, st)
-		}
-	}
-	return len(c.streams), firstError(errs)
+	c.streams = append(c.streams, streams...)
+	return len(c.streams), err
 }
 
 // firstError returns the first error of errs that is not nil.

@@ -17,15 +17,6 @@ import (
 	"github.com/sluice-go/sluice/bench"
 )
 
-// longLivedDetail decodes s's detail, which a longlived sample must have.
-func longLivedDetail(t *testing.T, s *bench.Sample) LongLivedDetail {
-	t.Helper()
-	d, err := bench.DetailOf[LongLivedDetail](s)
-	require.NoError(t, err)
-	require.NotNil(t, d, "%s: a longlived sample records its detail", s.Target)
-	return *d
-}
-
 func TestLongLivedRunsOnEachTarget(t *testing.T) {
 	cfg := tinySuite()
 	// A few connections at a time: on a sluice target each event
@@ -38,7 +29,7 @@ func TestLongLivedRunsOnEachTarget(t *testing.T) {
 	var targets []string
 	for i := range rep.Samples {
 		s := &rep.Samples[i]
-		d := longLivedDetail(t, s)
+		d := detail[LongLivedDetail](t, s)
 		what := s.Target
 		targets = append(targets, s.Target)
 		assert.Equal(t, "longlived", s.Scenario, what)

@@ -32,15 +32,6 @@ func twoCPUs(t *testing.T) (first, last int) {
 	return allowed[0], allowed[len(allowed)-1]
 }
 
-// noisyDetail decodes s's detail, which a noisy sample must have.
-func noisyDetail(t *testing.T, s *bench.Sample) NoisyDetail {
-	t.Helper()
-	d, err := bench.DetailOf[NoisyDetail](s)
-	require.NoError(t, err)
-	require.NotNil(t, d, "%s: a noisy sample records its detail", s.Target)
-	return *d
-}
-
 func TestNoisyRunsEachRateOnEachTarget(t *testing.T) {
 	_, last := twoCPUs(t)
 	allowed, err := srt.AffinityCPUs()
@@ -64,7 +55,7 @@ func TestNoisyRunsEachRateOnEachTarget(t *testing.T) {
 	for i := range rep.Samples {
 		s := &rep.Samples[i]
 		what := s.Target
-		d := noisyDetail(t, s)
+		d := detail[NoisyDetail](t, s)
 		got = append(got, key{s.Target, d.Rate})
 		assert.Equal(t, "noisy", s.Scenario, what)
 		assert.Equal(t, "light", s.Shape, what)
@@ -113,7 +104,7 @@ func TestNoisyQuietRunsNoNeighbour(t *testing.T) {
 	rep, err := bench.RunSuite(context.Background(), cfg)
 	require.NoError(t, err)
 	require.Len(t, rep.Samples, 1)
-	d := noisyDetail(t, &rep.Samples[0])
+	d := detail[NoisyDetail](t, &rep.Samples[0])
 	assert.Equal(t, -1, d.NeighbourCPU, "no neighbour")
 	assert.Zero(t, d.NeighbourUse)
 	assert.Positive(t, rep.Samples[0].Rates.Goodput)
@@ -129,7 +120,7 @@ func TestNoisyTargetRunsOnBothSetsOfASplit(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Samples, 1)
 	s := &rep.Samples[0]
-	d := noisyDetail(t, s)
+	d := detail[NoisyDetail](t, s)
 	assert.Equal(t, []int{a, b}, d.CPUs, "both sets of the split")
 	assert.Equal(t, b, d.NeighbourCPU)
 	require.NotNil(t, s.Placement)
@@ -312,7 +303,7 @@ func TestNoisyReport(t *testing.T) {
 	quiet := noisyReport(t)
 	for i := range quiet.Samples {
 		s := &quiet.Samples[i]
-		d := noisyDetail(t, s)
+		d := detail[NoisyDetail](t, s)
 		d.NeighbourCPU = -1
 		require.NoError(t, s.SetDetail(d))
 	}

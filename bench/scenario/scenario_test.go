@@ -37,3 +37,13 @@ func TestSelect(t *testing.T) {
 	_, err = Select(all, []string{"sweep", "sweep"})
 	assert.ErrorContains(t, err, "twice")
 }
+
+// detail decodes s's detail, which every sample of a scenario here
+// records.
+func detail[T any](t *testing.T, s *bench.Sample) T {
+	t.Helper()
+	d, err := bench.DetailOf[T](s)
+	require.NoError(t, err)
+	require.NotNil(t, d, "%s %s: the sample records its detail", s.Scenario, s.Target)
+	return *d
+}

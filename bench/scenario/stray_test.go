@@ -19,15 +19,6 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// strayDetail decodes s's detail, which a stray sample must have.
-func strayDetail(t *testing.T, s *bench.Sample) StrayDetail {
-	t.Helper()
-	d, err := bench.DetailOf[StrayDetail](s)
-	require.NoError(t, err)
-	require.NotNil(t, d, "%s: a stray sample records its detail", s.Target)
-	return *d
-}
-
 func TestStrayRunsEachPartOnEachTarget(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Duration = 400 * time.Millisecond
@@ -44,7 +35,7 @@ func TestStrayRunsEachPartOnEachTarget(t *testing.T) {
 	capacity := map[string]float64{}
 	for i := range rep.Samples {
 		s := &rep.Samples[i]
-		d := strayDetail(t, s)
+		d := detail[StrayDetail](t, s)
 		what := s.Target + " " + d.Part
 		got = append(got, key{s.Target, d.Part})
 		assert.Equal(t, "stray", s.Scenario, what)
