@@ -296,24 +296,28 @@ func TestBlockedStacksOncePerCallSite(t *testing.T) {
 	var logged syncbuf.Buffer
 	s := startRescue(t, Config{BlockedStacks: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, offCPU)
 	w := s.Worker(0)
-	for range 3 {
+	for i := range 3 {
+		// The guest blocks until it was handed over: the watchdog takes
+		// the stack before it hands over, so the stack is the block's
+		// whatever the machine's load (a guest that blocked for a fixed
+		// 15 ms had sometimes moved on by then).
 		gate := make(chan struct{})
+		go func() {
+			defer close(gate)
+			for end := time.Now().Add(waitFor); s.Snapshot().Handovers <= int64(i) && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+		}()
 		onWorker(t, w, func() {
 			w.Guest(nil, func() { blockHere(gate) })
 		})
-		_ = gate
 	}
 	assert.Equal(t, 1, bytes.Count(logged.Bytes(), []byte("logged once per call site")), logged.String())
 	assert.Contains(t, logged.String(), "blockHere")
 }
 
-// blockHere blocks for long enough to be handed over, at one call site.
-func blockHere(gate chan struct{}) {
-	select {
-	case <-gate:
-	case <-time.After(15 * time.Millisecond):
-	}
-}
+// blockHere blocks until gate closes, at one call site.
+func blockHere(gate chan struct{}) { <-gate }
 
 // A worker whose thread waits for its CPU (another process holds it) is
 // counted, and logged when it waits more than a quarter of the time.
