@@ -43,13 +43,17 @@ const (
 type routeBook struct {
 	seed  maphash.Seed
 	h     maphash.Hash
-	m     map[uint64]int8 // route's hash → score: > 0 blocks, quickRoute quick
+	m     map[uint64]int8 // route's hash → score: > 0 blocks, or quickRoute, suspectRoute
 	runs  uint64          // starts of blocking routes, for the probes
 	quick int             // routes in m known to be quick
 }
 
-// quickRoute is the score of a route known to be quick.
-const quickRoute int8 = -1
+// Scores of the routes that are not blocking ones: known to be quick, or
+// found blocked once (see found).
+const (
+	quickRoute   int8 = -1
+	suspectRoute int8 = -2
+)
 
 func (b *routeBook) key(method, path string) uint64 {
 	if b.m == nil {
@@ -75,6 +79,8 @@ func (b *routeBook) start(method, path string) int {
 		return startAlone
 	case s == quickRoute:
 		return startShared
+	case s == suspectRoute:
+		return startAlone
 	}
 	b.runs++
 	if b.runs%(1<<s) == 0 {
@@ -94,27 +100,56 @@ func (b *routeBook) begin(method, path string, how int) int {
 	return how
 }
 
-// ran records how a run of method and path that started as how went:
-// blocked when the watchdog found its handler off the CPU or it streamed
-// its response. A run that gave its worker away at once tells nothing
-// unless it streamed.
-func (b *routeBook) ran(method, path string, how int, blocked bool) {
+// found records that the watchdog found a handler of method and path
+// holding its thread off the CPU. Once makes the route a suspect, which
+// starts alone; twice makes it a blocking one: the watchdog can mistake a
+// thread kept from the CPU for a blocked one, and a blocking route's
+// handlers run off the worker, outside its lanes and its busy count.
+func (b *routeBook) found(method, path string) {
 	k := b.key(method, path)
 	s, ok := b.m[k]
 	switch {
-	case blocked:
-		if s == quickRoute {
-			b.quick--
-		}
-		if !ok && !b.room() {
-			return
-		}
-		b.m[k] = min(blockerMax, max(s+1, blockerScore))
-	case how == startRelease:
-	case ok && s > 0:
-		// A probe that did not block: the route is one no more.
-		delete(b.m, k)
+	case s > 0:
+		b.m[k] = min(blockerMax, s+1)
+	case s == suspectRoute:
+		b.m[k] = blockerScore
+	case s == quickRoute:
+		b.quick--
+		b.m[k] = suspectRoute
 	case !ok && b.room():
+		b.m[k] = suspectRoute
+	}
+}
+
+// streamed records that a handler of method and path flushed a response
+// not yet begun: a stream (server-sent events, a long poll), which waits
+// between its writes by design. The route is a blocking one at once.
+func (b *routeBook) streamed(method, path string) {
+	k := b.key(method, path)
+	s, ok := b.m[k]
+	if s == quickRoute {
+		b.quick--
+	}
+	if ok || b.room() {
+		b.m[k] = max(s, blockerScore)
+	}
+}
+
+// ended records how a run of method and path that started as how ended:
+// blocked when the watchdog found it off the CPU (found counted it) or it
+// streamed (streamed did). A run that gave its worker away at once tells
+// nothing; any other that did not block makes its route a quick one, or,
+// a blocking route's probe, an unknown one.
+func (b *routeBook) ended(method, path string, how int, blocked bool) {
+	if blocked || how == startRelease {
+		return
+	}
+	k := b.key(method, path)
+	s, ok := b.m[k]
+	switch {
+	case s > 0:
+		delete(b.m, k)
+	case s == suspectRoute || !ok && b.room():
 		b.m[k] = quickRoute
 		b.quick++
 	}

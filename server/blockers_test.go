@@ -9,38 +9,54 @@ import (
 )
 
 // A worker's book of routes: an unknown route starts alone and becomes
-// quick or blocking by how its run went; a blocking one gives its worker
-// away at once but for one probe in 2^score, each probe that blocks
-// raising the score, and a probe that did not block forgets it.
+// quick when its run did not block; found blocked once it is a suspect,
+// which starts alone, twice a blocking route, which gives its worker away
+// at once but for one probe in 2^score; a probe that blocks raises the
+// score, one that does not forgets the route. A stream is a blocking route
+// at once; a hijacked route is a quick one.
 func TestRouteBook(t *testing.T) {
 	var b routeBook
 	assert.Equal(t, startAlone, b.start("GET", "/"), "unknown")
-	b.ran("GET", "/", startAlone, false)
+	b.ended("GET", "/", startAlone, false)
 	assert.Equal(t, startShared, b.start("GET", "/"), "quick")
 	assert.Equal(t, startAlone, b.start("POST", "/"), "the method is part of the route")
+	assert.Equal(t, 1, b.quick)
 
-	assert.Equal(t, startAlone, b.start("GET", "/events"))
-	b.ran("GET", "/events", startAlone, true)
+	b.found("GET", "/") // a quick route found blocked once
+	assert.Zero(t, b.quick, "no longer counted quick")
+	assert.Equal(t, startAlone, b.start("GET", "/"), "a suspect starts alone")
+	b.ended("GET", "/", startAlone, true) // found counted it
+	assert.Equal(t, suspectRoute, b.m[b.key("GET", "/")])
+	b.ended("GET", "/", startAlone, false)
+	assert.Equal(t, startShared, b.start("GET", "/"), "a suspect that ran without blocking is quick again")
+
+	b.found("GET", "/sleep")
+	assert.Equal(t, startAlone, b.start("GET", "/sleep"))
+	b.found("GET", "/sleep")
+	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/sleep")], "twice: a blocking route")
+	assert.Equal(t, startRelease, b.begin("GET", "/sleep", startAlone), "queued while unknown, begins given away")
 	var how []int
 	for range 1 << blockerScore {
-		h := b.start("GET", "/events")
+		h := b.start("GET", "/sleep")
 		how = append(how, h)
-		b.ran("GET", "/events", h, false) // a run given away tells nothing
+		b.ended("GET", "/sleep", h, h == startProbe) // the probe blocks
+		if h == startProbe {
+			b.found("GET", "/sleep")
+		}
 	}
 	assert.Equal(t, startProbe, how[len(how)-1], "one probe in 2^blockerScore")
 	assert.Equal(t, []int{startRelease}, slices.Compact(how[:len(how)-1]))
-	assert.Equal(t, startAlone, b.start("GET", "/events"), "the probe did not block: unknown again")
+	assert.Equal(t, int8(blockerScore+1), b.m[b.key("GET", "/sleep")], "a probe that blocked")
+	b.ended("GET", "/sleep", startProbe, false)
+	assert.Equal(t, startAlone, b.start("GET", "/sleep"), "a probe that did not block: unknown again")
 
-	assert.Equal(t, 1, b.quick)
-	b.ran("GET", "/", startShared, true) // a quick route found blocking
-	assert.Zero(t, b.quick, "no longer counted quick")
-	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/")])
-	assert.Equal(t, startRelease, b.start("GET", "/"))
+	b.streamed("GET", "/events")
+	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/events")], "a stream blocks at once")
 
-	b.hijacked("GET", "/ws") // a WebSocket: its requests start shared
-	assert.Equal(t, startShared, b.start("GET", "/ws"))
-	b.hijacked("GET", "/") // a blocking route stays one
-	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/")])
+	b.hijacked("GET", "/ws")
+	assert.Equal(t, startShared, b.start("GET", "/ws"), "a WebSocket starts shared")
+	b.hijacked("GET", "/events")
+	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/events")], "a blocking route stays one")
 }
 
 // A full book forgets its quick routes to learn a new one, and when it
@@ -48,18 +64,19 @@ func TestRouteBook(t *testing.T) {
 func TestRouteBookBounds(t *testing.T) {
 	var b routeBook
 	for i := range maxRoutes {
-		b.ran("GET", fmt.Sprint("/q", i), startAlone, false)
+		b.ended("GET", fmt.Sprint("/q", i), startAlone, false)
 	}
 	assert.Len(t, b.m, maxRoutes)
 	assert.Equal(t, maxRoutes, b.quick)
-	b.ran("GET", "/events", startAlone, true)
+	b.streamed("GET", "/events")
 	assert.Len(t, b.m, 1, "the quick routes went to make room")
 	assert.Zero(t, b.quick)
 	for i := range maxRoutes - 1 {
-		b.ran("GET", fmt.Sprint("/b", i), startAlone, true)
+		b.streamed("GET", fmt.Sprint("/b", i))
 	}
 	assert.Len(t, b.m, maxRoutes)
 	assert.Equal(t, startShared, b.start("GET", "/new"), "full of blocking routes")
-	b.ran("GET", "/new", startShared, true)
+	b.streamed("GET", "/new")
+	b.found("GET", "/new")
 	assert.Len(t, b.m, maxRoutes, "not learned")
 }

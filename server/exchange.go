@@ -294,7 +294,7 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 	}
 	blocked := c.w.Guest((*handlerName)(c), fn)
 	// The worker is the handler's again (Guest's end): the book is its.
-	c.ws.routes.ran(r.Method, r.URL.Path, c.how, blocked || c.streamed)
+	c.ws.routes.ended(r.Method, r.URL.Path, c.how, blocked || c.streamed)
 	return nil
 }
 
@@ -318,7 +318,7 @@ type handlerName conn
 // the route's next requests start alone (routeBook).
 func (h *handlerName) Blocked() {
 	if r := h.cur; r != nil && r.URL != nil {
-		h.ws.routes.ran(r.Method, r.URL.Path, startShared, true)
+		h.ws.routes.found(r.Method, r.URL.Path)
 	}
 }
 

@@ -462,7 +462,7 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		hc.s.handler.ServeHTTP(hw, hr)
 	})
 	// The worker is the handler's again (Guest's end): the book is its.
-	book.ran(r.Method, r.URL.Path, how, blocked)
+	book.ended(r.Method, r.URL.Path, how, blocked)
 	return
 }
 
@@ -477,7 +477,7 @@ func (n h2Name) String() string { return n.r.Method + " " + n.r.URL.Path + " (HT
 
 // Blocked runs on the worker once the watchdog found the handler blocked:
 // the route's next streams start alone (routeBook).
-func (n h2Name) Blocked() { n.book.ran(n.r.Method, n.r.URL.Path, startShared, true) }
+func (n h2Name) Blocked() { n.book.found(n.r.Method, n.r.URL.Path) }
 
 // h2Writer is an HTTP/2 stream's ResponseWriter as the handler sees it:
 // x/net's, with every call that may wait for x/net's serve loop (a write

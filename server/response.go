@@ -274,7 +274,7 @@ func (w *ResponseWriter) FlushError() error {
 	if c := w.c; c.w != nil && !w.foreign() && !w.headerSent && !c.streamed && !w.hijacked {
 		// A stream: its route's next requests start alone (routeBook).
 		c.streamed = true
-		c.ws.routes.ran(w.req.Method, w.req.URL.Path, startShared, true)
+		c.ws.routes.streamed(w.req.Method, w.req.URL.Path)
 	}
 	if w.hijacked {
 		return http.ErrHijacked
