@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -100,12 +101,17 @@ const (
 )
 
 // tcpConns counts the TCP sockets of this network namespace whose local
-// port is port and that belong to a process (a socket not accepted yet has
-// none), from /proc/net/tcp and /proc/net/tcp6: established ones, the
-// connections a server on port holds open with its clients, and those in
-// CLOSE_WAIT, whose client has closed but the server not yet.
-func tcpConns(port int) (established, closeWait int, err error) {
-	suffix := fmt.Sprintf(":%04X", port)
+// address is addr and that belong to a process (a socket not accepted yet
+// has none), from /proc/net/tcp and /proc/net/tcp6: established ones, the
+// connections a server on addr holds open with its clients, and those in
+// CLOSE_WAIT, whose client has closed but the server not yet. The address
+// is matched whole, never by its port alone: another process's socket may
+// have the same port on another address (a client's on ::1, say).
+func tcpConns(addr netip.AddrPort) (established, closeWait int, err error) {
+	if !addr.IsValid() {
+		return 0, 0, fmt.Errorf("no address to count connections of: %v", addr)
+	}
+	want := procNetAddrs(addr)
 	found := false
 	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, rerr := os.ReadFile(name)
@@ -115,11 +121,11 @@ func tcpConns(port int) (established, closeWait int, err error) {
 		found = true
 		for line := range strings.Lines(string(b)) {
 			// "sl: local rem st queues tr retrnsmt uid timeout inode
-			// ...": the lines of other ports are passed over before
-			// being split.
+			// ...": the lines of other addresses are passed over
+			// before being split.
 			_, rest, _ := strings.Cut(line, ": ")
 			local, rest, _ := strings.Cut(rest, " ")
-			if !strings.HasSuffix(local, suffix) {
+			if local != want[0] && local != want[1] {
 				continue
 			}
 			f := strings.Fields(rest) // rem st queues tr retrnsmt uid timeout inode
@@ -138,4 +144,32 @@ func tcpConns(port int) (established, closeWait int, err error) {
 		return 0, 0, errors.New("no /proc/net/tcp")
 	}
 	return established, closeWait, nil
+}
+
+// procNetAddrs returns how /proc/net/tcp and /proc/net/tcp6 write addr as
+// a local address: the address's 32-bit words each in the machine's byte
+// order (little-endian on the machines this runs on), then the port in
+// hex. An IPv4 address has both forms, the second as IPv4-mapped IPv6; an
+// IPv6 address has only the second (the first is then never matched).
+func procNetAddrs(addr netip.AddrPort) [2]string {
+	word := func(b []byte) string {
+		return fmt.Sprintf("%02X%02X%02X%02X", b[3], b[2], b[1], b[0])
+	}
+	port := fmt.Sprintf(":%04X", addr.Port())
+	ip := addr.Addr()
+	v6 := ip.As16()
+	var out [2]string
+	if ip.Is4() || ip.Is4In6() {
+		v4 := ip.Unmap().As4()
+		out[0] = word(v4[:]) + port
+		v6 = netip.AddrFrom4(v4).As16() // ::ffff:a.b.c.d
+	} else {
+		out[0] = "-"
+	}
+	var b strings.Builder
+	for i := 0; i < 16; i += 4 {
+		b.WriteString(word(v6[i : i+4]))
+	}
+	out[1] = b.String() + port
+	return out
 }

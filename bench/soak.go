@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -657,13 +658,13 @@ func (p *Process) resources(at time.Duration) Resources {
 	// end), the server closes their descriptors between the two readings,
 	// and connections read after the descriptors would leave those read
 	// as held beyond the connections.
-	est1, cw1, err1 := tcpConns(p.port())
+	est1, cw1, err1 := tcpConns(p.addr())
 	fds := countFDs(strconv.Itoa(p.pid()))
 	if fds < 0 {
 		return r
 	}
 	r.Up, r.RSS, r.Threads, r.FDs = true, rss, threads, fds
-	if est2, cw2, err2 := tcpConns(p.port()); err1 == nil && err2 == nil {
+	if est2, cw2, err2 := tcpConns(p.addr()); err1 == nil && err2 == nil {
 		r.Conns, r.CloseWait = min(max(est1, est2), fds), min(cw1, cw2)
 	}
 	if pr := p.probe.Load(); pr != nil {
@@ -672,14 +673,15 @@ func (p *Process) resources(at time.Duration) Resources {
 	return r
 }
 
-// port returns the port of the child's URL (0 if it has none).
-func (p *Process) port() int {
+// addr returns the address of the child's URL (the zero AddrPort if it has
+// no IP address and port).
+func (p *Process) addr() netip.AddrPort {
 	u, err := url.Parse(p.URL)
 	if err != nil {
-		return 0
+		return netip.AddrPort{}
 	}
-	n, _ := strconv.Atoi(u.Port())
-	return n
+	a, _ := netip.ParseAddrPort(u.Host)
+	return a
 }
 
 // monitor reads the child's process at start + k*bucket for k = 1..n and

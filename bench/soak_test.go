@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -471,11 +472,18 @@ func TestEvaluateSoakCountsDescriptorsBeyondConnections(t *testing.T) {
 	assert.False(t, byName(EvaluateSoak(s))[CheckFDs].Pass)
 }
 
+func TestProcNetAddrs(t *testing.T) {
+	assert.Equal(t, [2]string{"0100007F:1F90", "0000000000000000FFFF00000100007F:1F90"},
+		procNetAddrs(netip.MustParseAddrPort("127.0.0.1:8080")))
+	assert.Equal(t, [2]string{"-", "00000000000000000000000001000000:0050"},
+		procNetAddrs(netip.MustParseAddrPort("[::1]:80")))
+}
+
 func TestTCPConns(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
+	addr := l.Addr().(*net.TCPAddr).AddrPort()
 	var clients, servers []net.Conn
 	defer func() {
 		for _, c := range append(clients, servers...) {
@@ -492,16 +500,29 @@ func TestTCPConns(t *testing.T) {
 		require.NoError(t, err)
 		servers = append(servers, s)
 	}
+	// Another address with the same port (a server on ::1, or another
+	// process's client there) is not this server's: one connection to it.
+	if l6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(int(addr.Port())))); err == nil {
+		defer l6.Close()
+		c, err := net.Dial("tcp", l6.Addr().String())
+		require.NoError(t, err)
+		clients = append(clients, c)
+		s, err := l6.Accept()
+		require.NoError(t, err)
+		servers = append(servers, s)
+	} else {
+		t.Logf("no second address with port %d: %v", addr.Port(), err)
+	}
 	// Two accepted, one still in the listener's queue (no process has
 	// it); the clients' own sockets have another local port.
-	est, cw, err := tcpConns(port)
+	est, cw, err := tcpConns(addr)
 	require.NoError(t, err)
 	assert.Equal(t, 2, est)
 	assert.Zero(t, cw)
 	// A client closes: its accepted connection waits in CLOSE_WAIT.
 	require.NoError(t, clients[0].Close())
 	assert.Eventually(t, func() bool {
-		est, cw, err = tcpConns(port)
+		est, cw, err = tcpConns(addr)
 		return err == nil && est == 1 && cw == 1
 	}, 2*time.Second, 10*time.Millisecond, "established %d, close-wait %d", est, cw)
 }
