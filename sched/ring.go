@@ -25,6 +25,16 @@ func (r *ring) push(t task) {
 	r.n++
 }
 
+// pushFront queues t ahead of every task the ring holds.
+func (r *ring) pushFront(t task) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.head = (r.head - 1) & (len(r.buf) - 1)
+	r.buf[r.head] = t
+	r.n++
+}
+
 func (r *ring) pop() task {
 	t := r.buf[r.head]
 	r.buf[r.head] = task{} // let the closure be collected

@@ -18,6 +18,32 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 )
 
+// PushFirst queues a task ahead of its lane's queued work, and still
+// behind the lanes of better priority; the ring grows around a head moved
+// back (more tasks than its first size).
+func TestPushFirst(t *testing.T) {
+	s := start(t, Config{Clock: (&fakeClock{}).now})
+	w := s.Worker(0)
+	var order []string
+	rec := func(label string) func() { return func() { order = append(order, label) } }
+	onWorker(t, w, func() {
+		w.Push(lanes.Upstream, rec("u0"))
+		w.Push(lanes.Continuation, rec("c0"))
+		w.PushFirst(lanes.Upstream, rec("first"))
+		for i := 1; i < 100; i++ {
+			w.Push(lanes.Upstream, rec(fmt.Sprint("u", i)))
+		}
+		w.PushFirst(lanes.Upstream, rec("first2"))
+	})
+	onWorker(t, w, func() {})
+	want := []string{"c0", "first2", "first"}
+	for i := range 100 {
+		want = append(want, fmt.Sprint("u", i))
+	}
+	assert.Equal(t, want, order)
+	assert.Panics(t, func() { w.PushFirst(lanes.Upstream, nil) })
+}
+
 func TestContinuationRunsBeforeUpstream(t *testing.T) {
 	// A clock that stands still: tasks take no time, so the starvation
 	// guard (tested on its own) never lets upstream work jump ahead.

@@ -353,6 +353,22 @@ func (w *Worker) Push(lane lanes.ID, fn func()) {
 	w.push(lane, task{fn: fn, enq: w.now})
 }
 
+// PushFirst queues fn in lane on this worker ahead of the lane's other
+// queued work, so that it is the lane's next task: for work that finishes
+// the task running now and should not wait behind the lane's queue a
+// second time (a server reads a connection it has just accepted, where the
+// client's first request usually waits already). It still waits for the
+// lanes of better priority, as Push does. Like Push, it is called only from
+// tasks and coroutines running on this worker.
+func (w *Worker) PushFirst(lane lanes.ID, fn func()) {
+	if fn == nil {
+		panic("sched: PushFirst of a nil function")
+	}
+	w.mustHave(lane)
+	defer w.leave(w.enter())
+	w.pushAt(lane, task{fn: fn, enq: w.now}, true)
+}
+
 // mustHave panics for a lane the scheduler's set lacks (or one with the
 // resumed mark, which callers outside the package do not give), as
 // indexing out of range would.
@@ -362,7 +378,10 @@ func (w *Worker) mustHave(lane lanes.ID) {
 	}
 }
 
-func (w *Worker) push(lane lanes.ID, t task) {
+func (w *Worker) push(lane lanes.ID, t task) { w.pushAt(lane, t, false) }
+
+// pushAt queues t in lane, at the front of its queue when first is set.
+func (w *Worker) pushAt(lane lanes.ID, t task, first bool) {
 	id := lane &^ resumed
 	w.mustHave(id)
 	q := &w.q[id]
@@ -373,7 +392,11 @@ func (w *Worker) push(lane lanes.ID, t task) {
 		w.ready = w.ready.With(id)
 		w.picker.Activate(id)
 	}
-	q.push(t)
+	if first {
+		q.pushFront(t)
+	} else {
+		q.push(t)
+	}
 	w.stats[id].queued.Store(int64(w.queued(id)))
 }
 

@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,4 +229,92 @@ func TestPipelinedRequestsAreNotResent(t *testing.T) {
 		}
 	}
 	assert.Positive(t, resent, "none of the requests sent on a refusal's arrival was counted as resent")
+}
+
+// A new connection's first request is read right after its accept, as the
+// lane's next task: it does not wait behind the lane's queue a second
+// time, behind the requests that became ready while its accept waited.
+// One worker is held by a handler while kept-alive connections pipeline
+// two requests each and a new connection sends one; once released, the
+// worker queues the kept-alive reads, then the accept. Each first request
+// queues its connection's second behind the accept; the new connection's
+// request must start before every second one. (Read after them, behind
+// the queue once more, it waited two rounds of the line, and under a
+// burst of pipelined work its age passed the limit where one round fit.)
+func TestNewConnectionReadRightAfterItsAccept(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		order   []string
+		holding = make(chan struct{}, 1)
+		release atomic.Bool
+	)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" && r.URL.RawQuery == "spin" {
+			holding <- struct{}{}
+			// On the CPU, so that nothing takes the worker away.
+			for end := time.Now().Add(5 * time.Second); !release.Load() && time.Now().Before(end); {
+			}
+		}
+		mu.Lock()
+		order = append(order, r.URL.Path)
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(h), Config{})
+	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	read := func(br *bufio.Reader, n int) {
+		for range n {
+			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { nc.Close() })
+		require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+		return nc, bufio.NewReader(nc)
+	}
+	// Every connection but the new one is open and has been served once
+	// (every route known), so that only their requests are left to read.
+	const k = 8
+	keep := make([]net.Conn, k)
+	keepR := make([]*bufio.Reader, k)
+	for i := range keep {
+		keep[i], keepR[i] = dial()
+		_, err := io.WriteString(keep[i], get("/a")+get("/b")+get("/new")+get("/hold"))
+		require.NoError(t, err)
+		read(keepR[i], 4)
+	}
+	hold, holdR := dial()
+	_, err := io.WriteString(hold, get("/hold?spin"))
+	require.NoError(t, err)
+	<-holding
+	mu.Lock()
+	order = order[:0]
+	mu.Unlock()
+	for i := range keep {
+		_, err := io.WriteString(keep[i], get("/a")+get("/b"))
+		require.NoError(t, err)
+	}
+	time.Sleep(20 * time.Millisecond) // the kept-alive reads become ready first
+	nc, ncR := dial()
+	_, err = io.WriteString(nc, get("/new"))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	release.Store(true)
+	read(holdR, 1)
+	read(ncR, 1)
+	for i := range keep {
+		read(keepR[i], 2)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, order, 2*k+2, "%v", order)
+	at := slices.Index(order, "/new")
+	second := slices.Index(order, "/b")
+	assert.Less(t, at, second, "the new connection's request started after a kept-alive connection's second: %v", order)
 }

@@ -211,15 +211,20 @@ func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
 		return
 	}
 	c.arm(c.srv.headTimeout)
-	// A client usually writes right after connecting: read it now, queued
-	// behind the accept, instead of after the worker's next poll reports
-	// it and behind the queue once more. Under a standing overload, whose
-	// age limit is 5 ms, that second wait had nearly every new
-	// connection's first request rejected. Nothing there yet: the
-	// readiness above still calls. (Through netpoll's queue of the read
-	// callback, so that it runs once, and not after the request it reads
-	// has stopped reading: its handler's helper may read the body.)
-	c.nc.QueueRead()
+	// A client usually writes right after connecting: read it as the
+	// lane's next task, right after the accept, rather than after the
+	// worker's next poll reports it and behind the lane's queue once more.
+	// The accept itself waited its turn in that queue, and the first
+	// bytes' age has counted since they arrived: a second wait behind
+	// everything queued meanwhile (kept-alive and pipelined requests,
+	// which were queued as they became ready) had new connections'
+	// first requests refused for their age, under a standing overload
+	// (5 ms) and under a burst longer than half the age limit alike.
+	// Nothing there yet: the readiness above still calls. (Through
+	// netpoll's queue of the read callback, so that it runs once, and
+	// not after the request it reads has stopped reading: its handler's
+	// helper may read the body.)
+	c.nc.QueueReadFirst()
 	if c.srv.stopping.Load() && c.state == connIdle {
 		c.shutdown(false)
 	}
