@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"syscall"
@@ -187,6 +188,33 @@ func WriteBlockingDeadline(fd int, p []byte, dl Deadline) error {
 	}
 }
 
+// SendFileBlockingDeadline sends n bytes of the regular file in, from its
+// offset (which it advances), to the socket out by sendfile(2), waiting
+// with poll(2) while the socket is full, for a goroutine that is not the
+// worker's: the bytes sent, fewer than n with a nil error when the file
+// ended first. Once dl says it has passed, it fails with
+// os.ErrDeadlineExceeded. A nil dl never expires.
+func SendFileBlockingDeadline(out, in int, n int64, dl Deadline) (int64, error) {
+	var sent int64
+	for sent < n {
+		wait, err := waitFor(dl)
+		if err != nil {
+			return sent, err
+		}
+		k, err := sendFileFD(out, in, n-sent)
+		sent += k
+		switch {
+		case err == syscall.EAGAIN:
+			if err := pollFor(out, pollOut, wait); err != nil {
+				return sent, err
+			}
+		case err != nil || k == 0:
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
 // waitFor returns how long poll(2) may sleep under dl, or
 // os.ErrDeadlineExceeded when dl has passed. Without a Deadline it sleeps
 // until the descriptor is ready.
@@ -206,6 +234,47 @@ func waitFor(dl Deadline) (time.Duration, error) {
 
 // ErrEOF reports that the peer closed its side of the connection.
 var ErrEOF = errors.New("netpoll: end of stream")
+
+// SendFile sends up to n bytes of the regular file in, from its offset
+// (which it advances), by sendfile(2): from the page cache to the socket,
+// without a copy through the process. It sends what the socket takes now
+// and returns how much, with syscall.EAGAIN when the socket is full before
+// n (WaitWritable then says when to go on), and 0 with a nil error when the
+// file has no more. A TLS connection cannot: its bytes must be sealed by
+// the process, and SendFile fails with errors.ErrUnsupported. It does not
+// wait for a Write in progress: it fails with an error.
+func (c *Conn) SendFile(in int, n int64) (int64, error) {
+	switch {
+	case c.closed:
+		return 0, ErrClosed
+	case c.tls != nil:
+		return 0, fmt.Errorf("netpoll: sendfile on a TLS connection: %w", errors.ErrUnsupported)
+	case c.writing():
+		return 0, errInProgress
+	}
+	return sendFileFD(c.fd, in, n)
+}
+
+// WaitWritable calls done, in the Continuation lane, once the socket has
+// room for more bytes, for a writer that sends by other means than Write
+// (SendFile), or with the error that ended the wait: the connection closed,
+// or AbortWrite (a write deadline). It counts as a Write in progress.
+func (c *Conn) WaitWritable(done func(error)) error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.tls != nil:
+		return fmt.Errorf("netpoll: WaitWritable on a TLS connection: %w", errors.ErrUnsupported)
+	case c.writing():
+		return errInProgress
+	case done == nil:
+		return errors.New("netpoll: WaitWritable with a nil callback")
+	}
+	// Nothing to write, but a write waits (a non-nil pending, which
+	// costs no allocation): flush finds no bytes and calls done.
+	c.pending, c.onWritten = []byte{}, done
+	return c.setEvents(c.wantEvents())
+}
 
 // Write writes all of p. What the socket takes at once is written now; the
 // rest waits for EPOLLOUT without blocking the worker. done, if not nil, runs

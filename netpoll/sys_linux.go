@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -172,6 +173,33 @@ func writeFD(fd int, p []byte) ([]byte, error) {
 	}
 	return nil, nil
 }
+
+// sendFileFD sends up to n bytes of the file in, from its offset (which
+// it advances), to the socket out by sendfile(2), as much as the socket
+// takes now: the bytes sent, with syscall.EAGAIN when the socket is full
+// before n, and 0 with a nil error when the file has no more.
+func sendFileFD(out, in int, n int64) (int64, error) {
+	var sent int64
+	for sent < n {
+		k, err := unix.Sendfile(out, in, nil, int(min(n-sent, maxSendFile)))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return sent, syscall.EAGAIN
+		case err != nil:
+			return sent, fmt.Errorf("netpoll: sendfile: %w", err)
+		case k == 0:
+			return sent, nil // the file ended
+		}
+		sent += int64(k)
+	}
+	return sent, nil
+}
+
+// maxSendFile is the most one sendfile(2) is asked to send, under Linux's
+// own cap of a little under 2 GiB.
+const maxSendFile = 1 << 30
 
 // zoneName names the interface of index i, as Go's net package does: its
 // name, or the number when it has none.

@@ -63,6 +63,8 @@ func writeFD(int, []byte) ([]byte, error) { return nil, errNotLinux }
 
 func pollFor(int, int16, time.Duration) error { return errNotLinux }
 
+func sendFileFD(int, int, int64) (int64, error) { return 0, errNotLinux }
+
 func adoptFD(int, bool) (netip.AddrPort, error) { return netip.AddrPort{}, errNotLinux }
 
 func checkListening(int) error { return errNotLinux }

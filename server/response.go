@@ -16,7 +16,8 @@ import (
 )
 
 // ResponseWriter writes a response. It implements http.ResponseWriter,
-// http.Flusher, http.Hijacker, io.StringWriter, and the methods
+// http.Flusher, http.Hijacker, io.StringWriter, io.ReaderFrom (a file
+// goes by sendfile(2); see ReadFrom), and the methods
 // http.ResponseController looks for: FlushError, SetReadDeadline,
 // SetWriteDeadline and EnableFullDuplex.
 //

@@ -251,6 +251,12 @@ type Server struct {
 	h2          *h2Server   // nil: no HTTP/2 (DisableHTTP2, or a native Handler)
 	tlsc        tlsCounters
 
+	// copyBufs holds the buffers of ResponseWriter.ReadFrom's copies
+	// (*[copyBufSize]byte), as net/http pools its own.
+	copyBufs sync.Pool
+	// fileBytes counts the body bytes sent by sendfile(2) (ReadFrom).
+	fileBytes atomic.Int64
+
 	panics   *lograte.Limiter // rate-limits the log of handler panics
 	open     atomic.Int64     // connections not yet closed
 	parked   atomic.Int64     // connections parked after a refusal (park.go)

@@ -69,6 +69,11 @@ var helloTargets = []target{
 	{"sluice-adapter-tls", overTLS(startSluiceAdapter)},
 	{"nethttp-tls", overTLS(startNetHTTP)},
 	{"fasthttp-tls", overTLS(startFastHTTP)},
+	// A file of SLUICE_BENCH_FILE_SIZE bytes through http.ServeFile.
+	{"sluice-file", serveFile(startSluiceAdapted)},
+	{"nethttp-file", serveFile(startNetHTTPWith)},
+	{"sluice-file-tls", overTLS(serveFile(startSluiceAdapted))},
+	{"nethttp-file-tls", overTLS(serveFile(startNetHTTPWith))},
 }
 
 // benchTLS is the TLS configuration of the target being started, set by
@@ -213,12 +218,15 @@ func startSluiceConfig(h server.Handler, cfg server.Config) (*running, error) {
 }
 
 // startNetHTTP serves helloHTTP with a default net/http Server.
-func startNetHTTP() (*running, error) {
+func startNetHTTP() (*running, error) { return startNetHTTPWith(http.HandlerFunc(helloHTTP)) }
+
+// startNetHTTPWith serves h with a default net/http Server.
+func startNetHTTPWith(h http.Handler) (*running, error) {
 	ln, addr, err := listen()
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(helloHTTP)}
+	hs := &http.Server{Handler: h}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	return &running{

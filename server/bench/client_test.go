@@ -52,6 +52,9 @@ type client struct {
 type expectation struct {
 	status string
 	body   []byte
+	// file, when set, is the file whose bytes body holds: a client in a
+	// child process reads it there.
+	file string
 }
 
 // helloExpect is the hello response; rejectExpect the answer of a sluice
@@ -68,7 +71,7 @@ const tlsPrefix = "tls://"
 // tlsPrefix (the server's certificate is not checked: a throwaway one, on
 // this machine).
 func dialClient(addr string, want expectation) (*client, error) {
-	c := &client{br: bufio.NewReaderSize(nil, 4096), body: make([]byte, 256), want: want}
+	c := &client{br: bufio.NewReaderSize(nil, 4096), body: make([]byte, max(256, len(want.body))), want: want}
 	if os.Getenv(envNewConns) == "1" {
 		if strings.HasPrefix(addr, tlsPrefix) {
 			return nil, fmt.Errorf("%s=1 is for plain HTTP (sluice bench -tls -newconns measures TLS)", envNewConns)

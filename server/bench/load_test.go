@@ -39,7 +39,7 @@ const (
 	envLoadConns    = "SLUICE_BENCH_LOAD_CONNS"    // connections of the child
 	envLoadRequests = "SLUICE_BENCH_LOAD_REQUESTS" // requests timed, over all connections
 	envLoadWarmUp   = "SLUICE_BENCH_LOAD_WARMUP"   // requests per connection before "ready"
-	envLoadExpect   = "SLUICE_BENCH_LOAD_EXPECT"   // "reject": expect sluice's 503, not hello
+	envLoadExpect   = "SLUICE_BENCH_LOAD_EXPECT"   // "reject": expect sluice's 503, not hello; "file:NAME": that file's bytes
 )
 
 // The values of SLUICE_BENCH_CLIENT.
@@ -256,8 +256,16 @@ func loadClientMain(addr string) int {
 	}()
 
 	want := helloExpect
-	if os.Getenv(envLoadExpect) == "reject" {
+	switch v := os.Getenv(envLoadExpect); {
+	case v == "reject":
 		want = rejectExpect
+	case strings.HasPrefix(v, "file:"):
+		name := strings.TrimPrefix(v, "file:")
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return report(err)
+		}
+		want = expectation{status: "200", body: b, file: name}
 	}
 	l, err := dialLoad(addr, conns, want)
 	if err != nil {
@@ -304,8 +312,11 @@ type loadProcess struct {
 func startLoadProcess(addr string, conns, total int, want expectation) (*loadProcess, error) {
 	cmd := exec.Command(os.Args[0])
 	expect := ""
-	if want.status == rejectExpect.status {
+	switch {
+	case want.status == rejectExpect.status:
 		expect = "reject"
+	case want.file != "":
+		expect = "file:" + want.file
 	}
 	cmd.Env = append(os.Environ(),
 		envLoadExpect+"="+expect,
