@@ -74,6 +74,11 @@ var helloTargets = []target{
 	{"nethttp-file", serveFile(startNetHTTPWith)},
 	{"sluice-file-tls", overTLS(serveFile(startSluiceAdapted))},
 	{"nethttp-file-tls", overTLS(serveFile(startNetHTTPWith))},
+	// A POST of SLUICE_BENCH_POST_SIZE bytes, read whole, answered hello.
+	{"sluice-post", servePost(startSluiceAdapted)},
+	{"nethttp-post", servePost(startNetHTTPWith)},
+	{"sluice-post-tls", overTLS(servePost(startSluiceAdapted))},
+	{"nethttp-post-tls", overTLS(servePost(startNetHTTPWith))},
 }
 
 // benchTLS is the TLS configuration of the target being started, set by

@@ -44,6 +44,7 @@ type client struct {
 	br       *bufio.Reader
 	body     []byte // scratch for the response body
 	want     expectation
+	req      []byte    // the request it sends
 	addr     string    // set: a new connection for each request
 	deadline time.Time // of every connection
 }
@@ -55,6 +56,24 @@ type expectation struct {
 	// file, when set, is the file whose bytes body holds: a client in a
 	// child process reads it there.
 	file string
+	// post, when positive, makes the request a POST of that many bytes
+	// (postRequest) instead of the GET.
+	post int
+}
+
+// req returns the request the client sends for want.
+func (want expectation) req() []byte {
+	if want.post > 0 {
+		return postRequest(want.post)
+	}
+	return request
+}
+
+// postRequest is a POST to / with a body of n bytes and its
+// Content-Length.
+func postRequest(n int) []byte {
+	head := fmt.Sprintf("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: sluice-bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", n)
+	return append([]byte(head), bytes.Repeat([]byte("x"), n)...)
 }
 
 // helloExpect is the hello response; rejectExpect the answer of a sluice
@@ -71,7 +90,7 @@ const tlsPrefix = "tls://"
 // tlsPrefix (the server's certificate is not checked: a throwaway one, on
 // this machine).
 func dialClient(addr string, want expectation) (*client, error) {
-	c := &client{br: bufio.NewReaderSize(nil, 4096), body: make([]byte, max(256, len(want.body))), want: want}
+	c := &client{br: bufio.NewReaderSize(nil, 4096), body: make([]byte, max(256, len(want.body))), want: want, req: want.req()}
 	if os.Getenv(envNewConns) == "1" {
 		if strings.HasPrefix(addr, tlsPrefix) {
 			return nil, fmt.Errorf("%s=1 is for plain HTTP (sluice bench -tls -newconns measures TLS)", envNewConns)
@@ -125,7 +144,7 @@ func (c *client) close() {
 // roundTrip sends one request and reads its response.
 func (c *client) roundTrip() error {
 	if c.addr == "" {
-		if _, err := c.nc.Write(request); err != nil {
+		if _, err := c.nc.Write(c.req); err != nil {
 			return err
 		}
 		return readResponse(c.br, c.body, c.want)
@@ -139,7 +158,7 @@ func (c *client) roundTrip() error {
 	if !c.deadline.IsZero() {
 		_ = nc.SetDeadline(c.deadline)
 	}
-	if _, err = nc.Write(request); err == nil {
+	if _, err = nc.Write(c.req); err == nil {
 		err = readResponse(c.br, c.body, c.want)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {

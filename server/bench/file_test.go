@@ -3,6 +3,7 @@ package bench
 import (
 	"crypto/rand"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 
@@ -45,6 +46,34 @@ func serveFile(start func(http.Handler) (*running, error)) func() (*running, err
 		r.want = expectation{status: "200", body: data, file: name}
 		stop := r.stop
 		r.stop = func() error { return errors.Join(stop(), os.Remove(name)) }
+		return r, nil
+	}
+}
+
+// envPostSize sets the body size of the POST targets (1 KiB by default).
+const envPostSize = "SLUICE_BENCH_POST_SIZE"
+
+// servePost makes a target of start whose handler reads a POST's body
+// whole (io.ReadAll, as a JSON API's handler would decode it) and answers
+// hello; the client posts SLUICE_BENCH_POST_SIZE bytes.
+func servePost(start func(http.Handler) (*running, error)) func() (*running, error) {
+	return func() (*running, error) {
+		size, err := envInt(envPostSize, 1<<10)
+		if err != nil {
+			return nil, err
+		}
+		r, err := start(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			b, err := io.ReadAll(req.Body)
+			if err != nil || len(b) != size {
+				http.Error(w, "short body", http.StatusBadRequest)
+				return
+			}
+			helloHTTP(w, req)
+		}))
+		if err != nil {
+			return nil, err
+		}
+		r.want = expectation{status: "200", body: helloBody, post: size}
 		return r, nil
 	}
 }

@@ -39,7 +39,7 @@ const (
 	envLoadConns    = "SLUICE_BENCH_LOAD_CONNS"    // connections of the child
 	envLoadRequests = "SLUICE_BENCH_LOAD_REQUESTS" // requests timed, over all connections
 	envLoadWarmUp   = "SLUICE_BENCH_LOAD_WARMUP"   // requests per connection before "ready"
-	envLoadExpect   = "SLUICE_BENCH_LOAD_EXPECT"   // "reject": expect sluice's 503, not hello; "file:NAME": that file's bytes
+	envLoadExpect   = "SLUICE_BENCH_LOAD_EXPECT"   // "reject": expect sluice's 503, not hello; "file:NAME": that file's bytes; "post:N": hello to a POST of N bytes
 )
 
 // The values of SLUICE_BENCH_CLIENT.
@@ -259,6 +259,12 @@ func loadClientMain(addr string) int {
 	switch v := os.Getenv(envLoadExpect); {
 	case v == "reject":
 		want = rejectExpect
+	case strings.HasPrefix(v, "post:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "post:"))
+		if err != nil {
+			return report(err)
+		}
+		want = expectation{status: "200", body: helloBody, post: n}
 	case strings.HasPrefix(v, "file:"):
 		name := strings.TrimPrefix(v, "file:")
 		b, err := os.ReadFile(name)
@@ -317,6 +323,8 @@ func startLoadProcess(addr string, conns, total int, want expectation) (*loadPro
 		expect = "reject"
 	case want.file != "":
 		expect = "file:" + want.file
+	case want.post > 0:
+		expect = "post:" + strconv.Itoa(want.post)
 	}
 	cmd.Env = append(os.Environ(),
 		envLoadExpect+"="+expect,
