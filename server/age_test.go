@@ -260,7 +260,11 @@ func TestNewConnectionReadRightAfterItsAccept(t *testing.T) {
 		mu.Unlock()
 		_, _ = io.WriteString(w, "ok")
 	})
-	_, addr := serveNativeOn(t, schedtest.Runtime(t, 1), HTTPHandler(h), Config{})
+	// The rescue off: on a loaded machine it could take the spinning
+	// handler's thread for a blocked one and let a spare serve the
+	// connections while the handler holds.
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
 	read := func(br *bufio.Reader, n int) {
 		for range n {
