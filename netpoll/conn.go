@@ -440,17 +440,6 @@ func (c *Conn) QueueRead() {
 	}
 }
 
-// QueueReadFirst is QueueRead, with the callback queued ahead of the
-// lane's other work (sched.Worker.PushFirst): for a server that has just
-// accepted the connection, whose client's first bytes are usually there
-// already and whose read finishes the accept's own work.
-func (c *Conn) QueueReadFirst() {
-	if c.onReadable != nil && !c.readQueued {
-		c.readQueued = true
-		c.w.PushFirst(c.readLane, c.readyFn)
-	}
-}
-
 func (c *Conn) readReady() {
 	c.readQueued = false
 	if !c.closed && c.onReadable != nil {

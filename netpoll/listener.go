@@ -246,7 +246,12 @@ func (l *Listener) watchAll(s *sched.Scheduler, fd int, events uint32) error {
 }
 
 // watch registers ls's socket on its worker: readiness queues an accept
-// batch as Upstream work.
+// batch as the Upstream lane's next task (sched.Worker.PushFirst). Accepting
+// is cheap, and a connection's first read is queued behind the lane when it
+// is accepted: accepted at once, its request waits in the lane in the order
+// it arrived among the others (kept-alive and pipelined requests, queued as
+// their bytes arrive). An accept queued behind the lane made that wait
+// twice, while its bytes' age counted.
 func (l *Listener) watch(ls *listenSock, events uint32) error {
 	l.events = events
 	return onWorker(ls.w, func() error { return l.watchLocal(ls) })
@@ -255,7 +260,7 @@ func (l *Listener) watch(ls *listenSock, events uint32) error {
 // watchLocal is watch on the worker.
 func (l *Listener) watchLocal(ls *listenSock) error {
 	wt, err := ls.w.Watch(ls.fd, l.events, func(uint32) {
-		ls.w.Push(lanes.Upstream, func() { l.acceptBatch(ls) })
+		ls.w.PushFirst(lanes.Upstream, func() { l.acceptBatch(ls) })
 	})
 	ls.watch = wt
 	return err
@@ -264,7 +269,8 @@ func (l *Listener) watchLocal(ls *listenSock) error {
 // Addr returns the bound address.
 func (l *Listener) Addr() net.Addr { return net.TCPAddrFromAddrPort(l.addr) }
 
-// acceptBatch runs on the socket's worker as Upstream work.
+// acceptBatch runs on the socket's worker as Upstream work, ahead of the
+// lane's queue (watchLocal).
 func (l *Listener) acceptBatch(ls *listenSock) {
 	if ls.watch == nil {
 		return // queued before a pause or Stop unwatched the socket

@@ -354,12 +354,12 @@ func (w *Worker) Push(lane lanes.ID, fn func()) {
 }
 
 // PushFirst queues fn in lane on this worker ahead of the lane's other
-// queued work, so that it is the lane's next task: for work that finishes
-// the task running now and should not wait behind the lane's queue a
-// second time (a server reads a connection it has just accepted, where the
-// client's first request usually waits already). It still waits for the
-// lanes of better priority, as Push does. Like Push, it is called only from
-// tasks and coroutines running on this worker.
+// queued work, so that it is the lane's next task: for short work that
+// only brings more work into the lane, which then queues in order (a
+// listener's accepts, whose connections' first reads queue behind the
+// lane). It still waits for the lanes of better priority, as Push does.
+// Like Push, it is called only from tasks and coroutines running on this
+// worker.
 func (w *Worker) PushFirst(lane lanes.ID, fn func()) {
 	if fn == nil {
 		panic("sched: PushFirst of a nil function")

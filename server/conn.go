@@ -211,20 +211,18 @@ func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
 		return
 	}
 	c.arm(c.srv.headTimeout)
-	// A client usually writes right after connecting: read it as the
-	// lane's next task, right after the accept, rather than after the
-	// worker's next poll reports it and behind the lane's queue once more.
-	// The accept itself waited its turn in that queue, and the first
-	// bytes' age has counted since they arrived: a second wait behind
-	// everything queued meanwhile (kept-alive and pipelined requests,
-	// which were queued as they became ready) had new connections'
-	// first requests refused for their age, under a standing overload
-	// (5 ms) and under a burst longer than half the age limit alike.
-	// Nothing there yet: the readiness above still calls. (Through
-	// netpoll's queue of the read callback, so that it runs once, and
-	// not after the request it reads has stopped reading: its handler's
-	// helper may read the body.)
-	c.nc.QueueReadFirst()
+	// A client usually writes right after connecting: read it now,
+	// queued behind the lane's work, instead of after the worker's next
+	// poll reports it and behind the queue once more. The accept itself
+	// ran ahead of the lane (netpoll's listener), so the read waits in the
+	// lane once, in the order the bytes arrived among kept-alive and
+	// pipelined requests. Under a standing overload, whose age limit is
+	// 5 ms, a second wait had nearly every new connection's first request
+	// refused. Nothing there yet: the readiness above still calls.
+	// (Through netpoll's queue of the read callback, so that it runs once,
+	// and not after the request it reads has stopped reading: its
+	// handler's helper may read the body.)
+	c.nc.QueueRead()
 	if c.srv.stopping.Load() && c.state == connIdle {
 		c.shutdown(false)
 	}
