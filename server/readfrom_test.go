@@ -99,30 +99,7 @@ func TestReadFromWaitsForRoom(t *testing.T) {
 	for _, fromGoroutine := range []bool{false, true} {
 		t.Run(fmt.Sprintf("goroutine=%v", fromGoroutine), func(t *testing.T) {
 			copied := make(chan error, 1)
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				f, err := os.Open(filepath.Join(dir, "big.bin"))
-				if err != nil {
-					copied <- err
-					return
-				}
-				defer f.Close()
-				w.Header().Set("Content-Type", "application/octet-stream")
-				w.Header().Set("Content-Length", fmt.Sprint(len(big)))
-				send := func() error {
-					n, err := io.Copy(w, f)
-					if err == nil && n != int64(len(big)) {
-						err = fmt.Errorf("copied %d of %d", n, len(big))
-					}
-					return err
-				}
-				if !fromGoroutine {
-					copied <- send()
-					return
-				}
-				done := make(chan error)
-				go func() { done <- send() }()
-				copied <- <-done
-			})
+			h := copyFileHandler(filepath.Join(dir, "big.bin"), len(big), fromGoroutine, copied)
 			srv, addr := serveHTTP(t, h, Config{})
 			nc, err := net.Dial("tcp", addr)
 			require.NoError(t, err)
@@ -140,6 +117,38 @@ func TestReadFromWaitsForRoom(t *testing.T) {
 			assert.Equal(t, int64(len(big)), srv.fileBytes.Load())
 		})
 	}
+}
+
+// copyFileHandler answers with the file name of size bytes, its type and
+// length declared, copied by io.Copy: from the handler's coroutine, or
+// from a goroutine the handler waits for when fromGoroutine is set. It
+// sends the copy's outcome on copied (an error also when fewer than size
+// bytes went).
+func copyFileHandler(name string, size int, fromGoroutine bool, copied chan<- error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(name)
+		if err != nil {
+			copied <- err
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		send := func() error {
+			n, err := io.Copy(w, f)
+			if err == nil && n != int64(size) {
+				err = fmt.Errorf("copied %d of %d", n, size)
+			}
+			return err
+		}
+		if !fromGoroutine {
+			copied <- send()
+			return
+		}
+		done := make(chan error)
+		go func() { done <- send() }()
+		copied <- <-done
+	})
 }
 
 // slowReader reads nc in small pieces, pausing between them at first.
@@ -162,18 +171,7 @@ func TestReadFromUnderWriteTimeout(t *testing.T) {
 	dir := t.TempDir()
 	big := writeFile(t, dir, "big.bin", 64<<20)
 	copied := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(filepath.Join(dir, "big.bin"))
-		if err != nil {
-			copied <- err
-			return
-		}
-		defer f.Close()
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", fmt.Sprint(len(big)))
-		_, err = io.Copy(w, f)
-		copied <- err
-	})
+	h := copyFileHandler(filepath.Join(dir, "big.bin"), len(big), false, copied)
 	_, addr := serveHTTP(t, h, Config{WriteTimeout: 300 * time.Millisecond})
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
