@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/lanes"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -196,7 +197,7 @@ func TestStreamingHandlerWaitsUnlogged(t *testing.T) {
 func TestStreamReleasesItsWorkerAfterFlush(t *testing.T) {
 	const streams, events = 8, 3
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 2, BlockedAfter: -1})
-	next := make(chan struct{})
+	next, stop := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/events" {
 			_, _ = io.WriteString(w, "plain")
@@ -207,11 +208,16 @@ func TestStreamReleasesItsWorkerAfterFlush(t *testing.T) {
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			http.NewResponseController(w).Flush()
 			if i < events-1 {
-				<-next // the next event's wait, on the handler's thread
+				select { // the next event's wait, on the handler's thread
+				case <-next:
+				case <-stop: // the test failed: let the server close
+					return
+				}
 			}
 		}
 	})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	t.Cleanup(func() { close(stop) }) // before the server's close
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	bodies := make([]*bufio.Reader, streams)
 	for i := range streams {
@@ -239,4 +245,69 @@ func TestStreamReleasesItsWorkerAfterFlush(t *testing.T) {
 		assert.Equal(t, "\ndata: 1\n\ndata: 2\n\n", string(rest), "stream %d", i)
 	}
 	assert.Zero(t, rt.Snapshot().Blocked)
+}
+
+// Over HTTP/2 as over HTTP/1.1: a stream's handler that flushes and then
+// waits for its next event on its own thread gives its worker away once
+// the flush is done, so the other streams of its worker run. One worker,
+// the watchdog's rescue off: without the release the first stream's wait
+// would hold the worker, and every request after it would wait with it.
+func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
+	const streams, events = 4, 3
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
+	next, stop := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range events {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			http.NewResponseController(w).Flush()
+			if i < events-1 {
+				select { // the next event's wait, on the handler's thread
+				case <-next:
+				case <-stop: // the test failed: let the server close
+					return
+				}
+			}
+		}
+	})
+	srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	t.Cleanup(func() { close(stop) }) // before the server's close
+	client := h2cClient(t)
+	client.Timeout = 10 * time.Second
+	bodies := make([]*bufio.Reader, streams)
+	for i := range streams {
+		resp, err := client.Get("http://" + addr + "/events")
+		require.NoError(t, err, "stream %d", i)
+		defer resp.Body.Close()
+		require.Equal(t, 2, resp.ProtoMajor)
+		bodies[i] = bufio.NewReader(resp.Body)
+		line, err := bodies[i].ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, "data: 0\n", line, "stream %d's first event", i)
+	}
+	for i := range 5 {
+		resp, err := client.Get("http://" + addr + "/")
+		require.NoError(t, err, "plain request %d beside %d waiting streams", i, streams)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, "plain", string(b))
+	}
+	for range (events - 1) * streams {
+		next <- struct{}{}
+	}
+	for i, br := range bodies {
+		rest, err := io.ReadAll(br)
+		require.NoError(t, err, "stream %d", i)
+		assert.Equal(t, "\ndata: 1\n\ndata: 2\n\n", string(rest), "stream %d", i)
+	}
+	// The route was learned as a stream: its next runs give the worker away.
+	got := make(chan int, 1)
+	require.NoError(t, rt.Scheduler.Worker(0).Submit(lanes.Continuation, func() {
+		got <- srv.ws[0].routes.start(http.MethodGet, "/events")
+	}))
+	assert.NotEqual(t, startShared, <-got)
 }

@@ -418,7 +418,10 @@ func streamContext(r *http.Request, t *admit.Ticket) (context.Context, context.C
 // MaxRecvMsgSize, 4 MiB by default).
 func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker, how int) (status int, err error, panicked bool) {
 	srv := hc.s.srv
-	hw := &h2Writer{rw: w, ctx: ctx}
+	hw := &h2Writer{rw: w, ctx: ctx, wk: wk, r: r}
+	if wk != nil {
+		hw.book = &srv.ws[wk.ID()].routes
+	}
 	hr := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
 		var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
@@ -453,7 +456,7 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		hc.s.handler.ServeHTTP(hw, hr)
 		return
 	}
-	book := &srv.ws[wk.ID()].routes
+	book := hw.book
 	how = book.begin(r.Method, r.URL.Path, how)
 	blocked := wk.Guest(h2Name{r, book}, func() {
 		if how == startRelease {
@@ -462,7 +465,7 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		hc.s.handler.ServeHTTP(hw, hr)
 	})
 	// The worker is the handler's again (Guest's end): the book is its.
-	book.ended(r.Method, r.URL.Path, how, blocked)
+	book.ended(r.Method, r.URL.Path, how, blocked || hw.streamed)
 	return
 }
 
@@ -490,6 +493,13 @@ type h2Writer struct {
 	buffered int // bytes in x/net's buffer since its last flush
 	status   int
 	err      error
+
+	// wk and book are the stream's worker and its route book (nil: the
+	// handler runs on the stream's goroutine); r is the request.
+	wk       *sched.Worker
+	book     *routeBook
+	r        *http.Request
+	streamed bool // the handler flushed: a stream (routeBook.streamed)
 }
 
 var (
@@ -558,8 +568,23 @@ func (w *h2Writer) noteErr(err error) error {
 // Flush sends what the handler wrote (http.Flusher).
 func (w *h2Writer) Flush() { _ = w.FlushError() }
 
-// FlushError is Flush with its error, for http.ResponseController.
+// FlushError is Flush with its error, for http.ResponseController. As on
+// HTTP/1.1 (ResponseWriter.FlushError), a handler that flushes streams
+// and commonly waits after each Flush: from the handler's coroutine, the
+// worker goes to a spare thread once the flush is done, its later waits
+// are not logged as ones that forgot sched.Await, and the route's next
+// streams give the worker away as they begin (routeBook).
 func (w *h2Writer) FlushError() error {
+	if w.wk != nil && sched.InCoroutine(w.ctx) {
+		w.wk.Quiet()
+		defer w.wk.Release() // once the flush below is done
+		if !w.streamed {
+			w.streamed = true
+			e := w.wk.Enter() // the book is the worker's
+			w.book.streamed(w.r.Method, w.r.URL.Path)
+			w.wk.Leave(e)
+		}
+	}
 	_, err := sched.Await(w.ctx, func(context.Context) (struct{}, error) {
 		return struct{}{}, http.NewResponseController(w.rw).Flush()
 	})
