@@ -24,6 +24,13 @@ type Attack struct {
 	// "/". An attack on something other than serving (the metrics, say)
 	// probes that.
 	ProbePath string
+	// Settle is how long the attack runs before the probes start; zero
+	// means 300 ms, for an attack in force from its first connections.
+	// An attack whose first seconds are a burst of CPU work rather than
+	// the attack's steady state sets more, so that the probes meet what
+	// the attack tests and not a transient overload, which the age limit
+	// sheds by design.
+	Settle time.Duration
 	// Run sends the attack to env's target until ctx ends, and returns
 	// nil then, or an error saying what the target did wrong (served
 	// more than its body limit, say). A connection refused or closed by

@@ -47,7 +47,8 @@ type Result struct {
 }
 
 // settle is how long an attack runs before the probes start, so that
-// the probes meet it in force.
+// the probes meet it in force, unless the attack sets its own
+// (Attack.Settle).
 const settle = 300 * time.Millisecond
 
 // Run runs every attack against every target, one at a time, each on a
@@ -119,7 +120,11 @@ func runOne(ctx context.Context, opts Options, a Attack, target string) (Result,
 	if srv.Usage != nil {
 		wg.Go(func() { res.PeakRSS = peakRSS(actx, srv.Usage) })
 	}
-	sleep(actx, settle)
+	wait := settle
+	if a.Settle > 0 {
+		wait = a.Settle
+	}
+	sleep(actx, wait)
 	path := a.ProbePath
 	if path == "" {
 		path = "/"
