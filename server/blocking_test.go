@@ -195,66 +195,22 @@ func TestStreamingHandlerWaitsUnlogged(t *testing.T) {
 // Flush held the worker until the watchdog handed it over, 4 to 6 ms
 // later: a stall per event per stream; with the watchdog off, for good.)
 func TestStreamReleasesItsWorkerAfterFlush(t *testing.T) {
-	const streams, events = 8, 3
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 2, BlockedAfter: -1})
-	next, stop := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/events" {
-			_, _ = io.WriteString(w, "plain")
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range events {
-			fmt.Fprintf(w, "data: %d\n\n", i)
-			http.NewResponseController(w).Flush()
-			if i < events-1 {
-				select { // the next event's wait, on the handler's thread
-				case <-next:
-				case <-stop: // the test failed: let the server close
-					return
-				}
-			}
-		}
-	})
-	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
-	t.Cleanup(func() { close(stop) }) // before the server's close
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	bodies := make([]*bufio.Reader, streams)
-	for i := range streams {
-		resp, err := client.Get("http://" + addr + "/events")
-		require.NoError(t, err, "stream %d", i)
-		defer resp.Body.Close()
-		bodies[i] = bufio.NewReader(resp.Body)
-		line, err := bodies[i].ReadString('\n')
-		require.NoError(t, err)
-		assert.Equal(t, "data: 0\n", line, "stream %d's first event", i)
-	}
-	for i := range 10 {
-		resp, err := client.Get("http://" + addr + "/")
-		require.NoError(t, err, "plain request %d beside %d waiting streams", i, streams)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		assert.Equal(t, "plain", string(b))
-	}
-	for range (events - 1) * streams {
-		next <- struct{}{}
-	}
-	for i, br := range bodies {
-		rest, err := io.ReadAll(br)
-		require.NoError(t, err, "stream %d", i)
-		assert.Equal(t, "\ndata: 1\n\ndata: 2\n\n", string(rest), "stream %d", i)
-	}
+	checkStreamsReleaseTheWorker(t, rt, client, 1, 8, 10)
 	assert.Zero(t, rt.Snapshot().Blocked)
 }
 
-// Over HTTP/2 as over HTTP/1.1: a stream's handler that flushes and then
-// waits for its next event on its own thread gives its worker away once
-// the flush is done, so the other streams of its worker run. One worker,
-// the watchdog's rescue off: without the release the first stream's wait
-// would hold the worker, and every request after it would wait with it.
-func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
-	const streams, events = 4, 3
-	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
+// checkStreamsReleaseTheWorker serves on rt an event stream at /events (3
+// events, each flushed, the handler waiting on its own thread between
+// them) and "plain" elsewhere; it opens streams of them through client
+// (whose responses must be of HTTP major version proto), then asks for
+// plain ones beside them, then lets the streams end and checks their
+// events. The handlers' waits end if the test fails, so that the server
+// can close.
+func checkStreamsReleaseTheWorker(t *testing.T, rt *srt.Runtime, client *http.Client, proto, streams, plains int) *Server {
+	t.Helper()
+	const events = 3
 	next, stop := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/events" {
@@ -276,20 +232,18 @@ func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
 	})
 	srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 	t.Cleanup(func() { close(stop) }) // before the server's close
-	client := h2cClient(t)
-	client.Timeout = 10 * time.Second
 	bodies := make([]*bufio.Reader, streams)
 	for i := range streams {
 		resp, err := client.Get("http://" + addr + "/events")
 		require.NoError(t, err, "stream %d", i)
-		defer resp.Body.Close()
-		require.Equal(t, 2, resp.ProtoMajor)
+		t.Cleanup(func() { resp.Body.Close() })
+		require.Equal(t, proto, resp.ProtoMajor)
 		bodies[i] = bufio.NewReader(resp.Body)
 		line, err := bodies[i].ReadString('\n')
 		require.NoError(t, err)
 		assert.Equal(t, "data: 0\n", line, "stream %d's first event", i)
 	}
-	for i := range 5 {
+	for i := range plains {
 		resp, err := client.Get("http://" + addr + "/")
 		require.NoError(t, err, "plain request %d beside %d waiting streams", i, streams)
 		b, _ := io.ReadAll(resp.Body)
@@ -304,6 +258,19 @@ func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
 		require.NoError(t, err, "stream %d", i)
 		assert.Equal(t, "\ndata: 1\n\ndata: 2\n\n", string(rest), "stream %d", i)
 	}
+	return srv
+}
+
+// Over HTTP/2 as over HTTP/1.1: a stream's handler that flushes and then
+// waits for its next event on its own thread gives its worker away once
+// the flush is done, so the other streams of its worker run. One worker,
+// the watchdog's rescue off: without the release the first stream's wait
+// would hold the worker, and every request after it would wait with it.
+func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
+	client := h2cClient(t)
+	client.Timeout = 10 * time.Second
+	srv := checkStreamsReleaseTheWorker(t, rt, client, 2, 4, 5)
 	// The route was learned as a stream: its next runs give the worker away.
 	got := make(chan int, 1)
 	require.NoError(t, rt.Scheduler.Worker(0).Submit(lanes.Continuation, func() {
