@@ -627,16 +627,32 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 		}
 		return err
 	}
-	if dl := c.writeDL.Load(); dl != 0 && c.srv.s.Now() >= dl {
+	if c.writeDeadlinePassed() {
 		return c.timeoutError("write")
 	}
 	n, err := c.nc.WriteNow(p)
 	if err != nil || n == len(p) && !c.nc.Queued() {
 		return err
 	}
+	return c.awaitWrite(ctx, func(done func(error)) error { return c.nc.Write(p[n:], done) })
+}
+
+// writeDeadlinePassed reports whether the request's write deadline has
+// passed, on the worker's clock.
+func (c *conn) writeDeadlinePassed() bool {
+	dl := c.writeDL.Load()
+	return dl != 0 && c.srv.s.Now() >= dl
+}
+
+// awaitWrite suspends the handler's coroutine (ctx's) until the write
+// that start begins on the connection calls its done callback, and returns
+// the write's error: the request's timeout error when its write deadline
+// passed (deadlinePassed aborts the write). start is netpoll's Write, or
+// WaitWritable for a writer that sends by other means (sendfile).
+func (c *conn) awaitWrite(ctx context.Context, start func(done func(error)) error) error {
 	var werr error
 	perr := sched.Pause(ctx, func(resume func()) {
-		if err := c.nc.Write(p[n:], func(err error) { werr = err; resume() }); err != nil {
+		if err := start(func(err error) { werr = err; resume() }); err != nil {
 			werr = err
 			resume()
 		}

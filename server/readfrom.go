@@ -106,8 +106,7 @@ func (w *ResponseWriter) sendFile(f fileConn, limit int64) (sent int64, finished
 	if c.w == nil || c.tlsState != nil {
 		return 0, false, nil
 	}
-	e := c.enter()
-	defer func() { c.leave(e) }()
+	defer c.leave(c.enter())
 	if w.hijacked {
 		return 0, true, http.ErrHijacked
 	}
@@ -170,33 +169,18 @@ func (w *ResponseWriter) sendFD(in int, n int64) (int64, error) {
 	}
 	var sent int64
 	for sent < n {
-		if dl := c.writeDL.Load(); dl != 0 && c.srv.s.Now() >= dl {
+		if c.writeDeadlinePassed() {
 			return sent, c.timeoutError("write")
 		}
 		k, err := c.nc.SendFile(in, n-sent)
 		sent += k
 		switch {
 		case err == syscall.EAGAIN:
+			if err := c.awaitWrite(w.ctx, c.nc.WaitWritable); err != nil {
+				return sent, err
+			}
 		case err != nil || k == 0:
 			return sent, err
-		default:
-			continue
-		}
-		var werr error
-		perr := sched.Pause(w.ctx, func(resume func()) {
-			if err := c.nc.WaitWritable(func(err error) { werr = err; resume() }); err != nil {
-				werr = err
-				resume()
-			}
-		})
-		if perr != nil {
-			return sent, perr
-		}
-		if werr == os.ErrDeadlineExceeded {
-			return sent, c.timeoutError("write")
-		}
-		if werr != nil {
-			return sent, werr
 		}
 	}
 	return sent, nil
