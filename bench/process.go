@@ -59,6 +59,9 @@ type ChildSpec struct {
 	LoadHint bool   `json:"load_hint,omitempty"`
 	// TLS makes the target serve HTTPS with a throwaway certificate.
 	TLS bool `json:"tls,omitempty"`
+	// Quota, when set, runs the child in a CPU quota of its own (a
+	// container's CPU limit), from its first instruction on.
+	Quota *Quota `json:"quota,omitempty"`
 	// Attack makes the child serve the attack suite's target
 	// (attack.Serve) instead of the weather service.
 	Attack bool `json:"attack,omitempty"`
@@ -493,13 +496,18 @@ type Process struct {
 	// Work is what a lanes child reported of its handlers' work
 	// (WorkSeries, as JSON); nil before Stop and for other children.
 	Work json.RawMessage
+	// Throttled is what the child's CPU quota (ChildSpec.Quota) did to it
+	// over its life; nil before Stop and for a child without a quota.
+	Throttled *Throttled
 
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan error
-	errb  *strings.Builder
-	probe atomic.Pointer[probeReading] // the latest probe line
-	admin atomic.Pointer[string]       // the admin line's URL
+	cmd       *exec.Cmd
+	quota     *quotaGroup // the child's cgroup, nil without a quota
+	quotaSpec Quota
+	stdin     io.WriteCloser
+	done      chan error
+	errb      *strings.Builder
+	probe     atomic.Pointer[probeReading] // the latest probe line
+	admin     atomic.Pointer[string]       // the admin line's URL
 }
 
 // AdminURL returns the URL of the endpoint the child serves beside its
@@ -562,8 +570,21 @@ func startChild(ctx context.Context, launch Launcher, cs ChildSpec, cpus []int) 
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	if cs.Quota != nil {
+		p.quotaSpec = *cs.Quota
+		if p.quota, err = newQuotaGroup(*cs.Quota); err != nil {
+			return nil, err
+		}
+		if err := p.quota.wrap(cmd); err != nil {
+			return nil, errors.Join(err, p.quota.remove())
+		}
+	}
 	if err := startOn(cmd, cpus); err != nil {
-		return nil, fmt.Errorf("bench: start target %s: %w", target, err)
+		err = fmt.Errorf("bench: start target %s: %w", target, err)
+		if p.quota != nil {
+			err = errors.Join(err, p.quota.remove())
+		}
+		return nil, err
 	}
 	lines := make(chan string, 1)
 	go func() {
@@ -579,7 +600,11 @@ func startChild(ctx context.Context, launch Launcher, cs ChildSpec, cpus []int) 
 			p.readLine(sc.Text())
 		}
 		_, _ = io.Copy(io.Discard, stdout)
-		p.done <- cmd.Wait()
+		err := cmd.Wait()
+		if p.quota != nil {
+			err = errors.Join(err, p.endQuota())
+		}
+		p.done <- err
 	}()
 	fail := func(err error) (*Process, error) {
 		_ = cmd.Process.Kill()
@@ -636,6 +661,27 @@ func (p *Process) readLine(line string) {
 			p.Placement = &pl
 		}
 	}
+}
+
+// Throttled is what a CPU quota did to a child (Process.Throttled): the
+// kernel's throttling counters of its cgroup over the child's life.
+type Throttled struct {
+	// Quota is the child's quota.
+	Quota Quota `json:"quota"`
+	// Periods is the number of the quota's periods in which the child was
+	// throttled; Time how long it was held off the CPU in all.
+	Periods int64         `json:"periods"`
+	Time    time.Duration `json:"time"`
+}
+
+// endQuota records what the quota did to the child, which has exited, and
+// removes its cgroup.
+func (p *Process) endQuota() error {
+	t, err := p.quota.throttling()
+	if err == nil {
+		p.Throttled = &Throttled{Quota: p.quotaSpec, Periods: t.Periods, Time: t.Time}
+	}
+	return errors.Join(err, p.quota.remove())
 }
 
 // pid returns the child's process id.

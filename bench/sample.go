@@ -129,6 +129,10 @@ type Sample struct {
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
+	// Quota is the CPU quota the target ran in (ChildSpec.Quota), and
+	// Throttled what it did to the target; nil without one.
+	Quota     *Quota     `json:"quota,omitempty"`
+	Throttled *Throttled `json:"throttled,omitempty"`
 	// Detail is what the scenario recorded beyond these fields, as JSON
 	// of a type of its own (SetDetail, DetailOf); its report reads it.
 	Detail json.RawMessage `json:"detail,omitempty"`

@@ -71,6 +71,10 @@ type Point struct {
 	// Window is the point's sending window, for the progress and the
 	// suite's planned time; zero means SuiteConfig.Duration.
 	Window time.Duration
+	// Quota, when set, is the CPU quota the point's target runs in, in
+	// place of SuiteConfig.Quota. The points of one Shape share their
+	// capacity, so they must share their quota too.
+	Quota *Quota
 }
 
 // describe names a point in the suite's progress: "sweep 2x", "noisy
@@ -122,14 +126,15 @@ func (t *Trial) Sample() *Sample {
 	return &Sample{
 		Scenario: t.Scenario.Name(), Shape: p.Shape.Name, Handler: p.Spec, Target: t.Target,
 		Repeat: t.Repeat, Capacity: t.Capacity, Multiple: p.Multiple, Client: p.Client,
-		Clients: p.Conns,
+		Clients: p.Conns, Quota: t.Child().Quota,
 	}
 }
 
 // Child returns the child process that serves the point's handler on the
-// trial's target, over TLS when the suite says so.
+// trial's target, over TLS when the suite says so, in the point's CPU
+// quota or else the suite's.
 func (t *Trial) Child() ChildSpec {
-	return ChildSpec{Target: t.Target, Handler: t.Point.Spec, Nice: TargetNice, TLS: t.Suite.TLS}
+	return t.Suite.child(t.Target, t.Point.Spec, t.Point.Quota)
 }
 
 // Start starts the child cs describes on the suite's target CPUs and
@@ -204,6 +209,7 @@ func (t *Trial) Measure(ctx context.Context, proc *Process, rc Config, s *Sample
 	Fill(s, res)
 	s.Server = proc.Stats
 	s.Placement = proc.Placement
+	s.Throttled = proc.Throttled
 	return s, err
 }
 

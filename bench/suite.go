@@ -81,6 +81,11 @@ type SuiteConfig struct {
 	// TLS serves every target over HTTPS (a throwaway certificate the
 	// generator does not check) and sends over TLS.
 	TLS bool
+	// Quota, when set, runs every target process in this CPU quota (a
+	// container's CPU limit), the calibration's included, unless a point
+	// names a quota of its own (Point.Quota). It needs Linux and a
+	// cgroup this process may make (root).
+	Quota *Quota
 	// NewConns sends every request of the calibration and of the sweep
 	// and shapes scenarios on a connection of its own (with TLS, a full
 	// handshake each), as clients that do not keep connections do.
@@ -306,7 +311,20 @@ func (c *SuiteConfig) capacityOf(ctx context.Context, target string, sh Shape, p
 			return cal.Calibrate(ctx, c, target, sh)
 		}
 	}
-	return c.calibrate(ctx, target, sh.Spec)
+	var q *Quota
+	if len(points) > 0 {
+		q = points[0].Quota
+	}
+	return c.calibrateChild(ctx, c.child(target, sh.Spec, q))
+}
+
+// child is the child process that serves spec on target, over TLS when
+// the suite says so, in quota q or else the suite's Quota.
+func (c *SuiteConfig) child(target string, spec HandlerSpec, q *Quota) ChildSpec {
+	if q == nil {
+		q = c.Quota
+	}
+	return ChildSpec{Target: target, Handler: spec, Nice: TargetNice, TLS: c.TLS, Quota: q}
 }
 
 // RunSuite runs the overload benchmark: for each repeat, each handler
@@ -413,7 +431,13 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 // calibrate measures a target's capacity on a fresh child process, and the
 // CPU time the target used per second meanwhile.
 func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec HandlerSpec) (capacity, cpu float64, err error) {
-	p, err := startChild(ctx, cfg.Launch, ChildSpec{Target: target, Handler: spec, Nice: TargetNice, TLS: cfg.TLS}, cfg.TargetCPUs)
+	return cfg.calibrateChild(ctx, cfg.child(target, spec, nil))
+}
+
+// calibrateChild is calibrate on the child cs describes.
+func (cfg *SuiteConfig) calibrateChild(ctx context.Context, cs ChildSpec) (capacity, cpu float64, err error) {
+	target := cs.Target
+	p, err := startChild(ctx, cfg.Launch, cs, cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -338,7 +338,10 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 	}
 	stats := func() any { return tenants.stats(srv.Stats()) }
 	if tenants == nil && srv.Server() != nil {
-		stats = func() any { return SluiceServer{Stats: srv.Stats(), Holds: srv.Server().Holds()} }
+		stats = func() any {
+			snap := rt.Snapshot()
+			return SluiceServer{Stats: srv.Stats(), Holds: srv.Server().Holds(), Blocked: snap.Blocked, Handovers: snap.Handovers}
+		}
 	}
 	if o.tls != nil {
 		stats = func() any { return TLSServer{Stats: srv.Stats(), TLS: srv.Server().TLSStats()} }
@@ -352,12 +355,16 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 	}, nil
 }
 
-// SluiceServer is what a sluice target reports: its admission's counters
-// and how many times it left a connection unread after a refusal
-// (server.Server.Holds).
+// SluiceServer is what a sluice target reports: its admission's counters,
+// how many times it left a connection unread after a refusal
+// (server.Server.Holds), and how often its executor's watchdog found a
+// handler blocking its worker's thread and handed the worker to a spare
+// thread (sched.Snapshot's Blocked and Handovers).
 type SluiceServer struct {
 	admit.Stats
-	Holds int64 `json:",omitempty"`
+	Holds     int64 `json:",omitempty"`
+	Blocked   int64 `json:",omitempty"`
+	Handovers int64 `json:",omitempty"`
 }
 
 // TLSServer is what an HTTPS sluice target reports: its admission's

@@ -66,7 +66,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
-		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, closed (closed loops of 1 to 256 connections resending at once, as wrk does: -closed-conns), soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), longlived (N idle WebSockets and N event streams held open beside a trivial load: -longlived-n, -longlived-window, -longlived-rate), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (one server by default, -tenants-servers, over Redis; a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
+		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, closed (closed loops of 1 to 256 connections resending at once, as wrk does: -closed-conns), quota (the targets in CPU quotas, as containers with CPU limits: -quotas, -quota-x; needs root), soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), longlived (N idle WebSockets and N event streams held open beside a trivial load: -longlived-n, -longlived-window, -longlived-rate), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (one server by default, -tenants-servers, over Redis; a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
 		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
 		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
@@ -98,6 +98,11 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Constant, "constant", c.Constant, "constant gaps between requests instead of Poisson arrivals")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the Poisson arrivals")
 	fs.StringVar(&f.cpus, "cpus", "split", "split: the load generator on CPUs of its own (the first quarter, at least one; none to split on 1 CPU), the targets on the rest; shared: both on every CPU")
+	fs.Func("quota", "run every target in a CPU quota of its own, as a container's CPU limit: CPUs[/period], for example 0.5 (500m, 100ms periods) or 1.5/10ms; needs Linux and root (a cgroup of its own)", func(v string) error {
+		q, err := bench.ParseQuota(v)
+		c.Quota = &q
+		return err
+	})
 	fs.StringVar(&f.targetCPUs, "target-cpus", "", "with -generator-cpus, the CPU list the targets run on (for example 1, or 4-15) instead of the automatic split")
 	fs.StringVar(&f.genCPUs, "generator-cpus", "", "with -target-cpus, the CPU list the load generator runs on (for example 0, or 0-3)")
 	fs.StringVar(&f.out, "out", f.out, "directory for report.json and the plots (empty: a new temporary directory)")
