@@ -33,6 +33,7 @@ func All() []bench.Scenario {
 		&Mix{},
 		&Step{},
 		&Closed{},
+		&Quota{},
 		builtIn(bench.ScenarioSoak),
 		&Noisy{},
 		&Stray{},
