@@ -24,12 +24,12 @@ const (
 // SuiteConfig.StartBackends and stop them with Stop, whose counters Stats
 // then returns.
 type Backends struct {
-	launch Launcher
-	procs  []*Process // nil once stopped or killed
-	specs  []HandlerSpec
-	cpus   [][]int
-	spec   ChildSpec         // the template of the backends' children
-	stats  []json.RawMessage // each backend's counters, once stopped
+	launch   Launcher
+	procs    []*Process  // nil once stopped or killed
+	children []ChildSpec // what each backend's child serves, and how
+	cpus     [][]int
+	stats    []json.RawMessage // each backend's counters, once stopped
+	throttle []*Throttled      // what each one's quota did, once stopped
 }
 
 // backendCPUs returns the CPUs of backend i of n: disjoint sets when cpus
@@ -47,19 +47,30 @@ func backendCPUs(cpus []int, n, i int) []int {
 // at least as many CPUs as backends, else all of them for each. It returns
 // once every backend listens; on an error it stops those it started.
 func (cfg *SuiteConfig) StartBackends(ctx context.Context, spec ChildSpec, specs []HandlerSpec) (*Backends, error) {
-	b := &Backends{launch: cfg.Launch, spec: spec}
+	children := make([]ChildSpec, len(specs))
 	for i, h := range specs {
-		cs := b.spec
-		cs.Handler = h
-		cpus := backendCPUs(cfg.TargetCPUs, len(specs), i)
+		children[i] = spec
+		children[i].Handler = h
+	}
+	return cfg.StartChildren(ctx, children)
+}
+
+// StartChildren is StartBackends with each backend's child described
+// whole: its handler, and what else differs from one backend to the next
+// (a CPU quota of its own, ChildSpec.Quota).
+func (cfg *SuiteConfig) StartChildren(ctx context.Context, children []ChildSpec) (*Backends, error) {
+	b := &Backends{launch: cfg.Launch}
+	for i, cs := range children {
+		cpus := backendCPUs(cfg.TargetCPUs, len(children), i)
 		p, err := startChild(ctx, cfg.Launch, cs, cpus)
 		if err != nil {
 			return nil, errors.Join(err, b.Stop())
 		}
 		b.procs = append(b.procs, p)
-		b.specs = append(b.specs, cs.Handler)
+		b.children = append(b.children, cs)
 		b.cpus = append(b.cpus, cpus)
 		b.stats = append(b.stats, nil)
+		b.throttle = append(b.throttle, nil)
 	}
 	return b, nil
 }
@@ -74,7 +85,13 @@ func (b *Backends) URLs() []string {
 }
 
 // Handlers returns what each backend serves, in order.
-func (b *Backends) Handlers() []HandlerSpec { return b.specs }
+func (b *Backends) Handlers() []HandlerSpec {
+	hs := make([]HandlerSpec, len(b.children))
+	for i, cs := range b.children {
+		hs[i] = cs.Handler
+	}
+	return hs
+}
 
 // CPU returns the CPU time the running backends have used so far.
 func (b *Backends) CPU() time.Duration {
@@ -94,7 +111,7 @@ func (b *Backends) Stop() error {
 	for i, p := range b.procs {
 		if p != nil {
 			err = errors.Join(err, p.Stop())
-			b.stats[i], b.procs[i] = p.Stats, nil
+			b.stats[i], b.throttle[i], b.procs[i] = p.Stats, p.Throttled, nil
 		}
 	}
 	return err
@@ -103,6 +120,10 @@ func (b *Backends) Stop() error {
 // Stats returns each backend's own counters, as it reported them when
 // Stop stopped it; nil for one not stopped that way (a killed one).
 func (b *Backends) Stats() []json.RawMessage { return b.stats }
+
+// Throttled returns what each backend's CPU quota did to it, as Stop found
+// it; nil for one without a quota or not stopped that way.
+func (b *Backends) Throttled() []*Throttled { return b.throttle }
 
 // Kill kills backend i with SIGKILL and waits for it to be gone; Restart
 // brings it back.
@@ -124,8 +145,8 @@ func (b *Backends) Restart(ctx context.Context, i int, rawURL string) error {
 	if err != nil {
 		return fmt.Errorf("bench: restart backend %d: %w", i, err)
 	}
-	cs := b.spec
-	cs.Handler, cs.Addr = b.specs[i], u.Host
+	cs := b.children[i]
+	cs.Addr = u.Host
 	var errs error
 	for range restartTries {
 		p, err := startChild(ctx, b.launch, cs, b.cpus[i])

@@ -139,8 +139,16 @@ type Cluster struct {
 	// Breaker configures the breakers of sluice's client (the sluice and
 	// kill parts); the zero value is package client's defaults.
 	Breaker client.BreakerConfig
+	// Quotas, when set, runs each backend in a CPU quota of its own, in
+	// CPUs (the first backend's first), one per backend, as containers
+	// with CPU limits: the backends then serve the same handler, and the
+	// smallest quota makes the slow one (Slow does not apply). It gives
+	// backends of independent capacities on a machine with fewer CPUs
+	// than backends. Needs Linux and root (bench.Quota).
+	Quotas []float64
 
 	multiple *float64 // -cluster-x, set by Flags
+	quotas   string   // -cluster-quotas
 }
 
 // Name is "cluster".
@@ -150,6 +158,7 @@ func (*Cluster) Name() string { return "cluster" }
 func (c *Cluster) Flags(fs *flag.FlagSet) {
 	c.multiple = new(float64)
 	fs.Float64Var(c.multiple, "cluster-x", DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
+	fs.StringVar(&c.quotas, "cluster-quotas", "", "the cluster scenario's backends each in a CPU quota of its own, in CPUs, one per backend (for example 0.3,0.3,0.1: the small one is the slow one); needs root")
 }
 
 // Check reads -cluster-x, fills in the defaults of the zero fields and
@@ -165,6 +174,29 @@ func (c *Cluster) Check(s *bench.SuiteConfig) error {
 			return fmt.Errorf("-cluster-x must be in (0, %d], got %v", maxClusterMultiple, m)
 		}
 		c.Multiple = *c.multiple
+	}
+	if c.quotas != "" {
+		c.Quotas = nil
+		for f := range strings.SplitSeq(c.quotas, ",") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return fmt.Errorf("-cluster-quotas: %q is not a number of CPUs", f)
+			}
+			c.Quotas = append(c.Quotas, q)
+		}
+	}
+	if len(c.Quotas) > 0 {
+		if len(c.Quotas) != clusterBackends {
+			return fmt.Errorf("bench: the cluster scenario's Quotas (-cluster-quotas) needs one quota per backend, %d, got %d", clusterBackends, len(c.Quotas))
+		}
+		for _, q := range c.Quotas {
+			if err := (bench.Quota{CPUs: q}).Check(); err != nil {
+				return fmt.Errorf("-cluster-quotas: %w", err)
+			}
+		}
+		if s.Quota != nil {
+			return errors.New("bench: the cluster scenario's Quotas (-cluster-quotas) and the suite's Quota (-quota) do not go together")
+		}
 	}
 	if c.CPU == 0 {
 		c.CPU = DefaultClusterCPU
@@ -221,14 +253,30 @@ func (c *Cluster) shape() bench.Shape {
 	return bench.Shape{Name: ClusterShape, Spec: bench.HandlerSpec{CPU: c.CPU}}
 }
 
-// specs returns the backends' handlers, the slow one last.
-func (c *Cluster) specs() []bench.HandlerSpec {
-	specs := make([]bench.HandlerSpec, clusterBackends)
-	for i := range specs {
-		specs[i] = bench.HandlerSpec{CPU: c.CPU}
+// children returns the backends' child processes for target: the same
+// handler, the last one Slow times slower, or, with Quotas, each in its
+// quota.
+func (c *Cluster) children(s *bench.SuiteConfig, target string) []bench.ChildSpec {
+	cs := make([]bench.ChildSpec, clusterBackends)
+	for i := range cs {
+		cs[i] = bench.ChildSpec{Target: target, Nice: bench.TargetNice, LoadHint: true, Handler: bench.HandlerSpec{CPU: c.CPU}, Quota: s.Quota}
+		if len(c.Quotas) > 0 {
+			cs[i].Quota = &bench.Quota{CPUs: c.Quotas[i]}
+		}
 	}
-	specs[clusterBackends-1].CPU = time.Duration(float64(c.CPU) * c.Slow)
-	return specs
+	if len(c.Quotas) == 0 {
+		cs[clusterBackends-1].Handler.CPU = time.Duration(float64(c.CPU) * c.Slow)
+	}
+	return cs
+}
+
+// slow reports whether backend i is the slow one: the last, or with Quotas
+// the one with the smallest quota.
+func (c *Cluster) slow(i int) bool {
+	if len(c.Quotas) == 0 {
+		return i == clusterBackends-1
+	}
+	return c.Quotas[i] == slices.Min(c.Quotas) && c.Quotas[i] < slices.Max(c.Quotas)
 }
 
 // window is the sending window of a part.
@@ -257,7 +305,7 @@ func (c *Cluster) Points(s *bench.SuiteConfig) []bench.Point {
 
 // start starts the target's backends.
 func (c *Cluster) start(ctx context.Context, s *bench.SuiteConfig, target string) (*bench.Backends, error) {
-	return s.StartBackends(ctx, bench.ChildSpec{Target: target, Nice: bench.TargetNice, LoadHint: true}, c.specs())
+	return s.StartChildren(ctx, c.children(s, target))
 }
 
 // Calibrate measures the cluster's capacity on fresh backends
@@ -311,6 +359,9 @@ type ClusterBackend struct {
 	// Server is the backend's own counters, as it reported them when it
 	// stopped (none for the killed one's first life).
 	Server json.RawMessage `json:"server,omitempty"`
+	// Throttled is what the backend's CPU quota did to it (Cluster.Quotas),
+	// nil without one.
+	Throttled *bench.Throttled `json:"throttled,omitempty"`
 }
 
 // ClusterKillDetail is what the kill part measured. Times are from the start of
@@ -544,7 +595,7 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	handlers := b.Handlers()
 	for i, bs := range st.Backends {
 		d.Backends = append(d.Backends, ClusterBackend{
-			Handler: handlers[i], Slow: i == clusterBackends-1, Killed: k != nil && i == 0,
+			Handler: handlers[i], Slow: c.slow(i), Killed: k != nil && i == 0,
 			Sent: bs.Sent, Rejected: bs.Rejected, Failed: bs.Failed, Served: bs.Sent - bs.Rejected - bs.Failed,
 		})
 	}
@@ -553,9 +604,9 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	}
 	// The backends' own counters come with their stop.
 	err = errors.Join(err, b.Stop())
-	stats := b.Stats()
+	stats, throttled := b.Stats(), b.Throttled()
 	for i := range d.Backends {
-		d.Backends[i].Server = stats[i]
+		d.Backends[i].Server, d.Backends[i].Throttled = stats[i], throttled[i]
 	}
 	return s, errors.Join(err, s.SetDetail(d))
 }

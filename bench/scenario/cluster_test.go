@@ -124,7 +124,33 @@ func TestClusterFlagsAndChecks(t *testing.T) {
 		KillAfter: client.DefaultBreakerWindow, Down: 2 * time.Second, After: 2*client.DefaultBreakerOpenFor + time.Second,
 		NaiveAttempts: 1000,
 	}, d, "the defaults of the zero fields")
-	assert.Equal(t, []bench.HandlerSpec{{CPU: time.Millisecond}, {CPU: time.Millisecond}, {CPU: 3 * time.Millisecond}}, d.specs(), "the slow backend last")
+	var handlers []bench.HandlerSpec
+	for _, cs := range d.children(&s, "sluice") {
+		handlers = append(handlers, cs.Handler)
+		assert.Nil(t, cs.Quota)
+	}
+	assert.Equal(t, []bench.HandlerSpec{{CPU: time.Millisecond}, {CPU: time.Millisecond}, {CPU: 3 * time.Millisecond}}, handlers, "the slow backend last")
+	assert.Equal(t, []bool{false, false, true}, []bool{d.slow(0), d.slow(1), d.slow(2)})
+
+	// Quotas: the same handler for all, the small quota the slow one.
+	q := &Cluster{}
+	fs = flag.NewFlagSet("bench", flag.ContinueOnError)
+	q.Flags(fs)
+	require.NoError(t, fs.Parse([]string{"-cluster-quotas", "0.3, 0.3,0.1"}))
+	require.NoError(t, q.Check(&s))
+	assert.Equal(t, []float64{0.3, 0.3, 0.1}, q.Quotas)
+	for i, cs := range q.children(&s, "sluice") {
+		assert.Equal(t, bench.HandlerSpec{CPU: time.Millisecond}, cs.Handler)
+		assert.Equal(t, &bench.Quota{CPUs: q.Quotas[i]}, cs.Quota)
+	}
+	assert.Equal(t, []bool{false, false, true}, []bool{q.slow(0), q.slow(1), q.slow(2)})
+	for _, arg := range []string{"0.3,0.3", "0.3,x,0.1", "0.3,0.3,0"} {
+		c := &Cluster{}
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		c.Flags(fs)
+		require.NoError(t, fs.Parse([]string{"-cluster-quotas", arg}))
+		assert.Error(t, c.Check(&s), arg)
+	}
 
 	d = &Cluster{Breaker: client.BreakerConfig{Window: 2 * time.Second, OpenFor: time.Second}}
 	require.NoError(t, d.Check(&s))
