@@ -25,12 +25,13 @@ const (
 	startAlone          // on a thread of its own (sched.Worker.GoAlone): an unknown route
 	startProbe          // alone, a blocking route's probe
 	startRelease        // alone, and the worker goes to a spare as it begins
+	startAway           // off the executor, on a goroutine of its own: a stream
 )
 
 // routeBook is a worker's knowledge of its routes (a request's method and
 // path): which handlers hold their thread for long, found blocked by the
-// watchdog (a call without sched.Await) or streaming their response (a
-// Flush), and which do not. A coroutine resumes only on the thread that
+// watchdog (a call without sched.Await), which stream their response (a
+// Flush: server-sent events, a long poll), and which do neither. A coroutine resumes only on the thread that
 // made it, so a handler that blocks its thread strands every other
 // coroutine made on that thread (a WebSocket waiting for its next message,
 // a request waiting in Await) until it returns. So a request of a route
@@ -39,7 +40,11 @@ const (
 // known to block also gives the worker away as its handler begins
 // (sched.Worker.Release), rather than after the watchdog found it blocked,
 // 4 to 6 ms later, each time; a route known to be quick starts as any
-// coroutine. It is the worker's: touched only on it, without locks.
+// coroutine. A stream's handler waits between its writes by design, for as
+// long as its client stays: it runs off the executor, on a goroutine of
+// its own (startAway), as net/http runs every handler, so that a wait
+// holds neither a worker nor a thread, however many streams are open. It
+// is the worker's: touched only on it, without locks.
 type routeBook struct {
 	seed  maphash.Seed
 	h     maphash.Hash
@@ -53,6 +58,7 @@ type routeBook struct {
 const (
 	quickRoute   int8 = -1
 	suspectRoute int8 = -2
+	streamRoute  int8 = -3 // streams: its handlers run away (startAway)
 )
 
 func (b *routeBook) key(method, path string) uint64 {
@@ -81,6 +87,8 @@ func (b *routeBook) start(method, path string) int {
 		return startShared
 	case s == suspectRoute:
 		return startAlone
+	case s == streamRoute:
+		return startAway
 	}
 	b.runs++
 	if b.runs%(1<<s) == 0 {
@@ -91,11 +99,17 @@ func (b *routeBook) start(method, path string) int {
 
 // begin says how a request that started as how begins its handler: one
 // of a route unknown when it was queued gives its worker away at once if
-// the route has been found to block meanwhile (by an earlier request
-// queued beside it).
+// the route has been found to block meanwhile, or runs away if it has been
+// found to stream (by an earlier request queued beside it).
 func (b *routeBook) begin(method, path string, how int) int {
-	if how == startAlone && b.m[b.key(method, path)] > 0 {
+	if how != startAlone {
+		return how
+	}
+	switch s := b.m[b.key(method, path)]; {
+	case s > 0:
 		return startRelease
+	case s == streamRoute:
+		return startAway
 	}
 	return how
 }
@@ -109,6 +123,8 @@ func (b *routeBook) found(method, path string) {
 	k := b.key(method, path)
 	s, ok := b.m[k]
 	switch {
+	case s == streamRoute:
+		// A stream found waiting before it flushed: it stays a stream.
 	case s > 0:
 		b.m[k] = min(blockerMax, s+1)
 	case s == suspectRoute:
@@ -123,7 +139,9 @@ func (b *routeBook) found(method, path string) {
 
 // streamed records that a handler of method and path flushed a response
 // not yet begun: a stream (server-sent events, a long poll), which waits
-// between its writes by design. The route is a blocking one at once.
+// between its writes by design. The route's next requests run away
+// (startAway), for good: a route that streams only now and then costs its
+// quick requests a goroutine each, never a stall.
 func (b *routeBook) streamed(method, path string) {
 	k := b.key(method, path)
 	s, ok := b.m[k]
@@ -131,7 +149,7 @@ func (b *routeBook) streamed(method, path string) {
 		b.quick--
 	}
 	if ok || b.room() {
-		b.m[k] = max(s, blockerScore)
+		b.m[k] = streamRoute
 	}
 }
 
@@ -141,7 +159,7 @@ func (b *routeBook) streamed(method, path string) {
 // nothing; any other that did not block makes its route a quick one, or,
 // a blocking route's probe, an unknown one.
 func (b *routeBook) ended(method, path string, how int, blocked bool) {
-	if blocked || how == startRelease {
+	if blocked || how == startRelease || how == startAway {
 		return
 	}
 	k := b.key(method, path)

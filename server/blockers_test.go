@@ -12,8 +12,8 @@ import (
 // quick when its run did not block; found blocked once it is a suspect,
 // which starts alone, twice a blocking route, which gives its worker away
 // at once but for one probe in 2^score; a probe that blocks raises the
-// score, one that does not forgets the route. A stream is a blocking route
-// at once; a hijacked route is a quick one.
+// score, one that does not forgets the route. A stream runs away at once,
+// for good; a hijacked route is a quick one.
 func TestRouteBook(t *testing.T) {
 	var b routeBook
 	assert.Equal(t, startAlone, b.start("GET", "/"), "unknown")
@@ -50,13 +50,23 @@ func TestRouteBook(t *testing.T) {
 	b.ended("GET", "/sleep", startProbe, false)
 	assert.Equal(t, startAlone, b.start("GET", "/sleep"), "a probe that did not block: unknown again")
 
-	b.streamed("GET", "/events")
-	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/events")], "a stream blocks at once")
+	quick := b.quick
+	b.ended("GET", "/events", startAlone, false)
+	assert.Equal(t, quick+1, b.quick)
+	b.streamed("GET", "/events") // a quick route that streams
+	assert.Equal(t, quick, b.quick, "no longer counted quick")
+	assert.Equal(t, startAway, b.start("GET", "/events"), "a stream runs away at once")
+	assert.Equal(t, startAway, b.begin("GET", "/events", startAlone), "queued while unknown, begins away")
+	b.ended("GET", "/events", startAway, false)
+	b.found("GET", "/events")
+	assert.Equal(t, startAway, b.start("GET", "/events"), "a run away tells nothing; a stream found blocked stays a stream")
+	b.streamed("GET", "/sleep")
+	assert.Equal(t, startAway, b.start("GET", "/sleep"), "a blocking route that streams is a stream")
 
 	b.hijacked("GET", "/ws")
 	assert.Equal(t, startShared, b.start("GET", "/ws"), "a WebSocket starts shared")
 	b.hijacked("GET", "/events")
-	assert.Equal(t, int8(blockerScore), b.m[b.key("GET", "/events")], "a blocking route stays one")
+	assert.Equal(t, streamRoute, b.m[b.key("GET", "/events")], "a stream stays one")
 }
 
 // A full book forgets its quick routes to learn a new one, and when it
@@ -75,7 +85,7 @@ func TestRouteBookBounds(t *testing.T) {
 		b.streamed("GET", fmt.Sprint("/b", i))
 	}
 	assert.Len(t, b.m, maxRoutes)
-	assert.Equal(t, startShared, b.start("GET", "/new"), "full of blocking routes")
+	assert.Equal(t, startShared, b.start("GET", "/new"), "full of streams")
 	b.streamed("GET", "/new")
 	b.found("GET", "/new")
 	assert.Len(t, b.m, maxRoutes, "not learned")

@@ -278,3 +278,24 @@ func TestH2StreamReleasesItsWorkerAfterFlush(t *testing.T) {
 	}))
 	assert.NotEqual(t, startShared, <-got)
 }
+
+// Event streams hold no thread between their events: once a route has
+// streamed, its handlers run off the executor, on goroutines of their own
+// (startAway), so that more streams than the runtime has spare threads
+// wait at once, over HTTP/1.1 and HTTP/2, while plain requests beside them
+// are served. One worker and two spare threads: before, the third stream's
+// wait held the worker itself, and every request after it waited with it.
+func TestMoreStreamsThanSpareThreads(t *testing.T) {
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, MaxSpares: 2})
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+		checkStreamsReleaseTheWorker(t, rt, client, 1, 16, 5)
+		assert.LessOrEqual(t, rt.Snapshot().SparesPeak, 2)
+	})
+	t.Run("HTTP/2", func(t *testing.T) {
+		rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, MaxSpares: 2})
+		client := h2cClient(t)
+		client.Timeout = 10 * time.Second
+		checkStreamsReleaseTheWorker(t, rt, client, 2, 16, 5)
+	})
+}

@@ -106,8 +106,12 @@ type conn struct {
 	onTimeout func() // c.timeout, bound once
 	serveFn   func(context.Context)
 	handleFn  func()
-	// handleAloneFn is handleAlone, for a request that started alone.
-	handleAloneFn func()
+	// away is set while the handler runs away (handleAway): its writes go
+	// through the worker (sendAway).
+	away atomic.Bool
+	// handleAloneFn is handleAlone, for a request that started alone;
+	// handleAwayFn handleAway, for one that runs away.
+	handleAloneFn, handleAwayFn func()
 
 	cur      *Request
 	body     *body
@@ -185,7 +189,7 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 		c.picked = make([]admit.Field, n)
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
-	c.handleAloneFn = c.handleAlone
+	c.handleAloneFn, c.handleAwayFn = c.handleAlone, c.handleAway
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)
@@ -617,11 +621,18 @@ func (c *conn) readSome(ctx context.Context, p []byte) (int, error) {
 
 // send writes all of p to the client. In the handler's coroutine a write
 // the socket cannot take at once waits for room with the worker released;
-// on any other goroutine it blocks in poll(2). p must stay unchanged until
-// send returns.
+// any other goroutine hands the write to the worker while the handler runs
+// away (sendAway), and blocks in poll(2) otherwise: the worker may then be
+// held by the coroutine waiting for it. p must stay unchanged until send
+// returns.
 func (c *conn) send(ctx context.Context, p []byte) error {
 	if !sched.InCoroutine(ctx) {
-		err := c.writeBlocking(p)
+		var err error
+		if c.away.Load() {
+			err = c.sendAway(p)
+		} else {
+			err = c.writeBlocking(p)
+		}
 		if err == os.ErrDeadlineExceeded {
 			err = c.timeoutError("write")
 		}
@@ -635,6 +646,31 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 		return err
 	}
 	return c.awaitWrite(ctx, func(done func(error)) error { return c.nc.Write(p[n:], done) })
+}
+
+// sendAway is send for a goroutine other than the handler's coroutine
+// while the handler runs away (a stream's, handleAway: its coroutine waits
+// in Await, the worker free): the handler's own goroutine, or one it
+// started. The worker writes p as any write of its own (netpoll's Write,
+// through the TLS session if there is one), as the socket takes it, under
+// the request's write deadline, while the calling goroutine waits parked:
+// a client that does not read holds no thread, however many such writes
+// wait.
+func (c *conn) sendAway(p []byte) error {
+	done := make(chan error, 1)
+	err := c.w.Submit(lanes.Continuation, func() {
+		if c.writeDeadlinePassed() {
+			done <- os.ErrDeadlineExceeded
+			return
+		}
+		if err := c.nc.Write(p, func(err error) { done <- err }); err != nil {
+			done <- err
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return <-done
 }
 
 // writeDeadlinePassed reports whether the request's write deadline has

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/reject"
+	"github.com/sluice-go/sluice/sched"
 )
 
 // start runs the request's handler, as a coroutine started in the current
@@ -130,7 +131,7 @@ func (c *conn) run() {
 	if !c.refused {
 		c.how = c.ws.routes.start(c.cur.Method, c.cur.URL.Path)
 	}
-	if c.how != startShared {
+	if c.how != startShared && c.how != startAway {
 		c.w.GoAlone(job, lane, c.serveFn)
 		return
 	}
@@ -289,8 +290,11 @@ func (c *conn) callHandler(rw *ResponseWriter, r *Request) (err error) {
 		_, _ = rw.Write([]byte("500 Internal Server Error\n"))
 	}()
 	fn := c.handleFn
-	if c.how = c.ws.routes.begin(r.Method, r.URL.Path, c.how); c.how == startRelease {
+	switch c.how = c.ws.routes.begin(r.Method, r.URL.Path, c.how); c.how {
+	case startRelease:
 		fn = c.handleAloneFn
+	case startAway:
+		fn = c.handleAwayFn
 	}
 	blocked := c.w.Guest((*handlerName)(c), fn)
 	// The worker is the handler's again (Guest's end): the book is its.
@@ -308,6 +312,21 @@ func (c *conn) handle() { c.srv.h.ServeSluice(c.rw, c.cur) }
 func (c *conn) handleAlone() {
 	c.w.Release()
 	c.handle()
+}
+
+// handleAway is handle for a request of a route that streams (routeBook):
+// the handler runs on a goroutine of its own (sched.Await), off the
+// executor, and its coroutine waits for it with the worker and the thread
+// free. Its writes go through the worker (sendAway), and its body reads
+// wait in poll(2). A panic comes back to the coroutine, whose callHandler
+// recovers it.
+func (c *conn) handleAway() {
+	c.away.Store(true)
+	defer c.away.Store(false)
+	_, _ = sched.Await(c.rw.ctx, func(context.Context) (struct{}, error) {
+		c.handle()
+		return struct{}{}, nil
+	})
 }
 
 // handlerName names the handler a connection runs, for the scheduler's

@@ -342,24 +342,33 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 		status, err, panicked = hc.call(ctx, w, r, wk, how)
 	}
 	book := &srv.ws[wk.ID()].routes
+	// away is closed when the route streams (startAway): the handler then
+	// runs here, on the stream's goroutine, rather than on wk.
+	away := make(chan struct{})
 	var serr error
 	if lane == lanes.Upstream {
 		// A new request: Upstream work, resumed in Continuation.
 		serr = wk.Submit(lanes.Upstream, func() {
-			if how = book.start(r.Method, r.URL.Path); how != startShared {
+			switch how = book.start(r.Method, r.URL.Path); how {
+			case startShared:
+				wk.GoNow(ctx, fn)
+			case startAway:
+				close(away)
+			default:
 				wk.GoAlone(ctx, lane, fn)
-				return
 			}
-			wk.GoNow(ctx, fn)
 		})
 	} else {
 		// Queued in its lane, where its resumptions go too.
 		serr = wk.Submit(lanes.Continuation, func() {
-			if how = book.start(r.Method, r.URL.Path); how != startShared {
+			switch how = book.start(r.Method, r.URL.Path); how {
+			case startShared:
+				wk.Go(ctx, lane, fn)
+			case startAway:
+				close(away)
+			default:
 				wk.GoAlone(ctx, lane, fn)
-				return
 			}
-			wk.Go(ctx, lane, fn)
 		})
 	}
 	if serr != nil {
@@ -369,6 +378,14 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	}
 	select {
 	case <-ended:
+	case <-away:
+		// A stream's route: its waits hold neither the worker nor a
+		// thread here, as a gRPC call's (runGRPC).
+		if lane == lanes.Upstream && srv.adm.TooOld(arrived) {
+			return 0, nil, false, true
+		}
+		status, err, panicked = hc.call(ctx, w, r, nil, startShared)
+		return status, err, panicked, false
 	case <-ctx.Done():
 		// The client reset the stream, the connection ended (Close), or
 		// the caller's time ran out: a handler that started sees it in its
