@@ -144,15 +144,15 @@ func (k Key) Validate() error {
 	switch k.kind {
 	case keyIP:
 		if k.v4 < 0 || k.v4 > 32 || k.v6 < 0 || k.v6 > 128 {
-			return fmt.Errorf("admit.ClientPrefix(%d, %d): use 0 to 32 bits for IPv4 and 0 to 128 for IPv6", k.v4, k.v6)
+			return fmt.Errorf("admit: ClientPrefix(%d, %d): use 0 to 32 bits for IPv4 and 0 to 128 for IPv6", k.v4, k.v6)
 		}
 	case keyHeader:
 		if k.header == "" {
-			return errors.New(`admit.HeaderKey(""): name a header field`)
+			return errors.New(`admit: HeaderKey(""): name a header field`)
 		}
 	case keyFunc:
 		if k.fn == nil {
-			return errors.New("admit.KeyFunc(nil): give a function")
+			return errors.New("admit: KeyFunc(nil): give a function")
 		}
 	}
 	return nil

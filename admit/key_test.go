@@ -145,12 +145,12 @@ func TestKeyValidate(t *testing.T) {
 		k    admit.Key
 		want string
 	}{
-		{admit.ClientPrefix(33, 64), "admit.ClientPrefix(33, 64): use 0 to 32 bits for IPv4 and 0 to 128 for IPv6"},
-		{admit.ClientPrefix(24, 129), "admit.ClientPrefix(24, 129)"},
-		{admit.ClientPrefix(-1, 64), "admit.ClientPrefix(-1, 64)"},
-		{admit.ClientPrefix(24, -8), "admit.ClientPrefix(24, -8)"},
-		{admit.HeaderKey(""), `admit.HeaderKey(""): name a header field`},
-		{admit.KeyFunc(nil), "admit.KeyFunc(nil): give a function"},
+		{admit.ClientPrefix(33, 64), "admit: ClientPrefix(33, 64): use 0 to 32 bits for IPv4 and 0 to 128 for IPv6"},
+		{admit.ClientPrefix(24, 129), "admit: ClientPrefix(24, 129)"},
+		{admit.ClientPrefix(-1, 64), "admit: ClientPrefix(-1, 64)"},
+		{admit.ClientPrefix(24, -8), "admit: ClientPrefix(24, -8)"},
+		{admit.HeaderKey(""), `admit: HeaderKey(""): name a header field`},
+		{admit.KeyFunc(nil), "admit: KeyFunc(nil): give a function"},
 	} {
 		if err := tc.k.Validate(); assert.Error(t, err, tc.want) {
 			assert.Contains(t, err.Error(), tc.want)

@@ -62,7 +62,7 @@
 // # Shedding outgoing calls
 //
 // ShedTransport sheds calls before they are sent, as loadshed's transport
-// wrapper does: the shedders of package gate (latency, a percentile, error
+// wrapper does: the shedders of package shed (latency, a percentile, error
 // rate, calls in flight, a value of your own) decide each call and learn
 // from its outcome, and a shed call fails at once with an error matching
 // ErrShed (or gets ShedResponse's synthetic 503). Put it outside a

@@ -44,13 +44,13 @@ func (e *ShedError) Is(target error) bool { return target == ErrShed }
 // ShedConfig configures a ShedTransport.
 type ShedConfig struct {
 	// Policies decide, in order, whether a call is sent: the shedders of
-	// package gate (gate.NewLatencyShed, NewErrorRateShed,
-	// NewConcurrencyShed, NewCustomShed, and gate.NewCPU for the CPU) or
-	// any admit.Policy. The first refusal sheds the call; the policies
-	// that admitted it before are given it back unrun (Done with
-	// Canceled). Each admitted call ends with Done and its outcome:
-	// its latency to the response's header, its status, its error. Nil
-	// or empty sheds nothing (loadshed's pass-through).
+	// package shed (shed.NewLatency, NewErrorRate, NewConcurrency,
+	// NewCustom), gate.NewCPU for the CPU, or any admit.Policy. The first
+	// refusal sheds the call; the policies that admitted it before are
+	// given it back unrun (Done with Canceled). Each admitted call ends
+	// with Done and its outcome: its latency to the response's header,
+	// its status, its error. Nil or empty sheds nothing (loadshed's
+	// pass-through).
 	Policies []admit.Policy
 	// Base sends the calls that are not shed; nil means &await.Transport{},
 	// over http.DefaultTransport, so that inside a sluice handler a call
@@ -72,7 +72,7 @@ type ShedConfig struct {
 // the call is sent; a shed call costs nothing downstream and returns at
 // once, with an error matching ErrShed or what Fallback answers. The
 // policies learn from the calls that were sent: their latency, status and
-// error. With the shedders of package gate this is proportional shedding
+// error. With the shedders of package shed this is proportional shedding
 // on the calls' latency, error rate or number in flight: a dependency
 // that slows down or fails gets fewer calls, in proportion, until it
 // recovers.

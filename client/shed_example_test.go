@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/client"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/shed"
 )
 
 // Outgoing calls shed the way loadshed's transport wrapper sheds them:
@@ -24,9 +24,9 @@ func ExampleNewShedTransport() {
 	}))
 	defer dependency.Close()
 
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{
-		Window:      gate.ShedWindow{MinSamples: 3},              // count from 3 outcomes (default 20)
-		ShedOptions: gate.ShedOptions{Interval: time.Nanosecond}, // recompute at every outcome (default 100 ms)
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{
+		Window: shed.Window{MinSamples: 3},             // count from 3 outcomes (default 20)
+		Config: shed.Config{Interval: time.Nanosecond}, // recompute at every outcome (default 100 ms)
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -42,9 +42,9 @@ func ExampleNewShedTransport() {
 	c := &http.Client{Transport: tr}
 	for range 4 {
 		resp, err := c.Get(dependency.URL)
-		var shed *client.ShedError
-		if errors.As(err, &shed) { // or errors.Is(err, client.ErrShed)
-			fmt.Println("shed:", shed.Reason, "retry after", shed.RetryAfter)
+		var se *client.ShedError
+		if errors.As(err, &se) { // or errors.Is(err, client.ErrShed)
+			fmt.Println("shed:", se.Reason, "retry after", se.RetryAfter)
 			continue
 		}
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/shed"
 )
 
 // shedBase is an http.RoundTripper made of a function.
@@ -67,7 +68,7 @@ func shedCall(t *testing.T, tr http.RoundTripper) (int, error) {
 // A call the policies refuse is not sent: an error matching ErrShed, or
 // the Fallback's answer (ShedResponse: a synthetic 503 with Retry-After).
 func TestShedTransportSheds(t *testing.T) {
-	always, err := gate.NewCustomShed(gate.CustomShedOptions{Value: func() float64 { return 1 }})
+	always, err := shed.NewCustom(shed.CustomConfig{Value: func() float64 { return 1 }})
 	require.NoError(t, err)
 	var sent atomic.Int64
 	base := shedBase(func(r *http.Request) (*http.Response, error) { sent.Add(1); return shedAnswer(r, 200), nil })
@@ -91,7 +92,7 @@ func TestShedTransportSheds(t *testing.T) {
 	assert.Zero(t, sent.Load(), "nothing was sent")
 	assert.Equal(t, ShedStats{Shed: 2}, tr.Stats())
 
-	own, err := gate.NewCustomShed(gate.CustomShedOptions{Value: func() float64 { return 1 }, ShedOptions: gate.ShedOptions{RetryAfter: 3 * time.Second}})
+	own, err := shed.NewCustom(shed.CustomConfig{Value: func() float64 { return 1 }, Config: shed.Config{RetryAfter: 3 * time.Second}})
 	require.NoError(t, err)
 	tr, err = NewShedTransport(ShedConfig{Policies: []admit.Policy{own}, Base: base, Fallback: ShedResponse})
 	require.NoError(t, err)
@@ -121,9 +122,9 @@ func TestShedTransportSheds(t *testing.T) {
 // it; once its failures have left the window, calls go through again.
 func TestShedTransportLearnsTheErrorRate(t *testing.T) {
 	clock := newFakeClock(false)
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{Lower: 0, Upper: 1,
-		Window:      gate.ShedWindow{Length: 10 * time.Second, Buckets: 10, MinSamples: 10},
-		ShedOptions: gate.ShedOptions{Interval: gate.Manual, Clock: shedNanos(clock), Rand: shedLadder(100)}})
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{Lower: 0, Upper: 1,
+		Window: shed.Window{Length: 10 * time.Second, Buckets: 10, MinSamples: 10},
+		Config: shed.Config{Interval: shed.Manual, Clock: shedNanos(clock), Rand: shedLadder(100)}})
 	require.NoError(t, err)
 	dep := newScripted(t, "dependency", status(http.StatusBadGateway, ""))
 	base := &http.Transport{}
@@ -167,13 +168,13 @@ func TestShedTransportLearnsTheErrorRate(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.InDelta(t, 0.5, errs.Refresh().Reject, 1e-12, "10 failed of 20")
-	shed := 0
+	refused := 0
 	for range 100 {
 		if _, err := get(); errors.Is(err, ErrShed) {
-			shed++
+			refused++
 		}
 	}
-	assert.Equal(t, 50, shed, "half of them, exactly with the scripted draws")
+	assert.Equal(t, 50, refused, "half of them, exactly with the scripted draws")
 	assert.Equal(t, ShedStats{Sent: 30 + 50, Shed: 5 + 50}, tr.Stats())
 }
 
@@ -186,9 +187,9 @@ func TestShedTransportLearnsTheLatency(t *testing.T) {
 		clock.Advance(time.Duration(delay.Load()))
 		return shedAnswer(r, 200), nil
 	})
-	p90, err := gate.NewLatencyShed(gate.LatencyShedOptions{Lower: 100 * time.Millisecond, Upper: 300 * time.Millisecond, Percentile: 0.9,
-		Window:      gate.ShedWindow{MinSamples: 10},
-		ShedOptions: gate.ShedOptions{Interval: gate.Manual, Clock: shedNanos(clock), Rand: shedLadder(100)}})
+	p90, err := shed.NewLatency(shed.LatencyConfig{Lower: 100 * time.Millisecond, Upper: 300 * time.Millisecond, Percentile: 0.9,
+		Window: shed.Window{MinSamples: 10},
+		Config: shed.Config{Interval: shed.Manual, Clock: shedNanos(clock), Rand: shedLadder(100)}})
 	require.NoError(t, err)
 	tr, err := NewShedTransport(ShedConfig{Policies: []admit.Policy{p90}, Base: base, Clock: clock})
 	require.NoError(t, err)
@@ -210,21 +211,21 @@ func TestShedTransportLearnsTheLatency(t *testing.T) {
 	assert.InEpsilon(t, 250*time.Millisecond, st.Latency, 0.0625)
 	want := (float64(st.Latency) - float64(100*time.Millisecond)) / float64(200*time.Millisecond)
 	assert.InDelta(t, want, st.Reject, 1e-12)
-	shed := 0
+	refused := 0
 	for range 100 {
 		if _, err := shedCall(t, tr); errors.Is(err, ErrShed) {
-			shed++
+			refused++
 		}
 	}
-	assert.Equal(t, int(math.Round(want*100)), shed)
+	assert.Equal(t, int(math.Round(want*100)), refused)
 }
 
 // Calls in flight, counted until Base returns; a call its caller canceled
 // teaches nothing; the policies before a refusing one get the call back.
 func TestShedTransportInFlightAndCanceled(t *testing.T) {
-	conc, err := gate.NewConcurrencyShed(gate.ConcurrencyShedOptions{Lower: 0, Upper: 1})
+	conc, err := shed.NewConcurrency(shed.ConcurrencyConfig{Lower: 0, Upper: 1})
 	require.NoError(t, err)
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{Window: gate.ShedWindow{MinSamples: 1}, ShedOptions: gate.ShedOptions{Interval: gate.Manual}})
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{Window: shed.Window{MinSamples: 1}, Config: shed.Config{Interval: shed.Manual}})
 	require.NoError(t, err)
 	entered, release := make(chan struct{}), make(chan struct{})
 	base := shedBase(func(r *http.Request) (*http.Response, error) {
@@ -290,7 +291,7 @@ func (a *attachRecorder) Attach(env admit.Env) (func(), error) {
 }
 
 func TestShedTransportConfig(t *testing.T) {
-	conc, err := gate.NewConcurrencyShed(gate.ConcurrencyShedOptions{})
+	conc, err := shed.NewConcurrency(shed.ConcurrencyConfig{})
 	require.NoError(t, err)
 	_, err = NewShedTransport(ShedConfig{Policies: []admit.Policy{conc, nil}})
 	require.Error(t, err)
@@ -326,7 +327,7 @@ func TestShedTransportConfig(t *testing.T) {
 func TestShedTransportOverTheClientTransport(t *testing.T) {
 	a := newScripted(t, "a", status(http.StatusInternalServerError, ""))
 	inner := newTransport(t, Config{Clock: newFakeClock(true)}, a)
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{Window: gate.ShedWindow{MinSamples: 3}, ShedOptions: gate.ShedOptions{Interval: gate.Manual}})
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{Window: shed.Window{MinSamples: 3}, Config: shed.Config{Interval: shed.Manual}})
 	require.NoError(t, err)
 	tr, err := NewShedTransport(ShedConfig{Policies: []admit.Policy{errs}, Base: inner})
 	require.NoError(t, err)
@@ -344,10 +345,10 @@ func TestShedTransportOverTheClientTransport(t *testing.T) {
 // Calls from many goroutines at once, on the real clock (for the race
 // detector): every call is either sent or shed.
 func TestShedTransportConcurrentCalls(t *testing.T) {
-	lat, err := gate.NewLatencyShed(gate.LatencyShedOptions{Lower: time.Microsecond, Upper: time.Millisecond, Percentile: 0.5,
-		Window: gate.ShedWindow{Length: 100 * time.Millisecond, MinSamples: 1}, ShedOptions: gate.ShedOptions{Interval: time.Millisecond}})
+	lat, err := shed.NewLatency(shed.LatencyConfig{Lower: time.Microsecond, Upper: time.Millisecond, Percentile: 0.5,
+		Window: shed.Window{Length: 100 * time.Millisecond, MinSamples: 1}, Config: shed.Config{Interval: time.Millisecond}})
 	require.NoError(t, err)
-	conc, err := gate.NewConcurrencyShed(gate.ConcurrencyShedOptions{Lower: 2, Upper: 6})
+	conc, err := shed.NewConcurrency(shed.ConcurrencyConfig{Lower: 2, Upper: 6})
 	require.NoError(t, err)
 	base := shedBase(func(r *http.Request) (*http.Response, error) {
 		time.Sleep(50 * time.Microsecond)

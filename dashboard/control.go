@@ -163,21 +163,21 @@ func (d *Dashboard) apply(c change) (what string, old, now any, err error) {
 		}
 	}
 	if set != 1 {
-		return "", nil, nil, errors.New(`a change names one knob (with "value"), one lane (with "shares"), or "enforce"`)
+		return "", nil, nil, errors.New(`dashboard: a change names one knob (with "value"), one lane (with "shares"), or "enforce"`)
 	}
 	switch {
 	case c.Knob != "":
 		what = "knob " + c.Knob
 		k, ok := d.knobs[c.Knob]
 		if !ok {
-			return what, nil, nil, fmt.Errorf("no knob %q", c.Knob)
+			return what, nil, nil, fmt.Errorf("dashboard: no knob %q", c.Knob)
 		}
 		if c.Value == nil {
-			return what, nil, nil, errors.New(`a knob's change needs a "value"`)
+			return what, nil, nil, errors.New(`dashboard: a knob's change needs a "value"`)
 		}
 		v := *c.Value
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < k.Min || (k.Max != 0 && v > k.Max) {
-			return what, nil, nil, fmt.Errorf("%v is out of range for %s: [%v, %v]", v, k.Name, k.Min, bound(k.Max))
+			return what, nil, nil, fmt.Errorf("dashboard: %v is out of range for %s: [%v, %v]", v, k.Name, k.Min, bound(k.Max))
 		}
 		if k.Step > 0 {
 			v = k.Min + math.Round((v-k.Min)/k.Step)*k.Step
@@ -192,10 +192,10 @@ func (d *Dashboard) apply(c change) (what string, old, now any, err error) {
 	case c.Lane != "":
 		set := d.lanes()
 		if set == nil {
-			return "lane " + c.Lane + " shares", nil, nil, errors.New("no executor: no lanes")
+			return "lane " + c.Lane + " shares", nil, nil, errors.New("dashboard: no executor: no lanes")
 		}
 		if c.Shares == nil {
-			return "lane " + c.Lane + " shares", nil, nil, fmt.Errorf(`a lane's change needs "shares" in [1, %d]`, lanes.MaxShares)
+			return "lane " + c.Lane + " shares", nil, nil, fmt.Errorf(`dashboard: a lane's change needs "shares" in [1, %d]`, lanes.MaxShares)
 		}
 		// The lane admin endpoint's validation and change, so that both
 		// accept the same values.
@@ -205,7 +205,7 @@ func (d *Dashboard) apply(c change) (what string, old, now any, err error) {
 	default:
 		what = "tenant enforcement"
 		if d.tracker == nil {
-			return what, nil, nil, errors.New("no tenant tracker")
+			return what, nil, nil, errors.New("dashboard: no tenant tracker")
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/drop"
 )
 
 // Defaults for the zero values of CPUOptions: loadshed's example (a 10 s
@@ -179,7 +180,7 @@ func (c *CPU) Refresh() CPUStats {
 		st.Reject = c.reject(st.Utilisation)
 	}
 	c.stats = st
-	thr := dropThreshold(st.Reject)
+	thr := drop.Threshold(st.Reject)
 	old := c.thr.Swap(thr)
 	c.mu.Unlock()
 	if thr < old {
@@ -189,7 +190,7 @@ func (c *CPU) Refresh() CPUStats {
 }
 
 // reject maps a utilisation to a rejection probability.
-func (c *CPU) reject(u float64) float64 { return band(u, c.opts.Lower, c.opts.Upper) }
+func (c *CPU) reject(u float64) float64 { return drop.Probability(u, c.opts.Lower, c.opts.Upper) }
 
 // Admit admits all requests below Lower, none above Upper, and in between
 // refuses with the probability computed at the last refresh.

@@ -3,9 +3,9 @@
 // that a refusal can wait a short time in the timed queue or be rejected as
 // safe to retry. They are the signals of overload: busy workers,
 // concurrency limits (fixed or adaptive), free memory, the OS CPU average,
-// and the Go scheduler's run queues for plain net/http; and loadshed's
-// proportional shedding on latency, errors, requests in flight or a value
-// of your own (Shed).
+// and the Go scheduler's run queues for plain net/http. Proportional
+// shedding on latency, errors, requests in flight or a value of your own,
+// which is a policy rather than a gate, is package shed.
 //
 // # Contract
 //
@@ -86,38 +86,15 @@
 // Both refresh in a background goroutine (Close stops it) or, with Interval
 // Manual, when Refresh is called; their file system root is injectable.
 //
-// # Proportional shedding: loadshed's options
+// # The CPU gate and package shed
 //
-// Shed is the model of loadshed, the Go library people reach for today
-// (docs/background.md): a signal is compared with a band [Lower, Upper],
-// and a new request is refused with a probability that rises linearly
-// from 0 at Lower to 1 at Upper. Each of loadshed's options is here, each
-// threshold on one scale (latencies as time.Duration, shares as fractions
-// in [0, 1], in-flight requests as counts; never 0 to 100), every
-// threshold with a default (loadshed's README examples), and every
-// constructor returning an error that names a value out of range:
-//
-//	loadshed option      sluice                                   default band
-//	CPU                  NewCPU (CPUOptions)                      0.6 to 0.8 of the CPU, 10 readings 1 s apart
-//	Concurrency          NewConcurrencyShed                       2500 to 5000 in flight
-//	AverageLatency       NewLatencyShed                           200 ms to 1 s, mean over 10 s
-//	PercentileLatency    NewLatencyShed, Percentile: 0.95         200 ms to 1 s, p95 over 10 s
-//	ErrorRate            NewErrorRateShed                         0.2 to 1 of the outcomes failed, over 10 s
-//	Aggregator           NewCustomShed                            the value is the probability
-//
-// The shedders learn from the outcome the pipeline passes to Done
-// (admit.Outcome: latency, status, error); their windows run on an
-// injectable clock and their draws on an injectable source, so that tests
-// script the metrics and count the refusals exactly. Put them in
-// admit.Config.Policies: a random refusal is final there, whereas a gate
-// that refuses makes the request wait and asks again. Their refusals carry
-// Retry-After (the pipeline's 1 s, or ShedOptions.RetryAfter) and the
-// not-started marker, as every refusal of the pipeline does.
-//
-// Package httpgate runs them in front of plain net/http and package
-// client's ShedTransport on outgoing calls. On the sluice executor prefer
-// Busy: the OS CPU average lags the overload by seconds (docs/design.md,
-// "Proportional shedding against the busy gate").
+// CPU is loadshed's CPU option: the drop probability rises linearly from 0
+// at Lower to 1 at Upper (0.6 to 0.8 of the CPU by default, over 10
+// readings 1 s apart), the same rule as the shedders of package shed,
+// which cover loadshed's other options (latency, a percentile of it,
+// error rate, requests in flight, a value of your own). On the sluice
+// executor prefer Busy: the OS CPU average lags the overload by seconds
+// (docs/design.md, "Proportional shedding against the busy gate").
 //
 // # Composition
 //

@@ -35,12 +35,11 @@
 // reason of a refusal is the name of the gate that refused.
 //
 // loadshed's proportional shedding is here too, with nothing to add: the
-// shedders of package gate (gate.NewLatencyShed for the mean or a
-// percentile, gate.NewErrorRateShed, gate.NewConcurrencyShed,
-// gate.NewCustomShed; gate.NewCPU for the CPU) go in admit.Config.Policies,
-// learn from the outcomes this middleware records, and are answered like
-// every refusal, with Retry-After and the not-started marker (see
-// Example_shed).
+// shedders of package shed (shed.NewLatency for the mean or a percentile,
+// shed.NewErrorRate, shed.NewConcurrency, shed.NewCustom; gate.NewCPU for
+// the CPU) go in admit.Config.Policies, learn from the outcomes this
+// middleware records, and are answered like every refusal, with
+// Retry-After and the not-started marker (see Example_shed).
 //
 // # The age limit
 //

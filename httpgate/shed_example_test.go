@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
+	"github.com/sluice-go/sluice/shed"
 )
 
 // loadshed's proportional shedding in front of plain net/http: here on the
@@ -17,14 +17,14 @@ import (
 // (everything shed). The shedder learns from each request's outcome, and
 // its refusals are the pipeline's: 503, Retry-After, not started.
 func Example_shed() {
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{
-		Window:      gate.ShedWindow{MinSamples: 5},              // count from 5 outcomes (default 20)
-		ShedOptions: gate.ShedOptions{Interval: time.Nanosecond}, // recompute at every outcome (default 100 ms)
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{
+		Window: shed.Window{MinSamples: 5},             // count from 5 outcomes (default 20)
+		Config: shed.Config{Interval: time.Nanosecond}, // recompute at every outcome (default 100 ms)
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	latency, err := gate.NewLatencyShed(gate.LatencyShedOptions{Percentile: 0.99}) // p99 from 200 ms to 1 s
+	latency, err := shed.NewLatency(shed.LatencyConfig{Percentile: 0.99}) // p99 from 200 ms to 1 s
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/shed"
 )
 
 // A shedder's refusal is the pipeline's rejection: 503, Retry-After (the
@@ -18,12 +18,12 @@ import (
 // shedder learns from the outcomes the middleware records.
 func TestShedRefusalsCarryRetryAfter(t *testing.T) {
 	always := func() float64 { return 1 }
-	plain, err := gate.NewCustomShed(gate.CustomShedOptions{Value: always})
+	plain, err := shed.NewCustom(shed.CustomConfig{Value: always})
 	require.NoError(t, err)
-	own, err := gate.NewCustomShed(gate.CustomShedOptions{Value: always, ShedOptions: gate.ShedOptions{Name: "too-hot", RetryAfter: 2500 * time.Millisecond}})
+	own, err := shed.NewCustom(shed.CustomConfig{Value: always, Config: shed.Config{Name: "too-hot", RetryAfter: 2500 * time.Millisecond}})
 	require.NoError(t, err)
 	for _, c := range []struct {
-		shed        *gate.Shed
+		policy      *shed.Shedder
 		retryAfter  string
 		reason      string
 		rejectionRA time.Duration
@@ -32,7 +32,7 @@ func TestShedRefusalsCarryRetryAfter(t *testing.T) {
 		{plain, "4", "shed-custom", 4 * time.Second},
 		{own, "3", "too-hot", 0},
 	} {
-		a, err := New(admit.Config{Policies: []admit.Policy{c.shed}, Rejection: admit.Rejection{RetryAfter: c.rejectionRA}})
+		a, err := New(admit.Config{Policies: []admit.Policy{c.policy}, Rejection: admit.Rejection{RetryAfter: c.rejectionRA}})
 		require.NoError(t, err)
 		rec := httptest.NewRecorder()
 		a.Wrap(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -48,11 +48,11 @@ func TestShedRefusalsCarryRetryAfter(t *testing.T) {
 func TestShedLearnsFromTheMiddlewaresOutcomes(t *testing.T) {
 	var now int64
 	clock := func() int64 { return now }
-	lat, err := gate.NewLatencyShed(gate.LatencyShedOptions{Lower: 10 * time.Millisecond, Upper: 20 * time.Millisecond,
-		Window: gate.ShedWindow{MinSamples: 2}, ShedOptions: gate.ShedOptions{Interval: gate.Manual, Clock: clock}})
+	lat, err := shed.NewLatency(shed.LatencyConfig{Lower: 10 * time.Millisecond, Upper: 20 * time.Millisecond,
+		Window: shed.Window{MinSamples: 2}, Config: shed.Config{Interval: shed.Manual, Clock: clock}})
 	require.NoError(t, err)
-	errs, err := gate.NewErrorRateShed(gate.ErrorRateShedOptions{Lower: 0.25, Upper: 0.75,
-		Window: gate.ShedWindow{MinSamples: 2}, ShedOptions: gate.ShedOptions{Interval: gate.Manual, Clock: clock}})
+	errs, err := shed.NewErrorRate(shed.ErrorRateConfig{Lower: 0.25, Upper: 0.75,
+		Window: shed.Window{MinSamples: 2}, Config: shed.Config{Interval: shed.Manual, Clock: clock}})
 	require.NoError(t, err)
 	a, err := New(admit.Config{Policies: []admit.Policy{lat, errs}})
 	require.NoError(t, err)

@@ -229,7 +229,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		if err = dec.Decode(&more); err == io.EOF {
 			err = nil
 		} else if err == nil {
-			err = errors.New("more than one JSON value in the body")
+			err = errors.New("laneadmin: more than one JSON value in the body")
 		}
 	}
 	if err != nil {
@@ -350,7 +350,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf(`guard %q is not a Go duration: give one such as "500µs" or "5ms", or "0" to turn the guard off`, b)
+		return fmt.Errorf(`laneadmin: guard %q is not a Go duration: give one such as "500µs" or "5ms", or "0" to turn the guard off`, b)
 	}
 	*d = Duration(v)
 	return nil
@@ -364,7 +364,7 @@ type noSuchLane struct {
 }
 
 func (e *noSuchLane) Error() string {
-	return fmt.Sprintf("no lane %q: the lanes are %s", e.name, strings.Join(e.known, ", "))
+	return fmt.Sprintf("laneadmin: no lane %q: the lanes are %s", e.name, strings.Join(e.known, ", "))
 }
 
 func (e *noSuchLane) Is(target error) bool { return target == lanes.ErrNoSuchLane }
@@ -385,7 +385,7 @@ func (e *noSuchLane) Is(target error) bool { return target == lanes.ErrNoSuchLan
 // Handler does).
 func Apply(set *lanes.Set, c Change) (what string, old, now any, err error) {
 	if set == nil {
-		return "", nil, nil, errors.New("no lane set")
+		return "", nil, nil, errors.New("laneadmin: no lane set")
 	}
 	laneChange := c.Lane != "" || c.Shares != nil || c.Priority != nil
 	kinds := 0
@@ -395,7 +395,7 @@ func Apply(set *lanes.Set, c Change) (what string, old, now any, err error) {
 		}
 	}
 	if kinds != 1 {
-		return "", nil, nil, fmt.Errorf(`a change is exactly one of: a lane's "shares" and/or "priority" (with "lane"), "policy", or "guard"; this one has %d`, kinds)
+		return "", nil, nil, fmt.Errorf(`laneadmin: a change is exactly one of: a lane's "shares" and/or "priority" (with "lane"), "policy", or "guard"; this one has %d`, kinds)
 	}
 	switch {
 	case laneChange:
@@ -409,7 +409,7 @@ func Apply(set *lanes.Set, c Change) (what string, old, now any, err error) {
 		case lanes.Shares.String():
 			p = lanes.Shares
 		default:
-			return what, nil, nil, fmt.Errorf(`policy %q is not one of "strict" or "shares"`, c.Policy)
+			return what, nil, nil, fmt.Errorf(`laneadmin: policy %q is not one of "strict" or "shares"`, c.Policy)
 		}
 		old := set.Policy()
 		if err := set.SetPolicy(p); err != nil {
@@ -420,7 +420,7 @@ func Apply(set *lanes.Set, c Change) (what string, old, now any, err error) {
 		what = "guard"
 		g := time.Duration(*c.Guard)
 		if g < 0 {
-			return what, nil, nil, fmt.Errorf(`guard %v is negative: give 0 to turn it off, or a positive duration such as "500µs"`, g)
+			return what, nil, nil, fmt.Errorf(`laneadmin: guard %v is negative: give 0 to turn it off, or a positive duration such as "500µs"`, g)
 		}
 		old := set.Guard()
 		set.SetGuard(g)
@@ -430,7 +430,7 @@ func Apply(set *lanes.Set, c Change) (what string, old, now any, err error) {
 
 func applyLane(set *lanes.Set, c Change) (what string, old, now any, err error) {
 	if c.Lane == "" {
-		return "lane", nil, nil, errors.New(`"shares" and "priority" need the "lane" they change`)
+		return "lane", nil, nil, errors.New(`laneadmin: "shares" and "priority" need the "lane" they change`)
 	}
 	switch {
 	case c.Shares != nil && c.Priority != nil:
@@ -440,7 +440,7 @@ func applyLane(set *lanes.Set, c Change) (what string, old, now any, err error) 
 	case c.Priority != nil:
 		what = "lane " + c.Lane + " priority"
 	default:
-		return "lane " + c.Lane, nil, nil, fmt.Errorf(`a change of lane %q needs "shares" (1 to %d), "priority", or both`, c.Lane, lanes.MaxShares)
+		return "lane " + c.Lane, nil, nil, fmt.Errorf(`laneadmin: a change of lane %q needs "shares" (1 to %d), "priority", or both`, c.Lane, lanes.MaxShares)
 	}
 	id, ok := set.Lookup(c.Lane)
 	if !ok {
@@ -452,12 +452,12 @@ func applyLane(set *lanes.Set, c Change) (what string, old, now any, err error) 
 	}
 	if c.Shares != nil {
 		if s := *c.Shares; s < 1 || s > lanes.MaxShares {
-			return what, nil, nil, fmt.Errorf("shares %d for lane %q is out of range: give 1 to %d", s, c.Lane, lanes.MaxShares)
+			return what, nil, nil, fmt.Errorf("laneadmin: shares %d for lane %q is out of range: give 1 to %d", s, c.Lane, lanes.MaxShares)
 		}
 	}
 	if c.Priority != nil {
 		if p := *c.Priority; p < math.MinInt32 || p > math.MaxInt32 {
-			return what, nil, nil, fmt.Errorf("priority %d for lane %q is out of range: give %d to %d (lower runs first)", p, c.Lane, math.MinInt32, math.MaxInt32)
+			return what, nil, nil, fmt.Errorf("laneadmin: priority %d for lane %q is out of range: give %d to %d (lower runs first)", p, c.Lane, math.MinInt32, math.MaxInt32)
 		}
 	}
 	spec, err := set.Spec(id)

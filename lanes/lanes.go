@@ -166,7 +166,7 @@ func (s *Set) Register(sp Spec) (ID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.frozen.Load() {
-		return 0, fmt.Errorf("register %q: %w", sp.Name, ErrFrozen)
+		return 0, fmt.Errorf("%w (registering %q)", ErrFrozen, sp.Name)
 	}
 	if sp.Name == "" {
 		return 0, fmt.Errorf("%w: empty name", ErrBadSpec)

@@ -71,6 +71,7 @@ func TestRegisterErrors(t *testing.T) {
 	s2.Freeze()
 	_, err = s2.Register(Spec{Name: "late"})
 	assert.ErrorIs(t, err, ErrFrozen)
+	assert.EqualError(t, err, `lanes: set is in use; register lanes before the runtime starts (registering "late")`)
 	assert.ErrorIs(t, s2.SetShares(9, 1), ErrNoSuchLane)
 	assert.ErrorIs(t, s2.SetPriority(9, 1), ErrNoSuchLane)
 	assert.ErrorIs(t, s2.SetPolicy(Policy(7)), ErrBadSpec)

@@ -126,7 +126,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Shards < 0 || cfg.Shards > 1<<16 {
 		errs = append(errs, fmt.Errorf("Config.Shards is %d: use 1 to 65536, or zero for 8 per CPU", cfg.Shards))
 	}
-	tab, err := NewTable(cfg.Overrides)
+	tab, err := newTable(cfg.Overrides)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("Config.Overrides: %w", err))
 	}

@@ -130,9 +130,9 @@ func TestNewPolicyNamesTheBadValue(t *testing.T) {
 		{nil, PolicyOptions{}, "the Limiter is nil"},
 		{l, PolicyOptions{Name: "é"}, `PolicyOptions.Name "é"`},
 		{l, PolicyOptions{Unit: "Bytes"}, `PolicyOptions.Unit "Bytes"`},
-		{l, PolicyOptions{Key: admit.ClientPrefix(33, 64)}, "PolicyOptions.Key: admit.ClientPrefix(33, 64)"},
-		{l, PolicyOptions{Key: admit.HeaderKey("")}, `PolicyOptions.Key: admit.HeaderKey("")`},
-		{l, PolicyOptions{Key: admit.KeyFunc(nil)}, "PolicyOptions.Key: admit.KeyFunc(nil)"},
+		{l, PolicyOptions{Key: admit.ClientPrefix(33, 64)}, "PolicyOptions.Key: admit: ClientPrefix(33, 64)"},
+		{l, PolicyOptions{Key: admit.HeaderKey("")}, `PolicyOptions.Key: admit: HeaderKey("")`},
+		{l, PolicyOptions{Key: admit.KeyFunc(nil)}, "PolicyOptions.Key: admit: KeyFunc(nil)"},
 	} {
 		_, err := NewPolicy(tc.l, tc.opts)
 		if assert.Error(t, err) {

@@ -24,6 +24,15 @@ var emptyTable = &Table{}
 // the key, for a quota that is negative but not Unlimited, an empty key,
 // or a key longer than MaxKeyLen.
 func NewTable(quotas map[string]int64) (*Table, error) {
+	t, err := newTable(quotas)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: NewTable: %w", err)
+	}
+	return t, nil
+}
+
+// newTable is NewTable, its errors not yet prefixed (New adds its own).
+func newTable(quotas map[string]int64) (*Table, error) {
 	if len(quotas) == 0 {
 		return emptyTable, nil
 	}

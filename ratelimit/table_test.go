@@ -97,6 +97,15 @@ func TestTableContentErrorsSayWhere(t *testing.T) {
 	}
 }
 
+// NewTable's errors say where they come from and name the key.
+func TestNewTableNamesTheBadKey(t *testing.T) {
+	_, err := NewTable(map[string]int64{"k": -7})
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), `ratelimit: NewTable: key "k": quota -7`), err.Error())
+	_, err = NewTable(map[string]int64{"": 1})
+	assert.EqualError(t, err, "ratelimit: NewTable: empty key")
+}
+
 // memSource is a TableSource in memory that can fail.
 type memSource struct {
 	data []byte

@@ -115,7 +115,7 @@ func StartServer(t testing.TB) *Server {
 
 // ErrNotInstalled is returned by Launch when redis-server is not on PATH;
 // its message names InstallCommand.
-var ErrNotInstalled = errors.New(Program + " is not installed (" + InstallCommand + ")")
+var ErrNotInstalled = errors.New("redistest: " + Program + " is not installed (" + InstallCommand + ")")
 
 // Launch starts a redis-server outside a test (a benchmark's), as Start
 // does, in dir (which it keeps nothing in), and returns its address and
@@ -134,7 +134,12 @@ func Launch(dir string) (addr string, stop func() error, err error) {
 		}
 		s, err := start(path, port, dir)
 		if err == nil {
-			return s.addr, s.stop, nil
+			return s.addr, func() error {
+				if err := s.stop(); err != nil {
+					return fmt.Errorf("redistest: %w", err)
+				}
+				return nil
+			}, nil
 		}
 		if i == attempts-1 || !errors.Is(err, errExited) {
 			return "", nil, fmt.Errorf("redistest: %w", err)

@@ -30,17 +30,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err == nil {
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("duration %q: %w", s, err)
+			return fmt.Errorf("tenantsim: duration %q: %w", s, err)
 		}
 		*d = Duration(v)
 		return nil
 	}
 	var sec float64
 	if err := json.Unmarshal(b, &sec); err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"1.5s\" or a number of seconds", b)
+		return fmt.Errorf("tenantsim: duration %s: want a string such as \"1.5s\" or a number of seconds", b)
 	}
 	if math.IsNaN(sec) || math.Abs(sec) > float64(math.MaxInt64)/1e9 {
-		return fmt.Errorf("duration %s: out of range", b)
+		return fmt.Errorf("tenantsim: duration %s: out of range", b)
 	}
 	*d = Duration(sec * 1e9)
 	return nil
@@ -241,6 +241,16 @@ const (
 // Normalize returns sc with its defaults applied, or an error naming what
 // cannot work.
 func (sc Scenario) Normalize() (Scenario, error) {
+	n, err := sc.normalize()
+	if err != nil {
+		return n, fmt.Errorf("tenantsim: scenario %q: %w", sc.Name, err)
+	}
+	return n, nil
+}
+
+// normalize is Normalize, its errors not yet prefixed (Load and Run add
+// their own).
+func (sc Scenario) normalize() (Scenario, error) {
 	def := func(d *Duration, v time.Duration) {
 		if *d == 0 {
 			*d = Duration(v)
@@ -465,7 +475,7 @@ func Load(r io.Reader) ([]Scenario, error) {
 		return nil, errors.New("tenantsim: no scenarios in the file")
 	}
 	for i := range list {
-		sc, err := list[i].Normalize()
+		sc, err := list[i].normalize()
 		if err != nil {
 			return nil, fmt.Errorf("tenantsim: scenario %d (%q): %w", i, list[i].Name, err)
 		}

@@ -114,7 +114,15 @@ func TestDurationJSON(t *testing.T) {
 	var d Duration
 	require.NoError(t, d.UnmarshalJSON([]byte(`2.5`)))
 	assert.Equal(t, Duration(2500*time.Millisecond), d)
-	require.Error(t, d.UnmarshalJSON([]byte(`true`)))
+	err = d.UnmarshalJSON([]byte(`true`))
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "tenantsim: duration true: "), err.Error())
+}
+
+func TestNormalizeSaysWhichScenario(t *testing.T) {
+	_, err := Scenario{Name: "x"}.Normalize()
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), `tenantsim: scenario "x": `), err.Error())
 }
 
 func TestWaterFill(t *testing.T) {

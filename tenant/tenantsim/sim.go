@@ -92,7 +92,7 @@ type request struct {
 // deterministic: the same scenario and seed give the same Result (but for
 // Elapsed).
 func Run(sc Scenario) (*Result, error) {
-	sc, err := sc.Normalize()
+	sc, err := sc.normalize()
 	if err != nil {
 		return nil, fmt.Errorf("tenantsim: scenario %q: %w", sc.Name, err)
 	}

@@ -1,4 +1,4 @@
-package gate
+package shed
 
 import (
 	"errors"
@@ -10,43 +10,52 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/drop"
+	"github.com/sluice-go/sluice/internal/monotime"
 )
 
-// Defaults for the zero values of the shedders' options. The thresholds
-// are the examples of loadshed's README (docs/background.md, source 05),
-// each on its one scale: latencies as time.Duration, shares as fractions
+// Defaults for the zero values of the shedders' configurations. The
+// thresholds are the examples of loadshed's README (docs/background.md,
+// source 05), each on its one scale: latencies as time.Duration, shares as fractions
 // in [0, 1], in-flight requests as counts.
 const (
-	// DefaultShedLatencyLower and DefaultShedLatencyUpper are the latency
+	// DefaultLatencyLower and DefaultLatencyUpper are the latency
 	// band: from 200 ms the shedding starts, from 1 s it refuses all.
-	DefaultShedLatencyLower = 200 * time.Millisecond
-	DefaultShedLatencyUpper = time.Second
-	// DefaultShedErrorLower and DefaultShedErrorUpper are the error-rate
+	DefaultLatencyLower = 200 * time.Millisecond
+	DefaultLatencyUpper = time.Second
+	// DefaultErrorLower and DefaultErrorUpper are the error-rate
 	// band: from 20% of the outcomes failing the shedding starts, at 100%
 	// it refuses all.
-	DefaultShedErrorLower = 0.2
-	DefaultShedErrorUpper = 1.0
-	// DefaultShedConcurrencyLower and DefaultShedConcurrencyUpper are the
+	DefaultErrorLower = 0.2
+	DefaultErrorUpper = 1.0
+	// DefaultConcurrencyLower and DefaultConcurrencyUpper are the
 	// band of requests in flight.
-	DefaultShedConcurrencyLower = 2500
-	DefaultShedConcurrencyUpper = 5000
-	// DefaultShedWindow and DefaultShedBuckets make the rolling window:
+	DefaultConcurrencyLower = 2500
+	DefaultConcurrencyUpper = 5000
+	// DefaultWindowLength and DefaultBuckets make the rolling window:
 	// 10 s in 10 buckets of 1 s.
-	DefaultShedWindow  = 10 * time.Second
-	DefaultShedBuckets = 10
-	// DefaultShedMinSamples is how many outcomes the window must hold for
+	DefaultWindowLength = 10 * time.Second
+	DefaultBuckets      = 10
+	// DefaultMinSamples is how many outcomes the window must hold for
 	// its reading to count (loadshed's requiredPoints).
-	DefaultShedMinSamples = 20
-	// DefaultShedInterval is how often the drop probability is
+	DefaultMinSamples = 20
+	// DefaultInterval is how often the drop probability is
 	// recomputed from the window or the custom value.
-	DefaultShedInterval = 100 * time.Millisecond
+	DefaultInterval = 100 * time.Millisecond
 )
 
-// MaxShedBuckets is the largest ShedWindow.Buckets.
-const MaxShedBuckets = 3600
+// MaxBuckets is the largest Window.Buckets.
+const MaxBuckets = 3600
 
-// ShedOptions are the options every shedder has.
-type ShedOptions struct {
+// Manual, as Config.Interval, recomputes the drop probability only when
+// Refresh is called: tests that script the signal use it. It is the same
+// value as gate.Manual.
+const Manual time.Duration = -1
+
+// Config holds the settings every shedder has; each signal's
+// configuration (LatencyConfig, ErrorRateConfig, ConcurrencyConfig,
+// CustomConfig) embeds it. The zero value is usable.
+type Config struct {
 	// Name is the reason of its refusals (Sluice-Reject-Reason, the
 	// rejection counters); empty means the signal's: "shed-latency",
 	// "shed-errors", "shed-concurrency" or "shed-custom".
@@ -58,7 +67,7 @@ type ShedOptions struct {
 	// Interval is how often the drop probability is recomputed from the
 	// window (latency, error rate) or from the custom value: by the first
 	// decision or outcome after it has passed, never in the background.
-	// Zero means DefaultShedInterval (100 ms); Manual means only when
+	// Zero means DefaultInterval (100 ms); Manual means only when
 	// Refresh is called. The concurrency shedder reads its count on every
 	// decision and ignores it.
 	Interval time.Duration
@@ -72,31 +81,31 @@ type ShedOptions struct {
 	Clock func() int64
 }
 
-// ShedWindow is the rolling window the latency and error-rate shedders
+// Window is the rolling window the latency and error-rate shedders
 // read: the outcomes of the last Length, in Buckets buckets of
 // Length/Buckets each, the oldest bucket dropped as time moves on
 // (loadshed's bucketSize × buckets). The zero value is 10 s in buckets of
 // 1 s, counting once it holds 20 outcomes.
-type ShedWindow struct {
-	// Length is the span of the window; zero means DefaultShedWindow.
+type Window struct {
+	// Length is the span of the window; zero means DefaultWindowLength.
 	Length time.Duration
-	// Buckets is how many buckets it is cut into, at most MaxShedBuckets;
-	// zero means DefaultShedBuckets.
+	// Buckets is how many buckets it is cut into, at most MaxBuckets;
+	// zero means DefaultBuckets.
 	Buckets int
 	// MinSamples is how many outcomes the window must hold for its
 	// reading to count (loadshed's requiredPoints): with fewer, nothing
-	// is shed. Zero means DefaultShedMinSamples; use 1 to count from the
+	// is shed. Zero means DefaultMinSamples; use 1 to count from the
 	// first outcome.
 	MinSamples int
 }
 
-// LatencyShedOptions configures a latency shedder (NewLatencyShed). The
-// zero value sheds by the mean latency over 10 s, from 200 ms to 1 s.
-type LatencyShedOptions struct {
+// LatencyConfig configures a latency shedder (NewLatency). The zero
+// value sheds by the mean latency over 10 s, from 200 ms to 1 s.
+type LatencyConfig struct {
 	// Lower and Upper are the latency band: at or below Lower nothing is
 	// shed, at or above Upper everything, in between a request is refused
 	// with probability (latency − Lower)/(Upper − Lower). Both zero mean
-	// DefaultShedLatencyLower and DefaultShedLatencyUpper (200 ms, 1 s);
+	// DefaultLatencyLower and DefaultLatencyUpper (200 ms, 1 s);
 	// Upper zero with Lower set is an error.
 	Lower, Upper time.Duration
 	// Percentile is which latency of the window is compared with the
@@ -106,48 +115,46 @@ type LatencyShedOptions struct {
 	// within 6.25% of the latencies they hold.
 	Percentile float64
 	// Window is the rolling window of outcomes.
-	Window ShedWindow
-	ShedOptions
+	Window Window
+	Config
 }
 
-// ErrorRateShedOptions configures an error-rate shedder
-// (NewErrorRateShed). The zero value sheds by the share of failed
-// requests over 10 s, from 20% to 100%, a failure being an error or a 5xx
-// status.
-type ErrorRateShedOptions struct {
+// ErrorRateConfig configures an error-rate shedder (NewErrorRate). The
+// zero value sheds by the share of failed requests over 10 s, from 20% to
+// 100%, a failure being an error or a 5xx status.
+type ErrorRateConfig struct {
 	// Lower and Upper are the band of the error rate, fractions in
 	// [0, 1] (0.2 is 20%): at or below Lower nothing is shed, at or above
 	// Upper everything, in between a request is refused with probability
 	// (rate − Lower)/(Upper − Lower). Both zero mean
-	// DefaultShedErrorLower and DefaultShedErrorUpper (0.2, 1).
+	// DefaultErrorLower and DefaultErrorUpper (0.2, 1).
 	Lower, Upper float64
 	// Failed says which outcomes count as failures; nil means
 	// FailedOutcome (an error, or a status of 500 or more). loadshed's
 	// ErrorCodes list is a Failed that looks the status up.
 	Failed func(admit.Outcome) bool
 	// Window is the rolling window of outcomes.
-	Window ShedWindow
-	ShedOptions
+	Window Window
+	Config
 }
 
-// ConcurrencyShedOptions configures a concurrency shedder
-// (NewConcurrencyShed). The zero value sheds from 2500 to 5000 requests
-// in flight.
-type ConcurrencyShedOptions struct {
+// ConcurrencyConfig configures a concurrency shedder (NewConcurrency).
+// The zero value sheds from 2500 to 5000 requests in flight.
+type ConcurrencyConfig struct {
 	// Lower and Upper are the band of requests in flight (admitted by
 	// this shedder and not yet ended, the deciding one not included): at
 	// or below Lower nothing is shed, at or above Upper everything, in
 	// between a request is refused with probability (n − Lower)/(Upper −
-	// Lower). Both zero mean DefaultShedConcurrencyLower and
-	// DefaultShedConcurrencyUpper (2500, 5000).
+	// Lower). Both zero mean DefaultConcurrencyLower and
+	// DefaultConcurrencyUpper (2500, 5000).
 	Lower, Upper int
-	ShedOptions
+	Config
 }
 
-// CustomShedOptions configures a shedder on a value of your own
-// (NewCustomShed), loadshed's Aggregator. The zero value is not usable:
+// CustomConfig configures a shedder on a value of your own (NewCustom),
+// loadshed's Aggregator. The zero value is not usable:
 // Value is required.
-type CustomShedOptions struct {
+type CustomConfig struct {
 	// Value returns the signal. It is called at most once per Interval,
 	// by a decision, one call at a time, so it may be slow-ish but must
 	// not block; NaN counts as "no reading" (nothing is shed).
@@ -158,15 +165,15 @@ type CustomShedOptions struct {
 	// 1: Value is then the drop probability itself, as a loadshed
 	// Aggregator's is.
 	Lower, Upper float64
-	ShedOptions
+	Config
 }
 
-// FailedOutcome is ErrorRateShedOptions.Failed's default: the request
+// FailedOutcome is ErrorRateConfig.Failed's default: the request
 // failed (its handler panicked, the response could not be written, the
 // call got no response) or was answered with a status of 500 or more.
 func FailedOutcome(o admit.Outcome) bool { return o.Err != nil || o.Status >= 500 }
 
-// shedSignal is what a Shed reads.
+// shedSignal is what a Shedder reads.
 type shedSignal uint8
 
 const (
@@ -176,9 +183,9 @@ const (
 	shedCustom
 )
 
-// ShedStats is a shedder's state: the drop probability in force and the
+// Stats is a shedder's state: the drop probability in force and the
 // reading it came from, on the signal's own scale.
-type ShedStats struct {
+type Stats struct {
 	// Reject is the drop probability in force: the share of new requests
 	// refused, in [0, 1].
 	Reject float64
@@ -202,42 +209,27 @@ type ShedStats struct {
 	Ready bool
 }
 
-// Shed is proportional load shedding, the model of loadshed (Atlassian's
-// Go library, docs/background.md): a signal is compared with a band
-// [Lower, Upper], and a new request is refused with a probability that
-// rises linearly from 0 at Lower to 1 at Upper (with Lower equal to Upper,
-// a step: nothing at or below it, everything above). The signals are
-// loadshed's options:
+// Shedder is a proportional load shedder: an admit.Policy that refuses a
+// new request with the drop probability that its signal's reading gives
+// within its band (see the package documentation). Build one with
+// NewLatency, NewErrorRate, NewConcurrency or NewCustom; put it in
+// admit.Config.Policies for a server, or in client.ShedConfig.Policies
+// for outgoing calls. It learns from the outcome passed to Done
+// (admit.Outcome's Latency, Status and Err; outcomes of admissions that
+// never ran are ignored).
 //
-//   - NewLatencyShed: the mean latency of the requests that ended in a
-//     rolling window, or a percentile of it (AverageLatency,
-//     PercentileLatency);
-//   - NewErrorRateShed: the share of those that failed (ErrorRate);
-//   - NewConcurrencyShed: the requests in flight (Concurrency);
-//   - NewCustomShed: any value (Aggregator).
-//
-// The CPU option is the CPU gate (NewCPU): the same band over the OS CPU
-// utilisation, averaged over a window of readings of /proc/stat.
-//
-// A Shed is an admit.Policy: it learns from the outcome the pipeline
-// passes to Done (admit.Outcome's Latency, Status and Err; outcomes of
-// admissions that never ran are ignored). Put it in admit.Config.Policies:
-// a random refusal is final there, whereas a gate's refusal waits in the
-// queue and is asked again, which turns a probability into a delay.
-// Without a queue it works in Gates too. Package client's ShedTransport
-// drives the same shedders for outgoing calls.
-//
-// Admit and Done take no lock and allocate nothing. The drop probability
-// of the latency, error-rate and custom shedders is computed off the
-// decisions, at most once per Interval, by the first decision or outcome
-// after it has passed, and kept as an atomic threshold: a decision is one
-// atomic load while nothing is shed, plus a clock read and a random draw
-// while something is. While everything is refused no outcome arrives, so
-// the decisions themselves move the window on: a shedder that refused all
-// admits again once the outcomes that closed it have left the window (or
-// fewer than MinSamples remain). The concurrency shedder reads its count
-// on every decision.
-type Shed struct {
+// A Shedder is safe for concurrent use. Admit and Done take no lock and
+// allocate nothing. The drop probability of the latency, error-rate and
+// custom shedders is computed off the decisions, at most once per
+// Interval, by the first decision or outcome after it has passed, and
+// kept as an atomic threshold: a decision is one atomic load while
+// nothing is shed, plus a clock read and a random draw while something
+// is. While everything is refused no outcome arrives, so the decisions
+// themselves move the window on: a shedder that refused all admits again
+// once the outcomes that closed it have left the window (or fewer than
+// MinSamples remain). The concurrency shedder reads its count on every
+// decision.
+type Shedder struct {
 	thr      atomic.Uint64 // refuse iff rnd() < thr; MaxUint64 refuses all
 	next     atomic.Int64  // clock reading at which the next refresh is due
 	inflight atomic.Int64  // the concurrency shedder's count
@@ -248,115 +240,115 @@ type Shed struct {
 	minSamples int64
 	failed     func(admit.Outcome) bool
 	value      func() float64
-	win        *shedWindow
+	win        *window
 	interval   int64 // ns; 0 when Manual
 	rnd        func() uint64
 	clock      func() int64
 	refusal    *admit.Refusal
 
 	mu    sync.Mutex // one refresh at a time; guards stats and bins
-	stats ShedStats
+	stats Stats
 	bins  []uint64
 }
 
-// NewLatencyShed returns a shedder on the latency of the requests that
-// ended in the window: its mean, or opts.Percentile of it. It fails,
-// naming the value and what to use instead, on options out of range.
-func NewLatencyShed(opts LatencyShedOptions) (*Shed, error) {
-	const what = "LatencyShedOptions"
+// NewLatency returns a shedder on the latency of the requests that
+// ended in the window: its mean, or cfg.Percentile of it. It fails,
+// naming the value and what to use instead, on settings out of range.
+func NewLatency(cfg LatencyConfig) (*Shedder, error) {
+	const what = "LatencyConfig"
 	var errs []error
-	lo, hi := opts.Lower, opts.Upper
+	lo, hi := cfg.Lower, cfg.Upper
 	if lo == 0 && hi == 0 {
-		lo, hi = DefaultShedLatencyLower, DefaultShedLatencyUpper
+		lo, hi = DefaultLatencyLower, DefaultLatencyUpper
 	}
 	switch {
 	case lo < 0:
 		errs = append(errs, fmt.Errorf("%s.Lower is %v: use a latency of 0 or more, such as 200*time.Millisecond", what, lo))
 	case hi < lo:
-		errs = append(errs, fmt.Errorf("%s.Upper is %v, below Lower %v: set Upper to the latency at which everything is refused, at or above Lower (or both to zero for %v and %v)", what, hi, lo, DefaultShedLatencyLower, DefaultShedLatencyUpper))
+		errs = append(errs, fmt.Errorf("%s.Upper is %v, below Lower %v: set Upper to the latency at which everything is refused, at or above Lower (or both to zero for %v and %v)", what, hi, lo, DefaultLatencyLower, DefaultLatencyUpper))
 	}
-	if p := opts.Percentile; !(p >= 0 && p < 1) {
+	if p := cfg.Percentile; !(p >= 0 && p < 1) {
 		hint := ""
 		if p >= 1 && p < 100 {
 			hint = fmt.Sprintf(" (loadshed's %v is %v)", p, p/100)
 		}
 		errs = append(errs, fmt.Errorf("%s.Percentile is %v: use a fraction in (0, 1), such as 0.95 for the 95th percentile, or 0 for the mean%s", what, p, hint))
 	}
-	s, err := newShed(shedLatency, what, "shed-latency", float64(lo), float64(hi), &opts.Window, opts.Percentile > 0, opts.ShedOptions, errs)
+	s, err := newShedder(shedLatency, what, "shed-latency", float64(lo), float64(hi), &cfg.Window, cfg.Percentile > 0, cfg.Config, errs)
 	if err != nil {
-		return nil, fmt.Errorf("gate: NewLatencyShed: %w", err)
+		return nil, fmt.Errorf("shed: NewLatency: %w", err)
 	}
-	s.quantile = opts.Percentile
+	s.quantile = cfg.Percentile
 	return s, nil
 }
 
-// NewErrorRateShed returns a shedder on the share of the requests that
-// ended in the window that failed (opts.Failed). It fails, naming the
-// value and what to use instead, on options out of range.
-func NewErrorRateShed(opts ErrorRateShedOptions) (*Shed, error) {
-	lo, hi := opts.Lower, opts.Upper
+// NewErrorRate returns a shedder on the share of the requests that
+// ended in the window that failed (cfg.Failed). It fails, naming the
+// value and what to use instead, on settings out of range.
+func NewErrorRate(cfg ErrorRateConfig) (*Shedder, error) {
+	lo, hi := cfg.Lower, cfg.Upper
 	if lo == 0 && hi == 0 {
-		lo, hi = DefaultShedErrorLower, DefaultShedErrorUpper
+		lo, hi = DefaultErrorLower, DefaultErrorUpper
 	}
-	const what = "ErrorRateShedOptions"
-	errs := checkFractions(what, lo, hi, DefaultShedErrorLower, DefaultShedErrorUpper)
-	s, err := newShed(shedErrors, what, "shed-errors", lo, hi, &opts.Window, false, opts.ShedOptions, errs)
+	const what = "ErrorRateConfig"
+	errs := checkFractions(what, lo, hi, DefaultErrorLower, DefaultErrorUpper)
+	s, err := newShedder(shedErrors, what, "shed-errors", lo, hi, &cfg.Window, false, cfg.Config, errs)
 	if err != nil {
-		return nil, fmt.Errorf("gate: NewErrorRateShed: %w", err)
+		return nil, fmt.Errorf("shed: NewErrorRate: %w", err)
 	}
-	s.failed = opts.Failed
+	s.failed = cfg.Failed
 	if s.failed == nil {
 		s.failed = FailedOutcome
 	}
 	return s, nil
 }
 
-// NewConcurrencyShed returns a shedder on the number of requests in
-// flight. It fails, naming the value and what to use instead, on options
-// out of range. (Concurrency is the exact limit; this is loadshed's
+// NewConcurrency returns a shedder on the number of requests in flight.
+// It fails, naming the value and what to use instead, on settings out of
+// range. (gate.Concurrency is the exact limit; this is loadshed's
 // proportional one.)
-func NewConcurrencyShed(opts ConcurrencyShedOptions) (*Shed, error) {
-	const what = "ConcurrencyShedOptions"
+func NewConcurrency(cfg ConcurrencyConfig) (*Shedder, error) {
+	const what = "ConcurrencyConfig"
 	var errs []error
-	lo, hi := opts.Lower, opts.Upper
+	lo, hi := cfg.Lower, cfg.Upper
 	if lo == 0 && hi == 0 {
-		lo, hi = DefaultShedConcurrencyLower, DefaultShedConcurrencyUpper
+		lo, hi = DefaultConcurrencyLower, DefaultConcurrencyUpper
 	}
 	switch {
 	case lo < 0:
 		errs = append(errs, fmt.Errorf("%s.Lower is %d: use a count of requests in flight, 0 or more", what, lo))
 	case hi < lo:
-		errs = append(errs, fmt.Errorf("%s.Upper is %d, below Lower %d: set Upper to the count at which everything is refused, at or above Lower (or both to zero for %d and %d)", what, hi, lo, DefaultShedConcurrencyLower, DefaultShedConcurrencyUpper))
+		errs = append(errs, fmt.Errorf("%s.Upper is %d, below Lower %d: set Upper to the count at which everything is refused, at or above Lower (or both to zero for %d and %d)", what, hi, lo, DefaultConcurrencyLower, DefaultConcurrencyUpper))
 	}
-	s, err := newShed(shedConcurrency, what, "shed-concurrency", float64(lo), float64(hi), nil, false, opts.ShedOptions, errs)
+	s, err := newShedder(shedConcurrency, what, "shed-concurrency", float64(lo), float64(hi), nil, false, cfg.Config, errs)
 	if err != nil {
-		return nil, fmt.Errorf("gate: NewConcurrencyShed: %w", err)
+		return nil, fmt.Errorf("shed: NewConcurrency: %w", err)
 	}
 	return s, nil
 }
 
-// NewCustomShed returns a shedder on opts.Value, loadshed's Aggregator:
+// NewCustom returns a shedder on cfg.Value, loadshed's Aggregator:
 // with the default band [0, 1], Value is the drop probability itself. It
 // fails, naming the value and what to use instead, without Value or on a
 // band out of order.
-func NewCustomShed(opts CustomShedOptions) (*Shed, error) {
-	const what = "CustomShedOptions"
+func NewCustom(cfg CustomConfig) (*Shedder, error) {
+	const what = "CustomConfig"
 	var errs []error
-	if opts.Value == nil {
+	if cfg.Value == nil {
 		errs = append(errs, fmt.Errorf("%s.Value is nil: give the function that returns the signal (with the default band [0, 1], the drop probability)", what))
 	}
-	lo, hi := opts.Lower, opts.Upper
+	lo, hi := cfg.Lower, cfg.Upper
 	if lo == 0 && hi == 0 {
 		hi = 1
 	}
 	if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi < lo {
 		errs = append(errs, fmt.Errorf("%s.Lower and Upper are %v and %v: use finite values with Lower at or below Upper (both zero for 0 and 1)", what, lo, hi))
 	}
-	s, err := newShed(shedCustom, what, "shed-custom", lo, hi, nil, false, opts.ShedOptions, errs)
+	s, err := newShedder(shedCustom, what, "shed-custom", lo, hi, nil, false, cfg.Config, errs)
 	if err != nil {
-		return nil, fmt.Errorf("gate: NewCustomShed: %w", err)
+		return nil, fmt.Errorf("shed: NewCustom: %w", err)
 	}
-	s.value = opts.Value
+	s.value = cfg.Value
 	return s, nil
 }
 
@@ -381,10 +373,11 @@ func checkFractions(what string, lo, hi, dlo, dhi float64) []error {
 	return errs
 }
 
-// newShed checks the common options and the window, and builds the Shed.
-func newShed(sig shedSignal, what, name string, lo, hi float64, w *ShedWindow, hist bool, o ShedOptions, errs []error) (*Shed, error) {
+// newShedder checks the common settings and the window, and builds the
+// Shedder.
+func newShedder(sig shedSignal, what, name string, lo, hi float64, w *Window, hist bool, o Config, errs []error) (*Shedder, error) {
 	if o.Interval < 0 && o.Interval != Manual {
-		errs = append(errs, fmt.Errorf("%s.Interval is %v: use a positive duration, zero for %v, or gate.Manual", what, o.Interval, DefaultShedInterval))
+		errs = append(errs, fmt.Errorf("%s.Interval is %v: use a positive duration, zero for %v, or shed.Manual", what, o.Interval, DefaultInterval))
 	}
 	var width int64
 	var buckets int
@@ -392,25 +385,25 @@ func newShed(sig shedSignal, what, name string, lo, hi float64, w *ShedWindow, h
 	if w != nil {
 		length, b := w.Length, w.Buckets
 		if length == 0 {
-			length = DefaultShedWindow
+			length = DefaultWindowLength
 		}
 		if b == 0 {
-			b = DefaultShedBuckets
+			b = DefaultBuckets
 		}
 		switch {
 		case length < 0:
-			errs = append(errs, fmt.Errorf("%s.Window.Length is %v: use a positive duration, or zero for %v", what, length, DefaultShedWindow))
-		case b < 0 || b > MaxShedBuckets:
-			errs = append(errs, fmt.Errorf("%s.Window.Buckets is %d: use 1 to %d, or zero for %d", what, b, MaxShedBuckets, DefaultShedBuckets))
+			errs = append(errs, fmt.Errorf("%s.Window.Length is %v: use a positive duration, or zero for %v", what, length, DefaultWindowLength))
+		case b < 0 || b > MaxBuckets:
+			errs = append(errs, fmt.Errorf("%s.Window.Buckets is %d: use 1 to %d, or zero for %d", what, b, MaxBuckets, DefaultBuckets))
 		case int64(length)/int64(b) <= 0:
 			errs = append(errs, fmt.Errorf("%s.Window.Length %v is shorter than its %d buckets of 1 ns: lengthen it or use fewer buckets", what, length, b))
 		}
 		width, buckets = int64(length)/int64(max(b, 1)), b
 		switch {
 		case w.MinSamples < 0:
-			errs = append(errs, fmt.Errorf("%s.Window.MinSamples is %d: use 1 or more, or zero for %d", what, w.MinSamples, DefaultShedMinSamples))
+			errs = append(errs, fmt.Errorf("%s.Window.MinSamples is %d: use 1 or more, or zero for %d", what, w.MinSamples, DefaultMinSamples))
 		case w.MinSamples == 0:
-			minSamples = DefaultShedMinSamples
+			minSamples = DefaultMinSamples
 		default:
 			minSamples = int64(w.MinSamples)
 		}
@@ -418,7 +411,7 @@ func newShed(sig shedSignal, what, name string, lo, hi float64, w *ShedWindow, h
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &Shed{sig: sig, lo: lo, hi: hi, minSamples: minSamples, rnd: o.Rand, clock: o.Clock,
+	s := &Shedder{sig: sig, lo: lo, hi: hi, minSamples: minSamples, rnd: o.Rand, clock: o.Clock,
 		refusal: &admit.Refusal{Reason: o.Name, RetryAfter: o.RetryAfter}}
 	if s.refusal.Reason == "" {
 		s.refusal.Reason = name
@@ -427,17 +420,17 @@ func newShed(sig shedSignal, what, name string, lo, hi float64, w *ShedWindow, h
 		s.rnd = rand.Uint64
 	}
 	if s.clock == nil {
-		s.clock = goSchedClock
+		s.clock = monotime.Clock()
 	}
 	switch o.Interval {
 	case 0:
-		s.interval = int64(DefaultShedInterval)
+		s.interval = int64(DefaultInterval)
 	case Manual:
 	default:
 		s.interval = int64(o.Interval)
 	}
 	if w != nil {
-		s.win = newShedWindow(width, buckets, hist)
+		s.win = newWindow(width, buckets, hist)
 	}
 	if hist {
 		s.bins = make([]uint64, histBins)
@@ -449,11 +442,11 @@ func newShed(sig shedSignal, what, name string, lo, hi float64, w *ShedWindow, h
 }
 
 // Admit refuses the request with the drop probability in force.
-func (s *Shed) Admit(*admit.Attempt) *admit.Refusal {
+func (s *Shedder) Admit(*admit.Attempt) *admit.Refusal {
 	var t uint64
 	if s.sig == shedConcurrency {
 		if n := float64(s.inflight.Load()); n > s.lo {
-			t = dropThreshold(band(n, s.lo, s.hi))
+			t = drop.Threshold(drop.Probability(n, s.lo, s.hi))
 		}
 	} else {
 		t = s.thr.Load()
@@ -477,12 +470,12 @@ func (s *Shed) Admit(*admit.Attempt) *admit.Refusal {
 // shedders add its outcome to the window (unless it was canceled: it never
 // ran), the concurrency shedder counts it out. It panics on a concurrency
 // shedder with nothing in flight (a Done without its Admit).
-func (s *Shed) Done(_ *admit.Attempt, o admit.Outcome) {
+func (s *Shedder) Done(_ *admit.Attempt, o admit.Outcome) {
 	switch s.sig {
 	case shedConcurrency:
 		if s.inflight.Add(-1) < 0 {
 			s.inflight.Add(1)
-			panic("gate: Done without Admit")
+			panic("shed: Done without Admit")
 		}
 	case shedLatency, shedErrors:
 		if o.Canceled {
@@ -497,7 +490,7 @@ func (s *Shed) Done(_ *admit.Attempt, o admit.Outcome) {
 }
 
 // tryRefresh recomputes the probability unless another goroutine is at it.
-func (s *Shed) tryRefresh(now int64) {
+func (s *Shedder) tryRefresh(now int64) {
 	if !s.mu.TryLock() {
 		return
 	}
@@ -510,7 +503,7 @@ func (s *Shed) tryRefresh(now int64) {
 // Refresh recomputes the drop probability now, from the window or the
 // custom value, and returns the state. Decisions and outcomes do it by
 // themselves every Interval; tests with Interval Manual call it.
-func (s *Shed) Refresh() ShedStats {
+func (s *Shedder) Refresh() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refresh(s.clock())
@@ -518,8 +511,8 @@ func (s *Shed) Refresh() ShedStats {
 }
 
 // refresh computes the state at now; s.mu is held.
-func (s *Shed) refresh(now int64) {
-	var st ShedStats
+func (s *Shedder) refresh(now int64) {
+	var st Stats
 	v, ok := 0.0, false
 	switch s.sig {
 	case shedLatency, shedErrors:
@@ -547,10 +540,10 @@ func (s *Shed) refresh(now int64) {
 		return
 	}
 	if st.Ready = ok; ok {
-		st.Reject = band(v, s.lo, s.hi)
+		st.Reject = drop.Probability(v, s.lo, s.hi)
 	}
 	s.stats = st
-	s.thr.Store(dropThreshold(st.Reject))
+	s.thr.Store(drop.Threshold(st.Reject))
 	if s.interval > 0 {
 		s.next.Store(now + s.interval)
 	}
@@ -558,51 +551,23 @@ func (s *Shed) refresh(now int64) {
 
 // Stats returns the state the last refresh computed (for the concurrency
 // shedder, the count now).
-func (s *Shed) Stats() ShedStats {
+func (s *Shedder) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.statsLocked()
 }
 
-func (s *Shed) statsLocked() ShedStats {
+func (s *Shedder) statsLocked() Stats {
 	if s.sig != shedConcurrency {
 		return s.stats
 	}
 	n := s.inflight.Load()
-	st := ShedStats{InFlight: int(n), Ready: true}
+	st := Stats{InFlight: int(n), Ready: true}
 	if float64(n) > s.lo {
-		st.Reject = band(float64(n), s.lo, s.hi)
+		st.Reject = drop.Probability(float64(n), s.lo, s.hi)
 	}
 	return st
 }
 
 // Name returns the reason of its refusals.
-func (s *Shed) Name() string { return s.refusal.Reason }
-
-// band maps a reading to a drop probability: 0 at or below lo, 1 at or
-// above hi (above lo when they are equal), linear in between. It is
-// loadshed's proportional rule, shared by the CPU gate.
-func band(v, lo, hi float64) float64 {
-	switch {
-	case v <= lo:
-		return 0
-	case v >= hi:
-		return 1
-	default:
-		return (v - lo) / (hi - lo)
-	}
-}
-
-// dropThreshold turns a drop probability into the threshold that a
-// uniform 64-bit draw is compared with: refuse iff draw < threshold, and
-// MaxUint64 refuses all.
-func dropThreshold(p float64) uint64 {
-	switch {
-	case p >= 1:
-		return math.MaxUint64
-	case p > 0:
-		return uint64(p*(1<<53)) << 11
-	default:
-		return 0
-	}
-}
+func (s *Shedder) Name() string { return s.refusal.Reason }

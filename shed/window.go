@@ -1,4 +1,4 @@
-package gate
+package shed
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// shedWindow is the rolling window of outcomes that the latency and
+// window is the rolling window of outcomes that the latency and
 // error-rate shedders read: len(buckets) buckets of width nanoseconds of
 // the shedder's clock, each holding the outcomes that ended in one period
 // of that width. A bucket is reused for a later period once the window has
@@ -18,16 +18,16 @@ import (
 // goroutine that stalled for a whole window between reading a bucket's
 // period and adding to it can land in the bucket's next period; the error
 // is one outcome, and the race detector sees only atomics.
-type shedWindow struct {
+type window struct {
 	width   int64
-	buckets []shedBucket
+	buckets []bucket
 	hist    bool // keep a latency histogram per bucket (a percentile is asked)
 
 	mu sync.Mutex // serialises the clearing of a bucket for a new period
 }
 
-// shedBucket is one period of a shedWindow.
-type shedBucket struct {
+// bucket is one period of a window.
+type bucket struct {
 	period atomic.Int64 // the period it holds; math.MinInt64: none yet
 	n      atomic.Int64 // outcomes
 	errs   atomic.Int64 // outcomes that failed
@@ -35,8 +35,8 @@ type shedBucket struct {
 	bins   []atomic.Uint64
 }
 
-func newShedWindow(width int64, buckets int, hist bool) *shedWindow {
-	w := &shedWindow{width: width, buckets: make([]shedBucket, buckets), hist: hist}
+func newWindow(width int64, buckets int, hist bool) *window {
+	w := &window{width: width, buckets: make([]bucket, buckets), hist: hist}
 	for i := range w.buckets {
 		w.buckets[i].period.Store(math.MinInt64)
 		if hist {
@@ -48,7 +48,7 @@ func newShedWindow(width int64, buckets int, hist bool) *shedWindow {
 
 // period returns the period that the clock reading now falls in (floor
 // division, so that a clock before its origin works too).
-func (w *shedWindow) period(now int64) int64 {
+func (w *window) period(now int64) int64 {
 	p := now / w.width
 	if now%w.width < 0 {
 		p--
@@ -57,13 +57,13 @@ func (w *shedWindow) period(now int64) int64 {
 }
 
 // bucket returns the bucket of period p.
-func (w *shedWindow) bucket(p int64) *shedBucket {
+func (w *window) bucket(p int64) *bucket {
 	n := int64(len(w.buckets))
 	return &w.buckets[(p%n+n)%n]
 }
 
 // add records an outcome that ended at now.
-func (w *shedWindow) add(now int64, latency int64, failed bool) {
+func (w *window) add(now int64, latency int64, failed bool) {
 	p := w.period(now)
 	b := w.bucket(p)
 	if b.period.Load() != p {
@@ -89,19 +89,19 @@ func (w *shedWindow) add(now int64, latency int64, failed bool) {
 	}
 }
 
-// shedTotals are the sums of the buckets of a window.
-type shedTotals struct {
+// totals are the sums of the buckets of a window.
+type totals struct {
 	n, errs, sum int64
 }
 
 // totals sums the buckets of the periods the window covers at now: the
 // current one and the len(buckets)-1 before it. With bins non-nil (of
 // length histBins) it also sums their histograms into it.
-func (w *shedWindow) totals(now int64, bins []uint64) shedTotals {
+func (w *window) totals(now int64, bins []uint64) totals {
 	cur := w.period(now)
 	oldest := cur - int64(len(w.buckets)) + 1
 	clear(bins)
-	var t shedTotals
+	var t totals
 	for i := range w.buckets {
 		b := &w.buckets[i]
 		if p := b.period.Load(); p < oldest || p > cur {

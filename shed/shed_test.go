@@ -1,4 +1,4 @@
-package gate
+package shed
 
 import (
 	"errors"
@@ -10,9 +10,24 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/drop"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// acquire asks p for a request whose own goroutine decides.
+func acquire(p admit.Policy) bool { return p.Admit(&admit.Attempt{}) == nil }
+
+// release ends an admitted request that ran for latency.
+func release(p admit.Policy, latency time.Duration) {
+	p.Done(&admit.Attempt{}, admit.Outcome{Latency: latency, Status: 200})
+}
+
+// undo gives back an admission that never ran.
+func undo(p admit.Policy) { p.Done(&admit.Attempt{}, admit.Outcome{Canceled: true}) }
 
 // fakeNow is a clock that moves only when told.
 type fakeNow struct{ t atomic.Int64 }
@@ -47,26 +62,13 @@ func shedRefusals(g admit.Policy, n int) int {
 // outcomes ends n requests with the given outcome on s, each admitted
 // first (a shedder may refuse: then the outcome is fed as if admitted, as
 // the test scripts the metric, not the decisions).
-func outcomes(s *Shed, n int, o admit.Outcome) {
+func outcomes(s *Shedder, n int, o admit.Outcome) {
 	for range n {
 		s.Done(&admit.Attempt{}, o)
 	}
 }
 
 func lat(d time.Duration) admit.Outcome { return admit.Outcome{Latency: d, Status: 200} }
-
-func TestShedBand(t *testing.T) {
-	for _, c := range []struct{ v, lo, hi, p float64 }{
-		{0, 0.6, 0.8, 0}, {0.6, 0.6, 0.8, 0}, {0.7, 0.6, 0.8, 0.5}, {0.8, 0.6, 0.8, 1}, {2, 0.6, 0.8, 1},
-		{5, 5, 5, 0}, {5.01, 5, 5, 1}, {-1, 0, 1, 0},
-	} {
-		assert.InDelta(t, c.p, band(c.v, c.lo, c.hi), 1e-12, "%+v", c)
-	}
-	assert.Zero(t, dropThreshold(0))
-	assert.Zero(t, dropThreshold(-1))
-	assert.Equal(t, uint64(math.MaxUint64), dropThreshold(1))
-	assert.Equal(t, uint64(1)<<63, dropThreshold(0.5))
-}
 
 // Every signal, scripted to the middle of its band or thereabouts: the drop
 // probability is the band's, and n decisions refuse round(p × n) of them.
@@ -78,16 +80,16 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 		want   float64
 	}
 	var clock fakeNow
-	common := ShedOptions{Interval: Manual, Clock: clock.now}
-	shed := func(s *Shed, err error) *Shed {
+	common := Config{Interval: Manual, Clock: clock.now}
+	shed := func(s *Shedder, err error) *Shedder {
 		require.NoError(t, err)
 		s.rnd = ladder(n)
 		return s
 	}
-	p95 := band(histValue(histIndex(int64(700*time.Millisecond))), float64(DefaultShedLatencyLower), float64(DefaultShedLatencyUpper))
+	p95 := drop.Probability(histValue(histIndex(int64(700*time.Millisecond))), float64(DefaultLatencyLower), float64(DefaultLatencyUpper))
 	signals := []signal{
 		{"mean latency", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewLatencyShed(LatencyShedOptions{ShedOptions: common}))
+			s := shed(NewLatency(LatencyConfig{Config: common}))
 			outcomes(s, 10, lat(400*time.Millisecond))
 			outcomes(s, 10, lat(800*time.Millisecond))
 			st := s.Refresh()
@@ -96,7 +98,7 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 			return s, func() float64 { return st.Reject }
 		}, 0.5},
 		{"95th percentile latency", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewLatencyShed(LatencyShedOptions{Percentile: 0.95, ShedOptions: common}))
+			s := shed(NewLatency(LatencyConfig{Percentile: 0.95, Config: common}))
 			outcomes(s, 90, lat(10*time.Millisecond))
 			outcomes(s, 10, lat(700*time.Millisecond))
 			st := s.Refresh()
@@ -104,7 +106,7 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 			return s, func() float64 { return st.Reject }
 		}, p95},
 		{"error rate", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewErrorRateShed(ErrorRateShedOptions{ShedOptions: common}))
+			s := shed(NewErrorRate(ErrorRateConfig{Config: common}))
 			outcomes(s, 30, admit.Outcome{Status: 200})
 			outcomes(s, 10, admit.Outcome{Status: 404}) // a client's error: not the server's
 			outcomes(s, 20, admit.Outcome{Status: 503})
@@ -115,9 +117,9 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 			return s, func() float64 { return st.Reject }
 		}, 0.5},
 		{"error rate, status list", func(t *testing.T) (admit.Policy, func() float64) {
-			opts := ErrorRateShedOptions{Lower: 0.1, Upper: 0.5, ShedOptions: common,
+			opts := ErrorRateConfig{Lower: 0.1, Upper: 0.5, Config: common,
 				Failed: func(o admit.Outcome) bool { return o.Status == 429 || o.Status == 502 }}
-			s := shed(NewErrorRateShed(opts))
+			s := shed(NewErrorRate(opts))
 			outcomes(s, 60, admit.Outcome{Status: 500})
 			outcomes(s, 10, admit.Outcome{Status: 429})
 			outcomes(s, 10, admit.Outcome{Status: 502})
@@ -126,29 +128,22 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 			return s, func() float64 { return st.Reject }
 		}, 0.25},
 		{"concurrency", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewConcurrencyShed(ConcurrencyShedOptions{Lower: 10, Upper: 20, ShedOptions: common}))
+			s := shed(NewConcurrency(ConcurrencyConfig{Lower: 10, Upper: 20, Config: common}))
 			s.inflight.Store(15)
 			assert.Equal(t, 15, s.Stats().InFlight)
 			return s, func() float64 { return s.Stats().Reject }
 		}, 0.5},
 		{"custom, a probability", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewCustomShed(CustomShedOptions{Value: func() float64 { return 0.25 }, ShedOptions: common}))
+			s := shed(NewCustom(CustomConfig{Value: func() float64 { return 0.25 }, Config: common}))
 			st := s.Refresh()
 			assert.Equal(t, 0.25, st.Value)
 			return s, func() float64 { return st.Reject }
 		}, 0.25},
 		{"custom, a band", func(t *testing.T) (admit.Policy, func() float64) {
-			s := shed(NewCustomShed(CustomShedOptions{Value: func() float64 { return 25 }, Lower: 10, Upper: 30, ShedOptions: common}))
+			s := shed(NewCustom(CustomConfig{Value: func() float64 { return 25 }, Lower: 10, Upper: 30, Config: common}))
 			st := s.Refresh()
 			return s, func() float64 { return st.Reject }
 		}, 0.75},
-		{"cpu", func(t *testing.T) (admit.Policy, func() float64) {
-			stat := newFakeStat(t)
-			c := NewCPU(CPUOptions{Root: stat.root(), Interval: Manual, Window: 1, Rand: ladder(n)})
-			stat.advance(0.7) // 70% busy: the middle of the default 60% to 80%
-			st := c.Refresh()
-			return c, func() float64 { return st.Reject }
-		}, 0.5},
 	}
 	for _, sg := range signals {
 		t.Run(sg.name, func(t *testing.T) {
@@ -163,14 +158,14 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 // linear share, everything.
 func TestShedLatencyBand(t *testing.T) {
 	var clock fakeNow
-	s, err := NewLatencyShed(LatencyShedOptions{Lower: 100 * time.Millisecond, Upper: 300 * time.Millisecond,
-		Window: ShedWindow{MinSamples: 1}, ShedOptions: ShedOptions{Interval: Manual, Clock: clock.now, Rand: ladder(100)}})
+	s, err := NewLatency(LatencyConfig{Lower: 100 * time.Millisecond, Upper: 300 * time.Millisecond,
+		Window: Window{MinSamples: 1}, Config: Config{Interval: Manual, Clock: clock.now, Rand: ladder(100)}})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		latency time.Duration
 		p       float64
 	}{{50 * time.Millisecond, 0}, {100 * time.Millisecond, 0}, {150 * time.Millisecond, 0.25}, {250 * time.Millisecond, 0.75}, {300 * time.Millisecond, 1}, {time.Minute, 1}} {
-		clock.advance(DefaultShedWindow) // the previous outcomes leave the window
+		clock.advance(DefaultWindowLength) // the previous outcomes leave the window
 		outcomes(s, 1, lat(c.latency))
 		st := s.Refresh()
 		assert.Equal(t, c.latency, st.Latency)
@@ -183,15 +178,15 @@ func TestShedLatencyBand(t *testing.T) {
 // few of them count for nothing.
 func TestShedWindowRolls(t *testing.T) {
 	var clock fakeNow
-	s, err := NewErrorRateShed(ErrorRateShedOptions{Lower: 0, Upper: 1,
-		Window:      ShedWindow{Length: 4 * time.Second, Buckets: 4, MinSamples: 10},
-		ShedOptions: ShedOptions{Interval: Manual, Clock: clock.now}})
+	s, err := NewErrorRate(ErrorRateConfig{Lower: 0, Upper: 1,
+		Window: Window{Length: 4 * time.Second, Buckets: 4, MinSamples: 10},
+		Config: Config{Interval: Manual, Clock: clock.now}})
 	require.NoError(t, err)
 	fail, ok := admit.Outcome{Status: 500}, admit.Outcome{Status: 200}
 
 	outcomes(s, 9, fail)
 	st := s.Refresh()
-	assert.Equal(t, ShedStats{Samples: 9}, st, "9 < MinSamples: no reading, nothing shed")
+	assert.Equal(t, Stats{Samples: 9}, st, "9 < MinSamples: no reading, nothing shed")
 	outcomes(s, 1, fail)
 	st = s.Refresh()
 	assert.True(t, st.Ready)
@@ -218,7 +213,7 @@ func TestShedWindowRolls(t *testing.T) {
 	clock.advance(2 * time.Second) // only the fourth bucket's 20 remain
 	assert.Equal(t, 20, s.Refresh().Samples)
 	clock.advance(time.Second)
-	assert.Equal(t, ShedStats{}, s.Refresh(), "all gone")
+	assert.Equal(t, Stats{}, s.Refresh(), "all gone")
 }
 
 // A shedder that refuses everything gets no outcome, so its decisions move
@@ -227,9 +222,9 @@ func TestShedWindowRolls(t *testing.T) {
 // or an outcome, never in the background.
 func TestShedReopensByItsDecisions(t *testing.T) {
 	var clock fakeNow
-	s, err := NewLatencyShed(LatencyShedOptions{
-		Window:      ShedWindow{Length: 2 * time.Second, Buckets: 2, MinSamples: 1},
-		ShedOptions: ShedOptions{Interval: 100 * time.Millisecond, Clock: clock.now},
+	s, err := NewLatency(LatencyConfig{
+		Window: Window{Length: 2 * time.Second, Buckets: 2, MinSamples: 1},
+		Config: Config{Interval: 100 * time.Millisecond, Clock: clock.now},
 	})
 	require.NoError(t, err)
 	assert.True(t, acquire(s))
@@ -251,16 +246,16 @@ func TestShedReopensByItsDecisions(t *testing.T) {
 
 	clock.advance(2 * time.Second) // no outcome meanwhile: the window is empty
 	assert.True(t, acquire(s), "the decision found the window empty")
-	assert.Equal(t, ShedStats{}, s.Stats())
+	assert.Equal(t, Stats{}, s.Stats())
 }
 
 func TestShedCustomReadAtMostOncePerInterval(t *testing.T) {
 	var clock fakeNow
 	var calls atomic.Int64
 	v := 0.0
-	s, err := NewCustomShed(CustomShedOptions{
-		Value:       func() float64 { calls.Add(1); return v },
-		ShedOptions: ShedOptions{Interval: time.Second, Clock: clock.now},
+	s, err := NewCustom(CustomConfig{
+		Value:  func() float64 { calls.Add(1); return v },
+		Config: Config{Interval: time.Second, Clock: clock.now},
 	})
 	require.NoError(t, err)
 	for range 100 {
@@ -278,7 +273,7 @@ func TestShedCustomReadAtMostOncePerInterval(t *testing.T) {
 }
 
 func TestShedConcurrencyCounts(t *testing.T) {
-	s, err := NewConcurrencyShed(ConcurrencyShedOptions{Lower: 1, Upper: 2})
+	s, err := NewConcurrency(ConcurrencyConfig{Lower: 1, Upper: 2})
 	require.NoError(t, err)
 	assert.Equal(t, "shed-concurrency", s.Name())
 	assert.True(t, acquire(s), "none in flight")
@@ -297,23 +292,23 @@ func TestShedConcurrencyCounts(t *testing.T) {
 // Outcomes of admissions that never ran teach nothing.
 func TestShedIgnoresCanceled(t *testing.T) {
 	var clock fakeNow
-	s, err := NewErrorRateShed(ErrorRateShedOptions{Window: ShedWindow{MinSamples: 1}, ShedOptions: ShedOptions{Interval: Manual, Clock: clock.now}})
+	s, err := NewErrorRate(ErrorRateConfig{Window: Window{MinSamples: 1}, Config: Config{Interval: Manual, Clock: clock.now}})
 	require.NoError(t, err)
 	outcomes(s, 10, admit.Outcome{Canceled: true})
-	assert.Equal(t, ShedStats{}, s.Refresh())
+	assert.Equal(t, Stats{}, s.Refresh())
 }
 
 // The zero options work and take loadshed's example thresholds.
 func TestShedDefaults(t *testing.T) {
 	var clock fakeNow
-	manual := ShedOptions{Interval: Manual, Clock: clock.now}
-	l, err := NewLatencyShed(LatencyShedOptions{ShedOptions: manual})
+	manual := Config{Interval: Manual, Clock: clock.now}
+	l, err := NewLatency(LatencyConfig{Config: manual})
 	require.NoError(t, err)
-	outcomes(l, DefaultShedMinSamples-1, lat(time.Second))
+	outcomes(l, DefaultMinSamples-1, lat(time.Second))
 	assert.False(t, l.Refresh().Ready, "MinSamples defaults to 20")
 	outcomes(l, 1, lat(time.Second))
 	assert.Equal(t, 1.0, l.Refresh().Reject, "1 s is the default Upper")
-	clock.advance(DefaultShedWindow - time.Nanosecond)
+	clock.advance(DefaultWindowLength - time.Nanosecond)
 	assert.Equal(t, 1.0, l.Refresh().Reject, "still within the 10 s window")
 	clock.advance(time.Nanosecond)
 	assert.False(t, l.Refresh().Ready, "out of it")
@@ -321,23 +316,23 @@ func TestShedDefaults(t *testing.T) {
 	assert.InDelta(t, 0.5, l.Refresh().Reject, 1e-12, "200 ms to 1 s")
 	assert.Equal(t, "shed-latency", l.Name())
 
-	e, err := NewErrorRateShed(ErrorRateShedOptions{ShedOptions: manual})
+	e, err := NewErrorRate(ErrorRateConfig{Config: manual})
 	require.NoError(t, err)
 	outcomes(e, 20, admit.Outcome{Status: 500})
 	outcomes(e, 20, admit.Outcome{Status: 200})
 	assert.InDelta(t, (0.5-0.2)/0.8, e.Refresh().Reject, 1e-12, "20% to 100%")
 	assert.Equal(t, "shed-errors", e.Name())
 
-	c, err := NewConcurrencyShed(ConcurrencyShedOptions{})
+	c, err := NewConcurrency(ConcurrencyConfig{})
 	require.NoError(t, err)
-	for range DefaultShedConcurrencyLower {
+	for range DefaultConcurrencyLower {
 		require.True(t, acquire(c))
 	}
 	assert.Zero(t, c.Stats().Reject, "2500 in flight: the band starts above")
 	require.True(t, acquire(c))
 	assert.InDelta(t, 1.0/2500, c.Stats().Reject, 1e-12)
 
-	u, err := NewCustomShed(CustomShedOptions{Value: func() float64 { return 0.3 }, ShedOptions: manual})
+	u, err := NewCustom(CustomConfig{Value: func() float64 { return 0.3 }, Config: manual})
 	require.NoError(t, err)
 	assert.Equal(t, 0.3, u.Refresh().Reject, "the value is the probability")
 	assert.Equal(t, "shed-custom", u.Name())
@@ -346,14 +341,14 @@ func TestShedDefaults(t *testing.T) {
 // A shedder's refusal names it and carries its Retry-After; zero leaves
 // the pipeline's (1 s), which the rejection always has.
 func TestShedRefusal(t *testing.T) {
-	s, err := NewCustomShed(CustomShedOptions{Value: func() float64 { return 1 }})
+	s, err := NewCustom(CustomConfig{Value: func() float64 { return 1 }})
 	require.NoError(t, err)
 	r := s.Admit(&admit.Attempt{})
 	require.NotNil(t, r)
 	assert.Equal(t, admit.Refusal{Reason: "shed-custom"}, *r)
 	assert.Same(t, r, s.Admit(&admit.Attempt{}), "built once")
 
-	s, err = NewCustomShed(CustomShedOptions{Value: func() float64 { return 1 }, ShedOptions: ShedOptions{Name: "overloaded", RetryAfter: 5 * time.Second}})
+	s, err = NewCustom(CustomConfig{Value: func() float64 { return 1 }, Config: Config{Name: "overloaded", RetryAfter: 5 * time.Second}})
 	require.NoError(t, err)
 	assert.Equal(t, admit.Refusal{Reason: "overloaded", RetryAfter: 5 * time.Second}, *s.Admit(&admit.Attempt{}))
 }
@@ -365,50 +360,50 @@ func TestShedRejectsBadOptions(t *testing.T) {
 		err  func() error
 		want []string
 	}{
-		{"percentile as loadshed's", func() error { _, err := NewLatencyShed(LatencyShedOptions{Percentile: 95}); return err },
-			[]string{"gate: NewLatencyShed: LatencyShedOptions.Percentile is 95", "such as 0.95", "(loadshed's 95 is 0.95)"}},
-		{"percentile of 1", func() error { _, err := NewLatencyShed(LatencyShedOptions{Percentile: 1}); return err },
+		{"percentile as loadshed's", func() error { _, err := NewLatency(LatencyConfig{Percentile: 95}); return err },
+			[]string{"shed: NewLatency: LatencyConfig.Percentile is 95", "such as 0.95", "(loadshed's 95 is 0.95)"}},
+		{"percentile of 1", func() error { _, err := NewLatency(LatencyConfig{Percentile: 1}); return err },
 			[]string{"Percentile is 1: use a fraction in (0, 1)"}},
 		{"negative latency", func() error {
-			_, err := NewLatencyShed(LatencyShedOptions{Lower: -time.Second, Upper: time.Second})
+			_, err := NewLatency(LatencyConfig{Lower: -time.Second, Upper: time.Second})
 			return err
-		}, []string{"LatencyShedOptions.Lower is -1s"}},
-		{"upper missing", func() error { _, err := NewLatencyShed(LatencyShedOptions{Lower: 300 * time.Millisecond}); return err },
-			[]string{"LatencyShedOptions.Upper is 0s, below Lower 300ms", "or both to zero for 200ms and 1s"}},
-		{"error rate in percent", func() error { _, err := NewErrorRateShed(ErrorRateShedOptions{Lower: 20, Upper: 100}); return err },
-			[]string{"ErrorRateShedOptions.Lower is 20: use a fraction in [0, 1], not a percentage (20% is 0.2)", "ErrorRateShedOptions.Upper is 100", "(100% is 1)"}},
-		{"error rate out of order", func() error { _, err := NewErrorRateShed(ErrorRateShedOptions{Lower: 0.5, Upper: 0.1}); return err },
-			[]string{"ErrorRateShedOptions.Upper is 0.1, below Lower 0.5"}},
-		{"error rate NaN", func() error { _, err := NewErrorRateShed(ErrorRateShedOptions{Lower: math.NaN()}); return err },
-			[]string{"ErrorRateShedOptions.Lower is NaN"}},
+		}, []string{"LatencyConfig.Lower is -1s"}},
+		{"upper missing", func() error { _, err := NewLatency(LatencyConfig{Lower: 300 * time.Millisecond}); return err },
+			[]string{"LatencyConfig.Upper is 0s, below Lower 300ms", "or both to zero for 200ms and 1s"}},
+		{"error rate in percent", func() error { _, err := NewErrorRate(ErrorRateConfig{Lower: 20, Upper: 100}); return err },
+			[]string{"ErrorRateConfig.Lower is 20: use a fraction in [0, 1], not a percentage (20% is 0.2)", "ErrorRateConfig.Upper is 100", "(100% is 1)"}},
+		{"error rate out of order", func() error { _, err := NewErrorRate(ErrorRateConfig{Lower: 0.5, Upper: 0.1}); return err },
+			[]string{"ErrorRateConfig.Upper is 0.1, below Lower 0.5"}},
+		{"error rate NaN", func() error { _, err := NewErrorRate(ErrorRateConfig{Lower: math.NaN()}); return err },
+			[]string{"ErrorRateConfig.Lower is NaN"}},
 		{"window", func() error {
-			_, err := NewErrorRateShed(ErrorRateShedOptions{Window: ShedWindow{Length: -1, MinSamples: -2}})
+			_, err := NewErrorRate(ErrorRateConfig{Window: Window{Length: -1, MinSamples: -2}})
 			return err
-		}, []string{"ErrorRateShedOptions.Window.Length is -1ns", "ErrorRateShedOptions.Window.MinSamples is -2: use 1 or more"}},
+		}, []string{"ErrorRateConfig.Window.Length is -1ns", "ErrorRateConfig.Window.MinSamples is -2: use 1 or more"}},
 		{"buckets", func() error {
-			_, err := NewLatencyShed(LatencyShedOptions{Window: ShedWindow{Buckets: MaxShedBuckets + 1}})
+			_, err := NewLatency(LatencyConfig{Window: Window{Buckets: MaxBuckets + 1}})
 			return err
 		},
 			[]string{"Window.Buckets is 3601: use 1 to 3600"}},
 		{"buckets below 1 ns", func() error {
-			_, err := NewLatencyShed(LatencyShedOptions{Window: ShedWindow{Length: 5, Buckets: 10}})
+			_, err := NewLatency(LatencyConfig{Window: Window{Length: 5, Buckets: 10}})
 			return err
 		}, []string{"Window.Length 5ns is shorter than its 10 buckets"}},
 		{"interval", func() error {
-			_, err := NewLatencyShed(LatencyShedOptions{ShedOptions: ShedOptions{Interval: -5}})
+			_, err := NewLatency(LatencyConfig{Config: Config{Interval: -5}})
 			return err
 		},
-			[]string{"LatencyShedOptions.Interval is -5ns: use a positive duration, zero for 100ms, or gate.Manual"}},
-		{"concurrency", func() error { _, err := NewConcurrencyShed(ConcurrencyShedOptions{Lower: 10, Upper: 5}); return err },
-			[]string{"gate: NewConcurrencyShed: ConcurrencyShedOptions.Upper is 5, below Lower 10"}},
-		{"concurrency negative", func() error { _, err := NewConcurrencyShed(ConcurrencyShedOptions{Lower: -1, Upper: 5}); return err },
-			[]string{"ConcurrencyShedOptions.Lower is -1"}},
-		{"custom without value", func() error { _, err := NewCustomShed(CustomShedOptions{}); return err },
-			[]string{"gate: NewCustomShed: CustomShedOptions.Value is nil"}},
+			[]string{"LatencyConfig.Interval is -5ns: use a positive duration, zero for 100ms, or shed.Manual"}},
+		{"concurrency", func() error { _, err := NewConcurrency(ConcurrencyConfig{Lower: 10, Upper: 5}); return err },
+			[]string{"shed: NewConcurrency: ConcurrencyConfig.Upper is 5, below Lower 10"}},
+		{"concurrency negative", func() error { _, err := NewConcurrency(ConcurrencyConfig{Lower: -1, Upper: 5}); return err },
+			[]string{"ConcurrencyConfig.Lower is -1"}},
+		{"custom without value", func() error { _, err := NewCustom(CustomConfig{}); return err },
+			[]string{"shed: NewCustom: CustomConfig.Value is nil"}},
 		{"custom band", func() error {
-			_, err := NewCustomShed(CustomShedOptions{Value: one, Lower: 1, Upper: math.Inf(1)})
+			_, err := NewCustom(CustomConfig{Value: one, Lower: 1, Upper: math.Inf(1)})
 			return err
-		}, []string{"CustomShedOptions.Lower and Upper are 1 and +Inf"}},
+		}, []string{"CustomConfig.Lower and Upper are 1 and +Inf"}},
 	} {
 		err := c.err()
 		require.Error(t, err, c.name)
@@ -448,28 +443,28 @@ func TestHistogram(t *testing.T) {
 
 // A clock before its origin, and periods that wrap the ring.
 func TestShedWindowNegativeClock(t *testing.T) {
-	w := newShedWindow(10, 3, false)
+	w := newWindow(10, 3, false)
 	w.add(-25, 1, true)
 	w.add(-21, 1, false)
 	w.add(-1, 1, false)
-	assert.Equal(t, shedTotals{n: 2, errs: 1, sum: 2}, w.totals(-21, nil), "period -3")
-	assert.Equal(t, shedTotals{n: 3, errs: 1, sum: 3}, w.totals(-1, nil), "periods -3 to -1")
-	assert.Equal(t, shedTotals{n: 1, sum: 1}, w.totals(0, nil), "periods -2 to 0")
-	assert.Equal(t, shedTotals{}, w.totals(20, nil))
+	assert.Equal(t, totals{n: 2, errs: 1, sum: 2}, w.totals(-21, nil), "period -3")
+	assert.Equal(t, totals{n: 3, errs: 1, sum: 3}, w.totals(-1, nil), "periods -3 to -1")
+	assert.Equal(t, totals{n: 1, sum: 1}, w.totals(0, nil), "periods -2 to 0")
+	assert.Equal(t, totals{}, w.totals(20, nil))
 }
 
 // Decisions and outcomes from many goroutines at once, on the real clock
 // (for the race detector); the counts still add up.
 func TestShedConcurrentUse(t *testing.T) {
-	lat, err := NewLatencyShed(LatencyShedOptions{Percentile: 0.99, Window: ShedWindow{Length: 50 * time.Millisecond, Buckets: 5, MinSamples: 1},
-		ShedOptions: ShedOptions{Interval: time.Millisecond}})
+	lat, err := NewLatency(LatencyConfig{Percentile: 0.99, Window: Window{Length: 50 * time.Millisecond, Buckets: 5, MinSamples: 1},
+		Config: Config{Interval: time.Millisecond}})
 	require.NoError(t, err)
-	errs, err := NewErrorRateShed(ErrorRateShedOptions{ShedOptions: ShedOptions{Interval: time.Millisecond}})
+	errs, err := NewErrorRate(ErrorRateConfig{Config: Config{Interval: time.Millisecond}})
 	require.NoError(t, err)
-	conc, err := NewConcurrencyShed(ConcurrencyShedOptions{Lower: 4, Upper: 16})
+	conc, err := NewConcurrency(ConcurrencyConfig{Lower: 4, Upper: 16})
 	require.NoError(t, err)
 	var v atomic.Int64
-	custom, err := NewCustomShed(CustomShedOptions{Value: func() float64 { return float64(v.Add(1)%3) / 4 }, ShedOptions: ShedOptions{Interval: time.Microsecond}})
+	custom, err := NewCustom(CustomConfig{Value: func() float64 { return float64(v.Add(1)%3) / 4 }, Config: Config{Interval: time.Microsecond}})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -477,7 +472,7 @@ func TestShedConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				for _, s := range []*Shed{lat, errs, conc, custom} {
+				for _, s := range []*Shedder{lat, errs, conc, custom} {
 					if s.Admit(&admit.Attempt{}) == nil {
 						s.Done(&admit.Attempt{}, admit.Outcome{Latency: time.Duration(i%500) * time.Millisecond, Status: 200 + 300*((g+i)%2)})
 					}
@@ -487,7 +482,7 @@ func TestShedConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Zero(t, conc.Stats().InFlight)
-	for _, s := range []*Shed{lat, errs, custom} {
+	for _, s := range []*Shedder{lat, errs, custom} {
 		st := s.Refresh()
 		assert.GreaterOrEqual(t, st.Reject, 0.0)
 		assert.LessOrEqual(t, st.Reject, 1.0)
@@ -496,12 +491,12 @@ func TestShedConcurrentUse(t *testing.T) {
 
 func TestShedAllocatesNothing(t *testing.T) {
 	var clock fakeNow
-	lat, _ := NewLatencyShed(LatencyShedOptions{Percentile: 0.9, ShedOptions: ShedOptions{Clock: clock.now, Interval: time.Nanosecond}})
-	errs, _ := NewErrorRateShed(ErrorRateShedOptions{ShedOptions: ShedOptions{Clock: clock.now}})
-	conc, _ := NewConcurrencyShed(ConcurrencyShedOptions{})
-	custom, _ := NewCustomShed(CustomShedOptions{Value: func() float64 { return 0.5 }, ShedOptions: ShedOptions{Clock: clock.now}})
+	lat, _ := NewLatency(LatencyConfig{Percentile: 0.9, Config: Config{Clock: clock.now, Interval: time.Nanosecond}})
+	errs, _ := NewErrorRate(ErrorRateConfig{Config: Config{Clock: clock.now}})
+	conc, _ := NewConcurrency(ConcurrencyConfig{})
+	custom, _ := NewCustom(CustomConfig{Value: func() float64 { return 0.5 }, Config: Config{Clock: clock.now}})
 	a := &admit.Attempt{}
-	for _, s := range []*Shed{lat, errs, conc, custom} {
+	for _, s := range []*Shedder{lat, errs, conc, custom} {
 		allocs := testing.AllocsPerRun(1000, func() {
 			clock.advance(time.Millisecond)
 			if s.Admit(a) == nil {
@@ -510,46 +505,4 @@ func TestShedAllocatesNothing(t *testing.T) {
 		})
 		assert.Zero(t, allocs, s.Name())
 	}
-}
-
-// Why the busy gate reacts faster than loadshed's CPU option, on scripted
-// readings: a server at 35% of its CPU steps to 100% (every worker busy),
-// then, ten seconds later, down to 10%. The busy count closes the gate at
-// the next decision and opens it at the next one after the step down. The
-// CPU gate with loadshed's settings (a reading a second, averaged over 10)
-// sheds nothing for 3 s, not everything until 7 s, and goes on shedding,
-// everything for 2 s more, for 4 s after the load has fallen.
-func TestCPULagsAStep(t *testing.T) {
-	ex := newFakeExecutor(4, 1)
-	busy := NewBusy(BusyOptions{}) // limit 2 of 4 workers
-	attach(t, busy, ex)
-	stat := newFakeStat(t)
-	cpu := NewCPU(CPUOptions{Root: stat.root(), Interval: Manual}) // 0.6 to 0.8, 10 readings
-	for range 10 {
-		stat.advance(0.35)
-		require.Zero(t, cpu.Refresh().Reject)
-	}
-	assert.True(t, acquire(busy))
-	release(busy, 0)
-
-	ex.set(4) // the step up: every worker busy
-	assert.False(t, acquire(busy), "the busy gate: at the next decision")
-	var rejects []float64
-	for range 10 { // ten seconds of overload, a reading a second
-		stat.advance(1)
-		rejects = append(rejects, math.Round(cpu.Refresh().Reject*100)/100)
-	}
-	assert.Equal(t, []float64{0, 0, 0, 0.05, 0.38, 0.7, 1, 1, 1, 1}, rejects,
-		"the CPU gate: the 10 s average crosses 0.6 in the 4th second and 0.8 in the 7th")
-
-	ex.set(1) // the step down
-	assert.True(t, acquire(busy), "the busy gate: open at the next decision")
-	release(busy, 0)
-	rejects = rejects[:0]
-	for range 6 {
-		stat.advance(0.1)
-		rejects = append(rejects, math.Round(cpu.Refresh().Reject*100)/100)
-	}
-	assert.Equal(t, []float64{1, 1, 0.65, 0.2, 0, 0}, rejects,
-		"the CPU gate refuses all for 2 s more, and some for 4 s")
 }
