@@ -46,7 +46,7 @@ func Example_ioBound() {
 	defer stop()
 	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
 		Admission: admit.Config{
-			Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{Fraction: 0.5})},
+			Gates: []admit.Policy{gate.NewBusy(gate.BusyConfig{Fraction: 0.5})},
 			Queue: &admit.QueueOptions{}, // up to MaxAge (100 ms) from arrival, then 503
 		},
 	})

@@ -229,7 +229,7 @@ func TestLowMemoryChild(t *testing.T) {
 	}
 	var cfg Config
 	if mode == "gate" {
-		mem := gate.NewMemory(gate.MemoryOptions{MinFreeFraction: 0.35, Interval: 5 * time.Millisecond})
+		mem := gate.NewMemory(gate.MemoryConfig{MinFreeFraction: 0.35, Interval: 5 * time.Millisecond})
 		defer mem.Close()
 		cfg.Admission.Gates = []admit.Policy{mem}
 	}

@@ -148,7 +148,7 @@ func TestNetHTTPConfig(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	busy := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}}}
+	busy := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyConfig{})}}}
 	_, err = serveNetHTTP(l, http.NotFoundHandler(), busy)
 	assert.ErrorContains(t, err, "sluice: on net/http")
 	_, err = serveNetHTTP(l, nil, Config{})

@@ -126,7 +126,7 @@ func Example_rateLimit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	gates := []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
+	gates := []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
 	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: gates, Queue: &admit.QueueOptions{}}
 
 	log.Fatal(sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{Admission: cfg}))
@@ -229,7 +229,7 @@ func Example_lanes() {
 			"GET /export/": "background", // http.ServeMux patterns
 		}},
 		Admission: admit.Config{Gates: []admit.Policy{
-			gate.NewBusy(gate.BusyOptions{}),
+			gate.NewBusy(gate.BusyConfig{}),
 			// a batch flood cannot take more than 4 requests at a time
 			gate.ForLanes(gate.NewConcurrency(4), "background"),
 		}},

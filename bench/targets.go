@@ -88,7 +88,7 @@ func SluiceConfig() sluice.Config {
 func SluiceHalfConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{
 		MaxAge: 100 * time.Millisecond,
-		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
+		Gates:  []admit.Policy{gate.NewBusy(gate.BusyConfig{})},
 		Queue:  &admit.QueueOptions{Order: queue.CoDel},
 	}}
 }
@@ -190,7 +190,7 @@ const GoSchedFraction = 2.0
 // executor's busy count that plain net/http can have.
 func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
 	adm, err := httpgate.New(admit.Config{
-		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction})},
+		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedConfig{Fraction: GoSchedFraction})},
 		Queue: &admit.QueueOptions{},
 	})
 	if err != nil {
@@ -226,7 +226,7 @@ const (
 func SluiceBusyConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{
 		MaxAge: -1,
-		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
+		Gates:  []admit.Policy{gate.NewBusy(gate.BusyConfig{})},
 	}}
 }
 
@@ -239,7 +239,7 @@ func SluiceBusyConfig() sluice.Config {
 // generator's work counts, and so does any other program's (run the
 // scenario on a machine otherwise idle).
 func SluiceCPUConfig() (sluice.Config, *gate.CPU) {
-	cpu := gate.NewCPU(gate.CPUOptions{}) // loadshed's example: 0.6, 0.8, 1 s, 10
+	cpu := gate.NewCPU(gate.CPUConfig{}) // loadshed's example: 0.6, 0.8, 1 s, 10
 	return sluice.Config{Admission: admit.Config{
 		MaxAge:   -1,
 		Policies: []admit.Policy{cpu},

@@ -258,7 +258,7 @@ func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 	cfg.Admission.Policies = append(slices.Clip(cfg.Admission.Policies), tr)
 	switch tc.Protection {
 	case TenantsBusy:
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
+		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
 		cfg.Admission.Queue = &admit.QueueOptions{}
 	case TenantsConcurrency:
 		cfg.Admission.Gates = []admit.Policy{gate.NewConcurrency(runtime.GOMAXPROCS(0))}

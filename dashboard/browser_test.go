@@ -106,7 +106,7 @@ func TestBrowser(t *testing.T) {
 	// An I/O-bound weather service (1 ms of CPU, 10 ms of database) on two
 	// workers, behind the busy gate and the timed queue, with three
 	// tenants, the heaviest of which the controller drops.
-	busy := gate.NewBusy(gate.BusyOptions{})
+	busy := gate.NewBusy(gate.BusyConfig{})
 	tracker, err := tenant.New(tenant.Options{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{

@@ -42,7 +42,7 @@ func BusyKnob(g *gate.Busy, workers int) Knob {
 		Name: "busy gate limit", Unit: "workers", Min: 1, Max: w, Step: 1,
 		Get: func() float64 { return float64(g.Limit()) },
 		Set: func(v float64) error {
-			g.SetOptions(gate.BusyOptions{Fraction: v / w})
+			g.SetOptions(gate.BusyConfig{Fraction: v / w})
 			return nil
 		},
 	}

@@ -271,7 +271,7 @@ func TestControls(t *testing.T) {
 	tracker, err := tenant.New(tenant.Options{})
 	require.NoError(t, err)
 	conc := gate.NewConcurrency(64)
-	busy := gate.NewBusy(gate.BusyOptions{})
+	busy := gate.NewBusy(gate.BusyConfig{})
 	srv := testServer(t, sluice.Config{Admission: admit.Config{
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy, conc},

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 )
 
-// Defaults for the zero values of AdaptiveOptions.
+// Defaults for the zero values of AdaptiveConfig.
 const (
 	DefaultAdaptiveInitialLimit = 20
 	DefaultAdaptiveMinLimit     = 4
@@ -20,16 +20,16 @@ const (
 	DefaultAdaptiveSmoothing    = 0.2
 )
 
-// MaxAdaptiveWindow is the largest AdaptiveOptions.Window.
+// MaxAdaptiveWindow is the largest AdaptiveConfig.Window.
 const MaxAdaptiveWindow = 4096
 
 // MaxAdaptiveSample is the longest latency an Adaptive gate learns as it is;
 // longer ones count as this long.
 const MaxAdaptiveSample = time.Duration(1 << 35) // about 34 s
 
-// AdaptiveOptions configures an Adaptive gate. Zero fields take the
+// AdaptiveConfig configures an Adaptive gate. Zero fields take the
 // defaults above.
-type AdaptiveOptions struct {
+type AdaptiveConfig struct {
 	// InitialLimit is the limit before the first update (default 20),
 	// clamped to [MinLimit, MaxLimit].
 	InitialLimit int
@@ -83,7 +83,7 @@ type Adaptive struct {
 	refusal *admit.Refusal
 	win     atomic.Uint64 // count<<winShift | sum of latencies in ns
 	peak    atomic.Int64  // highest in-flight count seen at a Done in this window
-	opts    AdaptiveOptions
+	opts    AdaptiveConfig
 
 	mu      sync.Mutex
 	est     float64 // the limit, unrounded
@@ -102,7 +102,7 @@ const (
 // NewAdaptive returns an adaptive concurrency gate. It panics on options out
 // of range (negative values, MinLimit above MaxLimit, Window above
 // MaxAdaptiveWindow, Smoothing outside [0, 1]).
-func NewAdaptive(opts AdaptiveOptions) *Adaptive {
+func NewAdaptive(opts AdaptiveConfig) *Adaptive {
 	o := opts
 	if o.InitialLimit < 0 || o.MinLimit < 0 || o.MaxLimit < 0 || o.Window < 0 ||
 		o.LongWindow < 0 || o.QueueSize < 0 || o.Window > MaxAdaptiveWindow ||

@@ -11,13 +11,13 @@ import (
 )
 
 // DefaultBusyFraction is the fraction of workers that may be busy when
-// BusyOptions.Fraction is zero: the default for I/O-bound handlers, whose
+// BusyConfig.Fraction is zero: the default for I/O-bound handlers, whose
 // started requests need free workers for their continuations (see
 // docs/background.md, "io_isolated").
 const DefaultBusyFraction = 0.5
 
-// BusyOptions configures a Busy gate.
-type BusyOptions struct {
+// BusyConfig configures a Busy gate.
+type BusyConfig struct {
 	// Fraction is the fraction of the workers that may be busy, the
 	// deciding one included, for a new request to be admitted: the limit
 	// is max(1, floor(Fraction × workers)). Zero means
@@ -78,14 +78,14 @@ type busyExecutor struct {
 
 // NewBusy returns a busy-worker gate. It panics if opts.Fraction is
 // negative or NaN.
-func NewBusy(opts BusyOptions) *Busy {
+func NewBusy(opts BusyConfig) *Busy {
 	g := &Busy{refusal: &admit.Refusal{Reason: "busy"}}
 	g.SetOptions(opts)
 	return g
 }
 
 // SetOptions changes the fraction live. It panics as NewBusy does.
-func (g *Busy) SetOptions(opts BusyOptions) {
+func (g *Busy) SetOptions(opts BusyConfig) {
 	f := opts.Fraction
 	if f < 0 || math.IsNaN(f) {
 		panic(fmt.Sprintf("gate: busy fraction %v out of range: use a fraction in (0, 1]", f))

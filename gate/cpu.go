@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 )
 
-// Defaults for the zero values of CPUOptions: loadshed's example (a 10 s
+// Defaults for the zero values of CPUConfig: loadshed's example (a 10 s
 // rolling window polled every second, rejection from 60% to 80%).
 const (
 	DefaultCPULower    = 0.6
@@ -24,8 +24,8 @@ const (
 	DefaultCPUWindow   = 10
 )
 
-// CPUOptions configures a CPU gate.
-type CPUOptions struct {
+// CPUConfig configures a CPU gate.
+type CPUConfig struct {
 	// Lower and Upper are utilisation thresholds in [0, 1], Lower <= Upper:
 	// at or below Lower every request is admitted, else at or above Upper
 	// none, and in between a request is refused with probability
@@ -79,7 +79,7 @@ type CPU struct {
 	rnd     func() uint64
 	wake    wakers
 	refusal *admit.Refusal
-	opts    CPUOptions
+	opts    CPUConfig
 
 	mu    sync.Mutex
 	buf   []byte
@@ -97,7 +97,7 @@ type cpuTimes struct {
 // NewCPU returns a CPU gate, with a first reading taken, and starts its
 // refresher unless opts.Interval is Manual; Close stops it. It panics on
 // thresholds outside 0 <= Lower <= Upper <= 1 or a negative Window.
-func NewCPU(opts CPUOptions) *CPU {
+func NewCPU(opts CPUConfig) *CPU {
 	if opts.Lower == 0 && opts.Upper == 0 {
 		opts.Lower, opts.Upper = DefaultCPULower, DefaultCPUUpper
 	}

@@ -19,7 +19,7 @@ import (
 // workers, half busy means a request is admitted while the other worker is
 // idle.
 func ExampleNewBusy() {
-	busy := gate.NewBusy(gate.BusyOptions{Fraction: 0.5})
+	busy := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
 	srv, err := sluice.Listen("127.0.0.1:0", http.NotFoundHandler(), sluice.Config{
 		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueOptions{}},
 		Runtime:   srt.Config{Workers: 2, Pinning: srt.PinOff},

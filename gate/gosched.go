@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 )
 
-// Defaults for the zero values of GoSchedOptions.
+// Defaults for the zero values of GoSchedConfig.
 const (
 	// DefaultGoSchedFraction is the fraction of GOMAXPROCS that running
 	// and runnable goroutines may fill, the reader included, for a new
@@ -29,8 +29,8 @@ const (
 	metricRunnable = "/sched/goroutines/runnable:goroutines"
 )
 
-// GoSchedOptions configures a GoSched gate.
-type GoSchedOptions struct {
+// GoSchedConfig configures a GoSched gate.
+type GoSchedConfig struct {
 	// Fraction is the fraction of GOMAXPROCS that running plus runnable
 	// goroutines may reach, the reader included, for a new request to be
 	// admitted: the limit is max(1, floor(Fraction × GOMAXPROCS)). Zero
@@ -155,7 +155,7 @@ type GoSched struct {
 
 // NewGoSched returns a GoSched gate, with a first reading taken. It panics
 // if opts.Fraction is negative, infinite or NaN, or opts.Procs negative.
-func NewGoSched(opts GoSchedOptions) *GoSched {
+func NewGoSched(opts GoSchedConfig) *GoSched {
 	checkGoSchedFraction(opts.Fraction)
 	if opts.Procs < 0 {
 		panic(fmt.Sprintf("gate: negative GoSched procs %d", opts.Procs))

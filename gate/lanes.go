@@ -18,7 +18,7 @@ type Lanes struct {
 // example a Background lane admitted only while a quarter of the workers
 // are busy:
 //
-//	gate.ForLanes(gate.NewBusy(gate.BusyOptions{Fraction: 0.25}), "background")
+//	gate.ForLanes(gate.NewBusy(gate.BusyConfig{Fraction: 0.25}), "background")
 //
 // or a concurrency limit for a batch route. Its refusals make the lane's
 // requests wait in the queue, like any gate's (give the lane a class below

@@ -36,7 +36,7 @@ func TestForLanesAsksItsLanesOnly(t *testing.T) {
 func TestForLanesAttachesItsInnerGate(t *testing.T) {
 	// A busy gate needs the executor: attached through the wrapper, it
 	// fails outside one as it would alone.
-	_, err := admit.New(admit.Config{Gates: []admit.Policy{ForLanes(NewBusy(BusyOptions{}), "background")}}, admit.Host{})
+	_, err := admit.New(admit.Config{Gates: []admit.Policy{ForLanes(NewBusy(BusyConfig{}), "background")}}, admit.Host{})
 	assert.Error(t, err)
 }
 

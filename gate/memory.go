@@ -13,14 +13,14 @@ import (
 	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
-// Defaults for the zero values of MemoryOptions.
+// Defaults for the zero values of MemoryConfig.
 const (
 	DefaultMemoryInterval        = 100 * time.Millisecond
 	DefaultMemoryMinFreeFraction = 0.10
 )
 
-// MemoryOptions configures a Memory gate.
-type MemoryOptions struct {
+// MemoryConfig configures a Memory gate.
+type MemoryConfig struct {
 	// MinFree is the free memory, in bytes, below which the gate refuses.
 	// Zero means MinFreeFraction of each limit instead.
 	MinFree int64
@@ -98,7 +98,7 @@ type Memory struct {
 	wake    wakers
 	refusal *admit.Refusal
 
-	opts   MemoryOptions
+	opts   MemoryConfig
 	kind   string   // "cgroup2", "cgroup1" or ""
 	levels []string // cgroup directories, leaf first
 
@@ -112,7 +112,7 @@ type Memory struct {
 // starts its refresher unless opts.Interval is Manual; Close stops it. If no
 // source can be read the gate stays open and Stats reports the error. It
 // panics on a negative MinFree or a MinFreeFraction outside [0, 1].
-func NewMemory(opts MemoryOptions) *Memory {
+func NewMemory(opts MemoryConfig) *Memory {
 	if opts.MinFree < 0 || opts.MinFreeFraction < 0 || opts.MinFreeFraction > 1 || math.IsNaN(opts.MinFreeFraction) {
 		panic(fmt.Sprintf("gate: memory options out of range: %+v", opts))
 	}

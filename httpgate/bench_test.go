@@ -15,7 +15,7 @@ func benchCases(b *testing.B) []struct {
 	name string
 	wrap func(http.Handler) http.Handler
 } {
-	open := func() *gate.GoSched { return gate.NewGoSched(gate.GoSchedOptions{Fraction: 1e6}) }
+	open := func() *gate.GoSched { return gate.NewGoSched(gate.GoSchedConfig{Fraction: 1e6}) }
 	mw := func(cfg admit.Config) func(http.Handler) http.Handler {
 		a, err := New(cfg)
 		if err != nil {
@@ -33,7 +33,7 @@ func benchCases(b *testing.B) []struct {
 		{"no-gate", mw(admit.Config{})},
 		{"concurrency", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30))})},
 		{"concurrency+queue", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30)), Queue: &admit.QueueOptions{}})},
-		{"adaptive", mw(admit.Config{Gates: gs(gate.NewAdaptive(gate.AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
+		{"adaptive", mw(admit.Config{Gates: gs(gate.NewAdaptive(gate.AdaptiveConfig{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
 		{"gosched", mw(admit.Config{Gates: gs(open())})},
 		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gate.NewConcurrency(1<<30)), Queue: &admit.QueueOptions{}})},
 		{"reject", mw(admit.Config{Gates: gs(gate.NewConcurrency(0))})},

@@ -5,7 +5,7 @@
 // where the server parks the connection).
 //
 //	a, err := httpgate.New(admit.Config{
-//		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{}), gate.NewConcurrency(256)},
+//		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedConfig{}), gate.NewConcurrency(256)},
 //		Queue: &admit.QueueOptions{Order: queue.CoDel},
 //	})
 //	if err != nil { ... }

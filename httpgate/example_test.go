@@ -57,8 +57,8 @@ func Example() {
 // The counters; here the busy-CPU gate on the Go scheduler, then a memory
 // gate, without a queue.
 func ExampleAdmission_Stats() {
-	sched := gate.NewGoSched(gate.GoSchedOptions{}) // admit while ≤ 50% of GOMAXPROCS run
-	mem := gate.NewMemory(gate.MemoryOptions{})     // refuse under 10% free memory
+	sched := gate.NewGoSched(gate.GoSchedConfig{}) // admit while ≤ 50% of GOMAXPROCS run
+	mem := gate.NewMemory(gate.MemoryConfig{})     // refuse under 10% free memory
 	defer mem.Close()
 	a, err := httpgate.New(admit.Config{
 		Gates: []admit.Policy{sched, mem},

@@ -50,7 +50,7 @@ func TestNoGateServesEverything(t *testing.T) {
 // What cannot work is refused by New: the busy-worker gate outside the
 // executor, a queue with no gate.
 func TestNewRefusesWhatCannotWork(t *testing.T) {
-	_, err := New(admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}})
+	_, err := New(admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyConfig{})}})
 	assert.ErrorContains(t, err, "httpgate: admit: Config.Gates[0] (*gate.Busy): gate: the busy-worker gate reads the sluice executor")
 	_, err = New(admit.Config{Queue: &admit.QueueOptions{}})
 	assert.ErrorContains(t, err, "a queue needs a gate")
@@ -370,7 +370,7 @@ func TestGatesReason(t *testing.T) {
 	s := &scripted{}
 	s.set(3, 0)
 	limit := gate.NewConcurrency(10)
-	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual})
+	sched := gate.NewGoSched(gate.GoSchedConfig{Procs: 2, Reader: s.read, MaxAge: gate.Manual})
 	hs := newHarness(t, gates(limit, sched), newBlocker())
 	r := hs.get("/")
 	require.NoError(t, r.err)
@@ -387,7 +387,7 @@ func TestGatesReason(t *testing.T) {
 func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 	s := &scripted{}
 	s.set(1, 0)
-	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual}) // limit 1
+	sched := gate.NewGoSched(gate.GoSchedConfig{Procs: 2, Reader: s.read, MaxAge: gate.Manual}) // limit 1
 	b := newBlocker()
 	hs := newHarness(t, gates(sched), b)
 	assert.Equal(t, http.StatusOK, hs.get("/?id=open").status)

@@ -22,7 +22,7 @@
 //	if err != nil { ... }
 //	cfg := admit.Config{
 //		Policies: []admit.Policy{quota},
-//		Gates:    []admit.Policy{gate.NewBusy(gate.BusyOptions{Fraction: 0.5})},
+//		Gates:    []admit.Policy{gate.NewBusy(gate.BusyConfig{Fraction: 0.5})},
 //		Queue:    &admit.QueueOptions{},
 //	}
 //	// sluice.Config{Admission: cfg}, or httpgate.New(cfg) for net/http

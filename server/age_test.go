@@ -64,7 +64,7 @@ func TestListenRefusesAdmissionThatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, "a queue needs a gate")
 
 	other := schedtest.Runtime(t, 2)
-	busy := gate.NewBusy(gate.BusyOptions{})
+	busy := gate.NewBusy(gate.BusyConfig{})
 	srv, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Gates: []admit.Policy{busy}}})
 	require.NoError(t, err)
 	defer srv.Close(context.Background())

@@ -39,7 +39,7 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 		deadline  = 30 * time.Second // a failure guard, not a measurement
 	)
 	rt := schedtest.Runtime(t, 2)
-	g := gate.NewBusy(gate.BusyOptions{})
+	g := gate.NewBusy(gate.BusyConfig{})
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
 		for start := time.Now(); time.Since(start) < work; {
 		}

@@ -188,7 +188,7 @@ func wait(ctx context.Context, release <-chan struct{}) {
 func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
 	rt := schedtest.Runtime(t, 2)
 	s := rt.Scheduler
-	busy := gate.NewBusy(gate.BusyOptions{}) // 2 workers: admit while the other is idle
+	busy := gate.NewBusy(gate.BusyConfig{}) // 2 workers: admit while the other is idle
 	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "served")
 	}))

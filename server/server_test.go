@@ -104,7 +104,7 @@ func TestServeOnAnInheritedListener(t *testing.T) {
 // collected.
 func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 	rt := schedtest.Runtime(t, 2)
-	busy := gate.NewBusy(gate.BusyOptions{Fraction: 1})
+	busy := gate.NewBusy(gate.BusyConfig{Fraction: 1})
 	conc := gate.NewConcurrency(64)
 	hooks := rt.IdleHooks()
 	pipeline := func() weak.Pointer[admit.Pipeline] {

@@ -165,7 +165,7 @@ func (sh *Shed) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	s := t.Sample()
 	s.Capacity, s.CapacityCPU, s.Multiple = capacity, capCPU, sh.High
 	s.Step = &bench.StepInfo{Low: sh.Low, High: sh.High, Up: sh.Before, Down: sh.Before + sh.During, End: sh.window()}
-	host := gate.NewCPU(gate.CPUOptions{Interval: gate.Manual, Window: 1}) // its first reading: now
+	host := gate.NewCPU(gate.CPUConfig{Interval: gate.Manual, Window: 1}) // its first reading: now
 	defer host.Close()
 	m := bench.MeterCPU(proc)
 	res, err := bench.Run(ctx, rc)

@@ -45,7 +45,7 @@ func runSlowdownNetHTTP(b *testing.B, rate int, d time.Duration, fraction float6
 	defer stopDown()
 	downTr := &http.Transport{MaxIdleConnsPerHost: 1024}
 	defer downTr.CloseIdleConnections()
-	adm, err := httpgate.New(admit.Config{Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: fraction})}})
+	adm, err := httpgate.New(admit.Config{Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedConfig{Fraction: fraction})}})
 	if err != nil {
 		b.Fatal(err)
 	}

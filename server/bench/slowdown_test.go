@@ -109,7 +109,7 @@ func BenchmarkIOSlowdown(b *testing.B) {
 		name string
 		make func() admit.Policy
 	}{
-		{"busy", func() admit.Policy { return gate.NewBusy(gate.BusyOptions{}) }},
+		{"busy", func() admit.Policy { return gate.NewBusy(gate.BusyConfig{}) }},
 		{"concurrency", func() admit.Policy { return gate.NewConcurrency(limit) }},
 	}
 	latencies := []struct {

@@ -61,7 +61,7 @@ func main() {
 func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, hold time.Duration) error {
 	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}, HoldRefused: hold}
 	if busy {
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
+		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
 		cfg.Admission.Queue = &admit.QueueOptions{Order: queue.CoDel}
 	}
 	srv, err := sluice.Listen(addr, h, cfg)
