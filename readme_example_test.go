@@ -151,19 +151,19 @@ func Example_tenants() {
 	defer stop()
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	tr, err := tenant.New(tenant.Options{Key: admit.HeaderKey("X-Api-Key")})
+	tr, err := tenant.New(tenant.Config{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{Weights: map[string]float64{"gold": 3}})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{Weights: map[string]float64{"gold": 3}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := tenant.NewRedisStore(rdb, tenant.RedisOptions{Fleet: "api"}) // or tenant.NewMemoryStore(nil)
+	store, err := tenant.NewRedisStore(rdb, tenant.RedisConfig{Fleet: "api"}) // or tenant.NewMemoryStore(nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tr, Controller: ctrl})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tr, Controller: ctrl})
 	if err != nil {
 		log.Fatal(err)
 	}

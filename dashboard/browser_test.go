@@ -107,7 +107,7 @@ func TestBrowser(t *testing.T) {
 	// workers, behind the busy gate and the timed queue, with three
 	// tenants, the heaviest of which the controller drops.
 	busy := gate.NewBusy(gate.BusyConfig{})
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{
 		MaxAge:   50 * time.Millisecond,
@@ -115,9 +115,9 @@ func TestBrowser(t *testing.T) {
 		Gates:    []admit.Policy{busy},
 		Queue:    &admit.QueueOptions{Order: queue.CoDel},
 	}}, weather.Handler(weather.Options{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
 	require.NoError(t, err)
 
 	d, err := New(Options{

@@ -83,14 +83,14 @@ func fetch(t *testing.T, d http.Handler, after uint64) Data {
 // traffic's rates, the workers, the lanes, the wait percentiles, the age
 // limit, the rejections by reason and the tenants.
 func TestDataEndpoint(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{Policies: []admit.Policy{tracker}}}, nil)
 	d, err := New(Options{Server: srv, Tenants: tracker, Title: "test", Interval: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer d.Close()
 	store := tenant.NewMemoryStore(nil)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tracker})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tracker})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.SetTable(ctx, tenant.Table{Version: 7, Drops: map[string]float64{"globex": 0.5}}))
@@ -268,7 +268,7 @@ func post(d http.Handler, body string, mod func(*http.Request)) *httptest.Respon
 // Controls are off by default; on, each change is applied and logged,
 // and what is out of range, not JSON, or from another origin is refused.
 func TestControls(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	conc := gate.NewConcurrency(64)
 	busy := gate.NewBusy(gate.BusyConfig{})
@@ -388,7 +388,7 @@ func newRequest(method, target string, body io.Reader) *http.Request {
 // cross-origin check alone passed it. The dashboard answers only its own
 // names: IP addresses, localhost and Options.Hosts.
 func TestOnlyItsOwnHostNames(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{Policies: []admit.Policy{tracker}}}, nil)
 	d, err := New(Options{Server: srv, Tenants: tracker, Controls: true, Hosts: []string{"admin.internal"}})

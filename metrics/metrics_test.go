@@ -167,7 +167,7 @@ func TestAddRefusesDuplicatesAndZeroSources(t *testing.T) {
 // output passes promtool's lint, and the server's and executor's metrics
 // say what the traffic did.
 func TestServerMetricsPassPromtool(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	limiter, err := ratelimit.New(ratelimit.Config{Window: time.Second, Quota: 1000})
 	require.NoError(t, err)
@@ -185,9 +185,9 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	}()
 	base := "http://" + srv.Addr().String()
 	store := tenant.NewMemoryStore(nil)
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tracker, Controller: ctrl})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tracker, Controller: ctrl})
 	require.NoError(t, err)
 	tr, err := client.New(client.Config{Balancer: client.BalancerConfig{Backends: []string{base}}})
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 // of `X-Tenant: \xff\xfe` used to fail every scrape (label value is not
 // valid UTF-8) until the name left the tracker.
 func TestBadTenantNameDoesNotFailTheScrape(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	a := &admit.Attempt{Method: "GET", Path: "/", Header: http.Header{"X-Tenant": {"\xff\xfe"}}}
 	for range 2 {

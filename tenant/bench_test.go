@@ -37,7 +37,7 @@ func BenchmarkTenantCost(b *testing.B) {
 			// No age limit: the benchmark's requests have no kernel stamp.
 			cfg := admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1 << 20)}, MaxAge: -1}
 			if c.track {
-				tr, err := New(Options{})
+				tr, err := New(Config{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -118,7 +118,7 @@ func Serve(target string, https bool) (*Server, error) {
 // a tenant tracker (names from X-Tenant) and its metrics at /metrics,
 // where an invalid series fails the scrape as Prometheus would see it.
 func serveSluice(cfg *tls.Config) (*Server, error) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func newSim(sc Scenario) (*sim, error) {
 			}
 		}
 	}
-	copts := tenant.ControllerOptions{
+	copts := tenant.ControllerConfig{
 		Weights:     weights,
 		Overloaded:  sc.Controller.Overloaded,
 		Hold:        sc.Controller.Hold,
@@ -155,7 +155,7 @@ func newSim(sc Scenario) (*sim, error) {
 		return a.Request.(*request).ten.name, true
 	})
 	for i := range sc.Servers {
-		tr, err := tenant.New(tenant.Options{Key: key, Off: off, HashSeed: (uint64(sc.Seed)<<8 | uint64(i)) + 1})
+		tr, err := tenant.New(tenant.Config{Key: key, Off: off, HashSeed: (uint64(sc.Seed)<<8 | uint64(i)) + 1})
 		if err != nil {
 			s.close()
 			return nil, err
@@ -180,7 +180,7 @@ func newSim(sc Scenario) (*sim, error) {
 		}
 		a := newAgentRun(s, srv)
 		a.ctrl = ctrl
-		a.agent, err = tenant.NewAgent(tenant.AgentOptions{
+		a.agent, err = tenant.NewAgent(tenant.AgentConfig{
 			Store:      &storeClient{st: s.store, a: a},
 			Tracker:    tr,
 			Controller: ctrl,
