@@ -122,7 +122,7 @@ func Example_rateLimit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
+	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyConfig{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 //
 // The zero Key is unset: it gives no request a key (Of reports false).
 // The options that take a Key say what their zero value means (a
-// ratelimit.PolicyOptions without one keys by ClientIP); IsZero tells it
+// ratelimit.PolicyConfig without one keys by ClientIP); IsZero tells it
 // apart.
 //
 // A Key is a value: copy it freely. It is safe for concurrent use.

@@ -198,7 +198,7 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	// nothing to send to its (absent) Redis.
 	shared, err := ratelimit.New(ratelimit.Config{Window: time.Second, Quota: 1000})
 	require.NoError(t, err)
-	rsync, err := ratelimit.NewRedisSync(shared, rdb, ratelimit.RedisOptions{Manual: true})
+	rsync, err := ratelimit.NewRedisSync(shared, rdb, ratelimit.RedisConfig{Manual: true})
 	require.NoError(t, err)
 	defer rsync.Close()
 
