@@ -199,7 +199,7 @@ func Example_metrics() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	col, err := metrics.New(metrics.Options{}, metrics.Server("api", srv)) // a prometheus.Collector
+	col, err := metrics.New(metrics.Config{}, metrics.Server("api", srv)) // a prometheus.Collector
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestAdmissionMetricsAfterScriptedTraffic(t *testing.T) {
 	}, admit.Host{Clock: clk.now})
 	require.NoError(t, err)
 	defer p.Close()
-	c, err := New(Options{Clock: clk.now, Window: 10 * time.Second}, Admission("api", p))
+	c, err := New(Config{Clock: clk.now, Window: 10 * time.Second}, Admission("api", p))
 	require.NoError(t, err)
 	defer c.Close()
 
@@ -148,9 +148,9 @@ func TestAddRefusesDuplicatesAndZeroSources(t *testing.T) {
 	p, err := admit.New(admit.Config{}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	_, err = New(Options{Window: -time.Second})
+	_, err = New(Config{Window: -time.Second})
 	require.ErrorContains(t, err, "Window")
-	c, err := New(Options{}, Admission("a", p))
+	c, err := New(Config{}, Admission("a", p))
 	require.NoError(t, err)
 	defer c.Close()
 	require.ErrorContains(t, c.Add(Admission("a", p)), `"a"`)
@@ -202,7 +202,7 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	require.NoError(t, err)
 	defer rsync.Close()
 
-	c, err := New(Options{},
+	c, err := New(Config{},
 		Server("api", srv),
 		Tenants("api", tracker),
 		TenantAgent("api", agent),
@@ -319,7 +319,7 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 	}
 	_, err = tls.Dial("tcp", srv.Addr().String(), &tls.Config{ServerName: "wrong.example", RootCAs: pool})
 	require.Error(t, err, "a name the certificate does not have")
-	c, err := New(Options{}, Server("api", srv))
+	c, err := New(Config{}, Server("api", srv))
 	require.NoError(t, err)
 	defer c.Close()
 	require.Eventually(t, func() bool {
@@ -345,7 +345,7 @@ func TestBadTenantNameDoesNotFailTheScrape(t *testing.T) {
 		}
 		tracker.Collect(time.Second)
 	}
-	c, err := New(Options{}, Tenants("api", tracker))
+	c, err := New(Config{}, Tenants("api", tracker))
 	require.NoError(t, err)
 	defer c.Close()
 	reg := prometheus.NewPedanticRegistry()

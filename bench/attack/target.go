@@ -122,7 +122,7 @@ func serveSluice(cfg *tls.Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	col, err := metrics.New(metrics.Options{}, metrics.Tenants("attack", tracker))
+	col, err := metrics.New(metrics.Config{}, metrics.Tenants("attack", tracker))
 	if err != nil {
 		return nil, err
 	}
