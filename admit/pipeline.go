@@ -158,7 +158,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		}
 		p.timer = afterFunc(time.Hour, p.expire)
 		p.timer.Stop()
-		p.q = queue.New(queue.Options{
+		p.q = queue.New(queue.Config{
 			Timeout:  s.maxAge,
 			Order:    q.Order,
 			MaxLen:   q.MaxLen,

@@ -55,7 +55,7 @@ func TestDetectorScript(t *testing.T) {
 // the defaults: Timeout 100 ms, Target 5 ms, Interval 100 ms. The queue's
 // Detector observes what leaves it: starts and timeouts.
 func TestCoDelScript(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel})
+	q, clk := newQueue(Config{Order: CoDel})
 	var l log
 	at := func(msec int64) { clk.set(msec * ms) }
 	overloaded := func() bool { return q.Stats().Overloaded }
@@ -124,7 +124,7 @@ func TestCoDelScript(t *testing.T) {
 }
 
 // standingQueue returns a CoDel queue whose Detector is standing.
-func standingQueue(t *testing.T, o Options) (*Queue, *fakeClock) {
+func standingQueue(t *testing.T, o Config) (*Queue, *fakeClock) {
 	t.Helper()
 	o.Order = CoDel
 	q, clk := newQueue(o)
@@ -148,7 +148,7 @@ func makeStanding(t *testing.T, d *Detector, now int64) {
 // TestCoDelWithClasses: classes still come first in a standing queue; the
 // order only changes within a class.
 func TestCoDelWithClasses(t *testing.T) {
-	q, clk := standingQueue(t, Options{Timeout: time.Second})
+	q, clk := standingQueue(t, Config{Timeout: time.Second})
 	var l log
 	l.push(q, "s0", Sheddable)
 	l.push(q, "d1", Default)
@@ -164,7 +164,7 @@ func TestCoDelWithClasses(t *testing.T) {
 // TestCoDelEviction: in a standing queue the oldest entry of the least
 // important class is the one LIFO would start last, so it is evicted.
 func TestCoDelEviction(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel, MaxLen: 3, Timeout: time.Second})
+	q, clk := newQueue(Config{Order: CoDel, MaxLen: 3, Timeout: time.Second})
 	var l log
 	l.push(q, "s1", Sheddable) // full timeout, list 2*Sheddable
 	clk.set(150 * ms)
@@ -179,7 +179,7 @@ func TestCoDelEviction(t *testing.T) {
 	assert.Equal(t, []string{"start c", "start d", "start s3"}, l.take())
 
 	// Not standing: the newest goes, as under FIFO.
-	q, _ = newQueue(Options{Order: CoDel, MaxLen: 3, Timeout: time.Second})
+	q, _ = newQueue(Config{Order: CoDel, MaxLen: 3, Timeout: time.Second})
 	l.push(q, "x1", Sheddable)
 	l.push(q, "x2", Sheddable)
 	l.push(q, "x3", Sheddable)
@@ -192,7 +192,7 @@ func TestCoDelEviction(t *testing.T) {
 // TestCoDelMixedListsOrder: one class holds entries of both timeouts; FIFO
 // and LIFO picks compare arrival across the two lists.
 func TestCoDelMixedListsOrder(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel, Timeout: time.Second})
+	q, clk := newQueue(Config{Order: CoDel, Timeout: time.Second})
 	d := q.Detector()
 	var l log
 	l.push(q, "a", Default) // long list
@@ -218,7 +218,7 @@ func TestCoDelMixedListsOrder(t *testing.T) {
 // TestOverloadedUnderFIFO: the Detector is fed under every order, and only
 // CoDel order acts on it.
 func TestOverloadedUnderFIFO(t *testing.T) {
-	q, clk := newQueue(Options{Timeout: time.Second})
+	q, clk := newQueue(Config{Timeout: time.Second})
 	var l log
 	l.push(q, "a", Default)
 	l.push(q, "b", Default)
