@@ -195,7 +195,7 @@ func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
 	// One shared EPOLLEXCLUSIVE socket: the kernel wakes a worker that
 	// waits in epoll, so the connection goes to the worker not blocked.
 	cfg := queued(time.Minute, busy)
-	cfg.Listen = netpoll.Options{Shared: true}
+	cfg.Listen = netpoll.Config{Shared: true}
 	srv, err := Listen(rt, "127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	defer func() {

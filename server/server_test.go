@@ -141,7 +141,7 @@ func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 }
 
 func TestSharedListener(t *testing.T) {
-	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Listen: netpoll.Options{Shared: true}})
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Listen: netpoll.Config{Shared: true}})
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	for i := range 10 {
