@@ -205,7 +205,7 @@ func Example_metrics() {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col) // col.Add(metrics.Tenants("api", tr)) adds a tenant tracker's
-	dash, err := dashboard.New(dashboard.Options{Server: srv})
+	dash, err := dashboard.New(dashboard.Config{Server: srv})
 	if err != nil {
 		log.Fatal(err)
 	}

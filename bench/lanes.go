@@ -251,7 +251,7 @@ func (lc *LanesChild) attach(cfg *sluice.Config) (ready func(*sluice.Server) (st
 		return none
 	}
 	return func(srv *sluice.Server) (string, func() error, error) {
-		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Options{Token: lc.Token})
+		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Config{Token: lc.Token})
 		if err != nil {
 			return "", nil, err
 		}

@@ -114,13 +114,13 @@ func TestBrowser(t *testing.T) {
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy},
 		Queue:    &admit.QueueOptions{Order: queue.CoDel},
-	}}, weather.Handler(weather.Options{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
+	}}, weather.Handler(weather.Config{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
 	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)
 	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
 	require.NoError(t, err)
 
-	d, err := New(Options{
+	d, err := New(Config{
 		Server: srv, Tenants: tracker, Title: "weather", Interval: interval, Controls: true,
 		Knobs: []Knob{BusyKnob(busy, srv.Runtime().NumWorkers()), MaxAgeKnob(srv.Server().Pipeline())},
 	})

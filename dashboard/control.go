@@ -16,7 +16,7 @@ import (
 )
 
 // Knob is a setting the page's controls can change while the server runs
-// (with Options.Controls): a gate's limit, the age limit, anything of
+// (with Config.Controls): a gate's limit, the age limit, anything of
 // yours. BusyKnob, ConcurrencyKnob and MaxAgeKnob make the usual ones.
 type Knob struct {
 	// Name labels the knob on the page and in the log; it must be unique
@@ -121,7 +121,7 @@ const maxControlBody = 4 << 10
 // control applies one change from the page and logs it.
 func (d *Dashboard) control(w http.ResponseWriter, r *http.Request) {
 	if !d.controls {
-		http.Error(w, "the dashboard's controls are off: the program enables them with dashboard.Options.Controls", http.StatusForbidden)
+		http.Error(w, "the dashboard's controls are off: the program enables them with dashboard.Config.Controls", http.StatusForbidden)
 		return
 	}
 	if r.Method != http.MethodPost {

@@ -33,7 +33,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	target := flag.String("target", "sluice", "server: sluice or nethttp")
-	var opts weather.Options
+	var opts weather.Config
 	flag.DurationVar(&opts.CPU, "cpu", time.Millisecond, "CPU time per request")
 	flag.DurationVar(&opts.DB, "db", 10*time.Millisecond, "database wait per request")
 	flag.BoolVar(&opts.Blocking, "blocking", false, "the database wait holds the worker (time.Sleep)")
