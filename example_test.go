@@ -47,7 +47,7 @@ func Example_ioBound() {
 	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
 		Admission: admit.Config{
 			Gates: []admit.Policy{gate.NewBusy(gate.BusyConfig{Fraction: 0.5})},
-			Queue: &admit.QueueOptions{}, // up to MaxAge (100 ms) from arrival, then 503
+			Queue: &admit.QueueConfig{}, // up to MaxAge (100 ms) from arrival, then 503
 		},
 	})
 	if err != nil {

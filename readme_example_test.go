@@ -127,7 +127,7 @@ func Example_rateLimit() {
 		log.Fatal(err)
 	}
 	gates := []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
-	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: gates, Queue: &admit.QueueOptions{}}
+	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: gates, Queue: &admit.QueueConfig{}}
 
 	log.Fatal(sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{Admission: cfg}))
 }

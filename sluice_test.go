@@ -196,7 +196,7 @@ func TestReadmeExampleIsCompiled(t *testing.T) {
 // What cannot work fails at once, naming the problem, and leaves nothing
 // running (goleak checks the workers are gone).
 func TestListenErrors(t *testing.T) {
-	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}, Runtime: small})
+	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueConfig{}}, Runtime: small})
 	assert.ErrorContains(t, err, "a queue needs a gate")
 	_, err = Listen("not an address", http.HandlerFunc(hello), Config{Runtime: small})
 	assert.ErrorContains(t, err, `listen address "not an address"`)

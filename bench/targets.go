@@ -89,7 +89,7 @@ func SluiceHalfConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{
 		MaxAge: 100 * time.Millisecond,
 		Gates:  []admit.Policy{gate.NewBusy(gate.BusyConfig{})},
-		Queue:  &admit.QueueOptions{Order: queue.CoDel},
+		Queue:  &admit.QueueConfig{Order: queue.CoDel},
 	}}
 }
 
@@ -191,7 +191,7 @@ const GoSchedFraction = 2.0
 func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
 	adm, err := httpgate.New(admit.Config{
 		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedConfig{Fraction: GoSchedFraction})},
-		Queue: &admit.QueueOptions{},
+		Queue: &admit.QueueConfig{},
 	})
 	if err != nil {
 		return nil, err

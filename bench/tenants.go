@@ -259,10 +259,10 @@ func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 	switch tc.Protection {
 	case TenantsBusy:
 		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
-		cfg.Admission.Queue = &admit.QueueOptions{}
+		cfg.Admission.Queue = &admit.QueueConfig{}
 	case TenantsConcurrency:
 		cfg.Admission.Gates = []admit.Policy{gate.NewConcurrency(runtime.GOMAXPROCS(0))}
-		cfg.Admission.Queue = &admit.QueueOptions{}
+		cfg.Admission.Queue = &admit.QueueConfig{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &tenantAgent{tracker: tr, agent: agent, ctrl: ctrl, client: client, period: agent.Period(), cancel: cancel}

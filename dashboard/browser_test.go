@@ -113,7 +113,7 @@ func TestBrowser(t *testing.T) {
 		MaxAge:   50 * time.Millisecond,
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy},
-		Queue:    &admit.QueueOptions{Order: queue.CoDel},
+		Queue:    &admit.QueueConfig{Order: queue.CoDel},
 	}}, weather.Handler(weather.Config{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
 	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)

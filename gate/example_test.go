@@ -21,7 +21,7 @@ import (
 func ExampleNewBusy() {
 	busy := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
 	srv, err := sluice.Listen("127.0.0.1:0", http.NotFoundHandler(), sluice.Config{
-		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueOptions{}},
+		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueConfig{}},
 		Runtime:   srt.Config{Workers: 2, Pinning: srt.PinOff},
 	})
 	if err != nil {

@@ -32,10 +32,10 @@ func benchCases(b *testing.B) []struct {
 		{"bare", func(h http.Handler) http.Handler { return h }},
 		{"no-gate", mw(admit.Config{})},
 		{"concurrency", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30))})},
-		{"concurrency+queue", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30)), Queue: &admit.QueueOptions{}})},
+		{"concurrency+queue", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30)), Queue: &admit.QueueConfig{}})},
 		{"adaptive", mw(admit.Config{Gates: gs(gate.NewAdaptive(gate.AdaptiveConfig{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
 		{"gosched", mw(admit.Config{Gates: gs(open())})},
-		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gate.NewConcurrency(1<<30)), Queue: &admit.QueueOptions{}})},
+		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gate.NewConcurrency(1<<30)), Queue: &admit.QueueConfig{}})},
 		{"reject", mw(admit.Config{Gates: gs(gate.NewConcurrency(0))})},
 	}
 }

@@ -6,7 +6,7 @@
 //
 //	a, err := httpgate.New(admit.Config{
 //		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedConfig{}), gate.NewConcurrency(256)},
-//		Queue: &admit.QueueOptions{Order: queue.CoDel},
+//		Queue: &admit.QueueConfig{Order: queue.CoDel},
 //	})
 //	if err != nil { ... }
 //	defer a.Close()

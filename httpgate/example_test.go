@@ -21,7 +21,7 @@ func Example() {
 	limit := gate.NewConcurrency(64)
 	a, err := httpgate.New(admit.Config{
 		Gates:  []admit.Policy{limit},
-		Queue:  &admit.QueueOptions{Order: queue.CoDel, Classify: admit.ClassFromHeader("X-Priority")},
+		Queue:  &admit.QueueConfig{Order: queue.CoDel, Classify: admit.ClassFromHeader("X-Priority")},
 		MaxAge: 20 * time.Millisecond,
 	})
 	if err != nil {

@@ -52,7 +52,7 @@ func TestNoGateServesEverything(t *testing.T) {
 func TestNewRefusesWhatCannotWork(t *testing.T) {
 	_, err := New(admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyConfig{})}})
 	assert.ErrorContains(t, err, "httpgate: admit: Config.Gates[0] (*gate.Busy): gate: the busy-worker gate reads the sluice executor")
-	_, err = New(admit.Config{Queue: &admit.QueueOptions{}})
+	_, err = New(admit.Config{Queue: &admit.QueueConfig{}})
 	assert.ErrorContains(t, err, "a queue needs a gate")
 }
 

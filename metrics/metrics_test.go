@@ -50,7 +50,7 @@ func TestAdmissionMetricsAfterScriptedTraffic(t *testing.T) {
 	p, err := admit.New(admit.Config{
 		Policies: []admit.Policy{quota},
 		Gates:    []admit.Policy{gate},
-		Queue:    &admit.QueueOptions{},
+		Queue:    &admit.QueueConfig{},
 	}, admit.Host{Clock: clk.now})
 	require.NoError(t, err)
 	defer p.Close()

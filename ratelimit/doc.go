@@ -23,7 +23,7 @@
 //	cfg := admit.Config{
 //		Policies: []admit.Policy{quota},
 //		Gates:    []admit.Policy{gate.NewBusy(gate.BusyConfig{Fraction: 0.5})},
-//		Queue:    &admit.QueueOptions{},
+//		Queue:    &admit.QueueConfig{},
 //	}
 //	// sluice.Config{Admission: cfg}, or httpgate.New(cfg) for net/http
 //

@@ -238,7 +238,7 @@ func newOverQuota(t *testing.T) *overQuota {
 	o.cfg = admit.Config{
 		Policies: []admit.Policy{pol},
 		Gates:    []admit.Policy{o.conc},
-		Queue:    &admit.QueueOptions{},
+		Queue:    &admit.QueueConfig{},
 		MaxAge:   time.Minute,
 	}
 	o.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -110,7 +110,7 @@ func TestLanesClassifyByPatternHeaderClassAndFunc(t *testing.T) {
 		Admission: admit.Config{
 			Policies: []admit.Policy{rec},
 			Gates:    []admit.Policy{gate.NewConcurrency(1000)},
-			Queue:    &admit.QueueOptions{Classify: admit.ClassFromHeader("X-Class")},
+			Queue:    &admit.QueueConfig{Classify: admit.ClassFromHeader("X-Class")},
 		},
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })

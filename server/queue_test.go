@@ -30,7 +30,7 @@ import (
 // queued is a Config whose admission asks gates and makes the refused wait
 // up to maxAge.
 func queued(maxAge time.Duration, gates ...admit.Policy) Config {
-	return Config{Admission: admit.Config{Gates: gates, Queue: &admit.QueueOptions{}, MaxAge: maxAge}}
+	return Config{Admission: admit.Config{Gates: gates, Queue: &admit.QueueConfig{}, MaxAge: maxAge}}
 }
 
 // qget sends one GET on its own connection and returns status, reason and

@@ -110,7 +110,7 @@ func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 	pipeline := func() weak.Pointer[admit.Pipeline] {
 		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(http.HandlerFunc(echoPath)), Config{Admission: admit.Config{
 			Gates: []admit.Policy{busy, conc},
-			Queue: &admit.QueueOptions{},
+			Queue: &admit.QueueConfig{},
 		}})
 		require.NoError(t, err)
 		assert.Equal(t, hooks+2, rt.IdleHooks(), "the busy gate wakes the server's queue; the server ends holds (park.go)")

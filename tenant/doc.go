@@ -52,7 +52,7 @@
 //	cfg := sluice.Config{Admission: admit.Config{
 //		Policies: []admit.Policy{tr},
 //		Gates:    gates,
-//		Queue:    &admit.QueueOptions{},
+//		Queue:    &admit.QueueConfig{},
 //	}}
 //
 // The tenant is named by a header (X-Tenant by default) or any admit.Key;

@@ -164,7 +164,7 @@ func newSim(sc Scenario) (*sim, error) {
 		srv.pipe, err = admit.New(admit.Config{
 			Policies:  []admit.Policy{tr, recorder{s}},
 			Gates:     []admit.Policy{gate.NewConcurrency(sc.Workers)},
-			Queue:     &admit.QueueOptions{},
+			Queue:     &admit.QueueConfig{},
 			MaxAge:    time.Duration(sc.MaxAge),
 			Rejection: admit.Rejection{OnReject: s.rejected},
 		}, host)

@@ -62,7 +62,7 @@ func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, ho
 	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}, HoldRefused: hold}
 	if busy {
 		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
-		cfg.Admission.Queue = &admit.QueueOptions{Order: queue.CoDel}
+		cfg.Admission.Queue = &admit.QueueConfig{Order: queue.CoDel}
 	}
 	srv, err := sluice.Listen(addr, h, cfg)
 	if err != nil {
