@@ -126,8 +126,11 @@ func Example_rateLimit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	gates := []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
-	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: gates, Queue: &admit.QueueConfig{}}
+	busy, err := gate.NewBusy(gate.BusyConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: []admit.Policy{busy}, Queue: &admit.QueueConfig{}}
 
 	log.Fatal(sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{Admission: cfg}))
 }
@@ -221,6 +224,15 @@ func Example_lanes() {
 	mux, ctx, stop := readmeContext()
 	defer stop()
 
+	busy, err := gate.NewBusy(gate.BusyConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// a batch flood cannot take more than 4 requests at a time
+	exports, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := sluice.Listen(":8080", mux, sluice.Config{
 		Runtime: runtime.Config{Lanes: []lanes.Spec{
 			{Name: "background", Priority: 2, Shares: 11},
@@ -229,9 +241,8 @@ func Example_lanes() {
 			"GET /export/": "background", // http.ServeMux patterns
 		}},
 		Admission: admit.Config{Gates: []admit.Policy{
-			gate.NewBusy(gate.BusyConfig{}),
-			// a batch flood cannot take more than 4 requests at a time
-			gate.ForLanes(gate.NewConcurrency(4), "background"),
+			busy,
+			gate.ForLanes(exports, "background"),
 		}},
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
@@ -211,7 +212,7 @@ func TestListenErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "Config.Workers -1 is negative")
 
 	// A busy gate is bound to the server's runtime when it starts.
-	busy := gate.NewBusy(gate.BusyConfig{})
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	s, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Gates: []admit.Policy{busy}}, Runtime: small})
 	require.NoError(t, err)
 	assert.Equal(t, 1, busy.Limit(), "half of 2 workers")

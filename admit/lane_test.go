@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/queue"
 )
 
@@ -22,7 +22,7 @@ func TestClassByLane(t *testing.T) {
 }
 
 func TestPipelineClassifiesAsItsQueueDoes(t *testing.T) {
-	gates := []admit.Policy{gate.NewConcurrency(1)}
+	gates := []admit.Policy{gatetest.Concurrency(t, 1)}
 	p, err := admit.New(admit.Config{Gates: gates, Queue: &admit.QueueConfig{Classify: admit.ClassByLane(map[string]queue.Class{"batch": queue.Sheddable}, queue.Default)}}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()

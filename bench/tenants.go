@@ -258,10 +258,18 @@ func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
 	cfg.Admission.Policies = append(slices.Clip(cfg.Admission.Policies), tr)
 	switch tc.Protection {
 	case TenantsBusy:
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
+		g, err := gate.NewBusy(gate.BusyConfig{})
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
 		cfg.Admission.Queue = &admit.QueueConfig{}
 	case TenantsConcurrency:
-		cfg.Admission.Gates = []admit.Policy{gate.NewConcurrency(runtime.GOMAXPROCS(0))}
+		g, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: runtime.GOMAXPROCS(0)})
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
 		cfg.Admission.Queue = &admit.QueueConfig{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

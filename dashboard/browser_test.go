@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/tenant"
 )
@@ -106,7 +107,7 @@ func TestBrowser(t *testing.T) {
 	// An I/O-bound weather service (1 ms of CPU, 10 ms of database) on two
 	// workers, behind the busy gate and the timed queue, with three
 	// tenants, the heaviest of which the controller drops.
-	busy := gate.NewBusy(gate.BusyConfig{})
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{

@@ -42,8 +42,7 @@ func BusyKnob(g *gate.Busy, workers int) Knob {
 		Name: "busy gate limit", Unit: "workers", Min: 1, Max: w, Step: 1,
 		Get: func() float64 { return float64(g.Limit()) },
 		Set: func(v float64) error {
-			g.SetOptions(gate.BusyConfig{Fraction: v / w})
-			return nil
+			return g.SetConfig(gate.BusyConfig{Fraction: v / w})
 		},
 	}
 }
@@ -54,7 +53,7 @@ func ConcurrencyKnob(c *gate.Concurrency) Knob {
 	return Knob{
 		Name: "concurrency limit", Unit: "requests", Min: 0, Max: maxConcurrencyKnob, Step: 1,
 		Get: func() float64 { return float64(c.Limit()) },
-		Set: func(v float64) error { c.SetLimit(int(v)); return nil },
+		Set: func(v float64) error { return c.SetLimit(int(v)) },
 	}
 }
 

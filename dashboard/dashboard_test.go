@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/tenant"
@@ -270,8 +271,8 @@ func post(d http.Handler, body string, mod func(*http.Request)) *httptest.Respon
 func TestControls(t *testing.T) {
 	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
-	conc := gate.NewConcurrency(64)
-	busy := gate.NewBusy(gate.BusyConfig{})
+	conc := gatetest.Concurrency(t, 64)
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	srv := testServer(t, sluice.Config{Admission: admit.Config{
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy, conc},

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -99,15 +100,35 @@ const (
 	warmup   = 10
 )
 
-// NewAdaptive returns an adaptive concurrency gate. It panics on options out
-// of range (negative values, MinLimit above MaxLimit, Window above
-// MaxAdaptiveWindow, Smoothing outside [0, 1]).
-func NewAdaptive(opts AdaptiveConfig) *Adaptive {
-	o := opts
-	if o.InitialLimit < 0 || o.MinLimit < 0 || o.MaxLimit < 0 || o.Window < 0 ||
-		o.LongWindow < 0 || o.QueueSize < 0 || o.Window > MaxAdaptiveWindow ||
-		o.Smoothing < 0 || o.Smoothing > 1 || math.IsNaN(o.Smoothing) {
-		panic(fmt.Sprintf("gate: adaptive options out of range: %+v", opts))
+// NewAdaptive returns an adaptive concurrency gate. It fails, naming the
+// field and what to use instead, on settings out of range (negative
+// values, MinLimit above MaxLimit, Window above MaxAdaptiveWindow,
+// Smoothing outside [0, 1]).
+func NewAdaptive(cfg AdaptiveConfig) (*Adaptive, error) {
+	o := cfg
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"InitialLimit", o.InitialLimit}, {"MinLimit", o.MinLimit}, {"MaxLimit", o.MaxLimit},
+		{"Window", o.Window}, {"LongWindow", o.LongWindow}, {"QueueSize", o.QueueSize},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("AdaptiveConfig.%s is %d: use 0 (the default) or more", f.name, f.v))
+		}
+	}
+	if o.Window > MaxAdaptiveWindow {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.Window is %d: use at most MaxAdaptiveWindow (%d) samples", o.Window, MaxAdaptiveWindow))
+	}
+	if !(o.Smoothing >= 0 && o.Smoothing <= 1) {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.Smoothing is %v: use a fraction in (0, 1], or 0 for %v", o.Smoothing, DefaultAdaptiveSmoothing))
+	}
+	if o.MinLimit > 0 && o.MaxLimit > 0 && o.MinLimit > o.MaxLimit {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.MinLimit %d is above MaxLimit %d: set MinLimit at or below MaxLimit", o.MinLimit, o.MaxLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gate: NewAdaptive: %w", err)
 	}
 	if o.MinLimit == 0 {
 		o.MinLimit = DefaultAdaptiveMinLimit
@@ -117,9 +138,6 @@ func NewAdaptive(opts AdaptiveConfig) *Adaptive {
 	}
 	if o.MaxLimit == 0 {
 		o.MaxLimit = max(DefaultAdaptiveMaxLimit, o.MinLimit)
-	}
-	if o.MinLimit > o.MaxLimit {
-		panic(fmt.Sprintf("gate: adaptive MinLimit %d above MaxLimit %d", o.MinLimit, o.MaxLimit))
 	}
 	if o.InitialLimit == 0 {
 		o.InitialLimit = DefaultAdaptiveInitialLimit
@@ -136,7 +154,7 @@ func NewAdaptive(opts AdaptiveConfig) *Adaptive {
 	}
 	a := &Adaptive{opts: o, est: float64(o.InitialLimit), refusal: &admit.Refusal{Reason: "adaptive"}}
 	a.c.limit.Store(int64(o.InitialLimit))
-	return a
+	return a, nil
 }
 
 // Admit admits a request iff fewer than Limit are in flight.

@@ -98,7 +98,7 @@
 // constructor returning an error that names a value out of range:
 //
 //	loadshed option      sluice                                   default band
-//	CPU                  NewCPU (CPUConfig)                      0.6 to 0.8 of the CPU, 10 readings 1 s apart
+//	CPU                  NewCPU (CPUConfig)                       0.6 to 0.8 of the CPU, 10 readings 1 s apart
 //	Concurrency          NewConcurrencyShed                       2500 to 5000 in flight
 //	AverageLatency       NewLatencyShed                           200 ms to 1 s, mean over 10 s
 //	PercentileLatency    NewLatencyShed, Percentile: 0.95         200 ms to 1 s, p95 over 10 s

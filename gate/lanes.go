@@ -74,5 +74,5 @@ func (g *Lanes) Attach(env admit.Env) (func(), error) {
 }
 
 // Inner returns the policy applied to the gate's lanes, to tune it while
-// serving (a busy gate's SetOptions, a concurrency gate's SetLimit).
+// serving (a busy gate's SetConfig, a concurrency gate's SetLimit).
 func (g *Lanes) Inner() admit.Policy { return g.inner }

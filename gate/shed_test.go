@@ -144,7 +144,7 @@ func TestShedProbabilityPerSignal(t *testing.T) {
 		}, 0.75},
 		{"cpu", func(t *testing.T) (admit.Policy, func() float64) {
 			stat := newFakeStat(t)
-			c := NewCPU(CPUConfig{Root: stat.root(), Interval: Manual, Window: 1, Rand: ladder(n)})
+			c := newCPU(t, CPUConfig{Root: stat.root(), Interval: Manual, Window: 1, Rand: ladder(n)})
 			stat.advance(0.7) // 70% busy: the middle of the default 60% to 80%
 			st := c.Refresh()
 			return c, func() float64 { return st.Reject }
@@ -521,10 +521,10 @@ func TestShedAllocatesNothing(t *testing.T) {
 // everything for 2 s more, for 4 s after the load has fallen.
 func TestCPULagsAStep(t *testing.T) {
 	ex := newFakeExecutor(4, 1)
-	busy := NewBusy(BusyConfig{}) // limit 2 of 4 workers
+	busy := newBusy(t, BusyConfig{}) // limit 2 of 4 workers
 	attach(t, busy, ex)
 	stat := newFakeStat(t)
-	cpu := NewCPU(CPUConfig{Root: stat.root(), Interval: Manual}) // 0.6 to 0.8, 10 readings
+	cpu := newCPU(t, CPUConfig{Root: stat.root(), Interval: Manual}) // 0.6 to 0.8, 10 readings
 	for range 10 {
 		stat.advance(0.35)
 		require.Zero(t, cpu.Refresh().Reject)

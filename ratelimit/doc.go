@@ -20,9 +20,11 @@
 //		Key: admit.HeaderKey("X-Api-Key"), // or admit.ClientIP(), admit.KeyFunc(...)
 //	})
 //	if err != nil { ... }
+//	busy, err := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
+//	if err != nil { ... }
 //	cfg := admit.Config{
 //		Policies: []admit.Policy{quota},
-//		Gates:    []admit.Policy{gate.NewBusy(gate.BusyConfig{Fraction: 0.5})},
+//		Gates:    []admit.Policy{busy},
 //		Queue:    &admit.QueueConfig{},
 //	}
 //	// sluice.Config{Admission: cfg}, or httpgate.New(cfg) for net/http

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
@@ -234,7 +235,7 @@ func newOverQuota(t *testing.T) *overQuota {
 	o.lim, o.clk = newLimiter(t, Config{Window: time.Minute, Quota: 2})
 	o.clk.set(30 * time.Second)
 	pol := newPolicy(t, o.lim, PolicyConfig{Name: "per-key", Key: admit.HeaderKey("X-Api-Key")})
-	o.conc = gate.NewConcurrency(1)
+	o.conc = gatetest.Concurrency(t, 1)
 	o.cfg = admit.Config{
 		Policies: []admit.Policy{pol},
 		Gates:    []admit.Policy{o.conc},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/netpoll"
 )
@@ -104,8 +105,8 @@ func TestServeOnAnInheritedListener(t *testing.T) {
 // collected.
 func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 	rt := schedtest.Runtime(t, 2)
-	busy := gate.NewBusy(gate.BusyConfig{Fraction: 1})
-	conc := gate.NewConcurrency(64)
+	busy := gatetest.Busy(t, gate.BusyConfig{Fraction: 1})
+	conc := gatetest.Concurrency(t, 64)
 	hooks := rt.IdleHooks()
 	pipeline := func() weak.Pointer[admit.Pipeline] {
 		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(http.HandlerFunc(echoPath)), Config{Admission: admit.Config{

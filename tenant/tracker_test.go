@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 func attempt(tenant string) *admit.Attempt {
@@ -296,7 +296,7 @@ func TestShardedCounts(t *testing.T) {
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.5}}))
 	run(tr, "a", 1, 0) // before Attach, in the one shard
 
-	p, err := admit.New(admit.Config{Gates: []admit.Policy{gate.NewConcurrency(10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
+	p, err := admit.New(admit.Config{Gates: []admit.Policy{gatetest.Concurrency(t, 10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
 	require.NoError(t, err)
 	defer p.Close()
 	require.Len(t, tr.roster.Load().slots["a"].shards, 4)

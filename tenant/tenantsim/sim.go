@@ -161,9 +161,14 @@ func newSim(sc Scenario) (*sim, error) {
 			return nil, err
 		}
 		srv := &server{id: fmt.Sprintf("server-%d", i+1), tracker: tr}
+		workers, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: sc.Workers})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
 		srv.pipe, err = admit.New(admit.Config{
 			Policies:  []admit.Policy{tr, recorder{s}},
-			Gates:     []admit.Policy{gate.NewConcurrency(sc.Workers)},
+			Gates:     []admit.Policy{workers},
 			Queue:     &admit.QueueConfig{},
 			MaxAge:    time.Duration(sc.MaxAge),
 			Rejection: admit.Rejection{OnReject: s.rejected},

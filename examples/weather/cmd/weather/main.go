@@ -61,7 +61,11 @@ func main() {
 func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, hold time.Duration) error {
 	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}, HoldRefused: hold}
 	if busy {
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyConfig{})}
+		g, err := gate.NewBusy(gate.BusyConfig{})
+		if err != nil {
+			return err
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
 		cfg.Admission.Queue = &admit.QueueConfig{Order: queue.CoDel}
 	}
 	srv, err := sluice.Listen(addr, h, cfg)
