@@ -12,9 +12,12 @@ import (
 // leaving the standing state, with the defaults: target 5 ms, interval
 // 100 ms, exit 10 ms.
 func TestDetectorScript(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	assert.Equal(t, DefaultTarget, d.Target())
 	assert.Equal(t, DefaultInterval, d.Interval())
+	neg := NewDetector(DetectorConfig{Target: -time.Millisecond, Interval: -time.Second})
+	assert.Equal(t, DefaultTarget, neg.Target(), "negative means the default")
+	assert.Equal(t, DefaultInterval, neg.Interval())
 	obs := func(now, sojourn int64) bool { return d.Observe(now*ms, sojourn*ms) }
 
 	assert.False(t, obs(0, 1), "young")
@@ -45,7 +48,7 @@ func TestDetectorScript(t *testing.T) {
 
 	// A sojourn of exactly the target is old; a clock reading of 0 counts
 	// as 1 ns.
-	d = NewDetector(5*time.Millisecond, 10*time.Millisecond)
+	d = NewDetector(DetectorConfig{Target: 5 * time.Millisecond, Interval: 10 * time.Millisecond})
 	assert.False(t, d.Observe(0, 5*ms))
 	assert.False(t, d.Observe(10*ms, 5*ms))
 	assert.True(t, d.Observe(10*ms+1, 5*ms))
@@ -277,7 +280,7 @@ func TestDetectorWithLimit(t *testing.T) {
 		}, 2000, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := NewDetector(0, 0)
+			d := NewDetector(DetectorConfig{})
 			d.SetLimit(limit * time.Millisecond)
 			first := int64(-1)
 			for now := int64(1); now <= c.until; now++ {
@@ -294,7 +297,7 @@ func TestDetectorWithLimit(t *testing.T) {
 // interval, there is no line: not standing, and a young request after the
 // silence does not find it standing either.
 func TestDetectorSilenceEndsTheLine(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	for now := int64(1); now <= 200; now++ {
 		d.Observe(now*ms, 30*ms)
 	}
@@ -309,7 +312,7 @@ func TestDetectorSilenceEndsTheLine(t *testing.T) {
 // TestDetectorEpisode: Episode counts the entries into the state, once
 // each, whatever the observations in between.
 func TestDetectorEpisode(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	assert.Zero(t, d.Episode())
 	for now := int64(1); now <= 200; now++ {
 		d.Observe(now*ms, 30*ms)
@@ -335,7 +338,7 @@ func TestDetectorEpisode(t *testing.T) {
 // fresh requests were young for a while) enters by CoDel's rule, without
 // reaching the limit again; one that forms later must reach it.
 func TestDetectorWithLimitReenters(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 20; now++ {
 		d.Observe(now*ms, 100*ms)
@@ -353,7 +356,7 @@ func TestDetectorWithLimitReenters(t *testing.T) {
 	}
 	assert.Equal(t, int64(140), first, "old for an interval from 40 ms, 9 ms after the exit")
 
-	d = NewDetector(0, 0)
+	d = NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 20; now++ {
 		d.Observe(now*ms, 100*ms)
@@ -374,7 +377,7 @@ func TestDetectorWithLimitReenters(t *testing.T) {
 // request, or an Interval of silence, ends it, and a standing line is
 // full.
 func TestDetectorFull(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 99; now++ {
 		require.False(t, d.Observe(now*ms, 63*ms))
@@ -388,7 +391,7 @@ func TestDetectorFull(t *testing.T) {
 	d.Observe(203*ms, ms)
 	assert.False(t, d.Full(203*ms), "a young request")
 
-	d = NewDetector(0, 0)
+	d = NewDetector(DetectorConfig{})
 	for now := int64(1); now <= 101; now++ {
 		d.Observe(now*ms, 30*ms)
 	}

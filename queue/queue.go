@@ -258,7 +258,7 @@ func New(opts Config) *Queue {
 		q.timeout = int64(DefaultTimeout)
 	}
 	if q.det == nil {
-		q.det = NewDetector(opts.Target, opts.Interval)
+		q.det = NewDetector(DetectorConfig{Target: opts.Target, Interval: opts.Interval})
 	}
 	q.target = min(q.det.target, q.timeout)
 	if q.maxLen <= 0 {

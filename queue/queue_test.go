@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, DefaultTimeout, q.Timeout())
 
 	// A Detector given replaces Target and Interval.
-	d := NewDetector(7*time.Millisecond, time.Second)
+	d := NewDetector(DetectorConfig{Target: 7 * time.Millisecond, Interval: time.Second})
 	q = New(Config{Detector: d, Target: time.Millisecond, Interval: time.Millisecond})
 	assert.Same(t, d, q.Detector())
 	assert.Equal(t, int64(7*time.Millisecond), q.target)
