@@ -122,7 +122,7 @@ type AgentStats struct {
 	Err error
 }
 
-// NewAgent returns an agent configured by opts; it fails for options that
+// NewAgent returns an agent configured by opts; it fails for settings that
 // cannot work, naming the value.
 func NewAgent(opts AgentConfig) (*Agent, error) {
 	if opts.Store == nil {

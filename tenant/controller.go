@@ -155,7 +155,7 @@ type TenantDecision struct {
 	Drop float64
 }
 
-// NewController returns a Controller with opts; it fails for options that
+// NewController returns a Controller with opts; it fails for settings that
 // cannot work, naming the value.
 func NewController(opts ControllerConfig) (*Controller, error) {
 	o := opts

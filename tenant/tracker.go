@@ -226,7 +226,7 @@ const (
 	defaultKeyField = "X-Tenant"
 )
 
-// New returns a Tracker configured by opts; it fails for options that
+// New returns a Tracker configured by opts; it fails for settings that
 // cannot work.
 func New(opts Config) (*Tracker, error) {
 	if opts.Tenants < 0 {
