@@ -44,10 +44,14 @@ func Example_ioBound() {
 	mux := http.NewServeMux()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
+	busy, err := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{
 		Admission: admit.Config{
-			Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{Fraction: 0.5})},
-			Queue: &admit.QueueOptions{}, // up to MaxAge (100 ms) from arrival, then 503
+			Gates: []admit.Policy{busy},
+			Queue: &admit.QueueConfig{}, // up to MaxAge (100 ms) from arrival, then 503
 		},
 	})
 	if err != nil {

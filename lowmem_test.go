@@ -229,7 +229,10 @@ func TestLowMemoryChild(t *testing.T) {
 	}
 	var cfg Config
 	if mode == "gate" {
-		mem := gate.NewMemory(gate.MemoryOptions{MinFreeFraction: 0.35, Interval: 5 * time.Millisecond})
+		mem, err := gate.NewMemory(gate.MemoryConfig{MinFreeFraction: 0.35, Interval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer mem.Close()
 		cfg.Admission.Gates = []admit.Policy{mem}
 	}

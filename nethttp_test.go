@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
@@ -54,7 +55,7 @@ func TestNetHTTPServesBehindTheAdmission(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "hello "+r.URL.Path)
 	})
-	cfg := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1)}}}
+	cfg := Config{Admission: admit.Config{Gates: []admit.Policy{gatetest.Concurrency(t, 1)}}}
 	s, url, logs := serveNetHTTPForTest(t, h, cfg)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
@@ -148,7 +149,7 @@ func TestNetHTTPConfig(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	busy := Config{Admission: admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}}}
+	busy := Config{Admission: admit.Config{Gates: []admit.Policy{gatetest.Busy(t, gate.BusyConfig{})}}}
 	_, err = serveNetHTTP(l, http.NotFoundHandler(), busy)
 	assert.ErrorContains(t, err, "sluice: on net/http")
 	_, err = serveNetHTTP(l, nil, Config{})

@@ -122,12 +122,15 @@ func Example_rateLimit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
+	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyConfig{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	gates := []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
-	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: gates, Queue: &admit.QueueOptions{}}
+	busy, err := gate.NewBusy(gate.BusyConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := admit.Config{Policies: []admit.Policy{quota}, Gates: []admit.Policy{busy}, Queue: &admit.QueueConfig{}}
 
 	log.Fatal(sluice.ListenAndServe(ctx, ":8080", mux, sluice.Config{Admission: cfg}))
 }
@@ -151,19 +154,19 @@ func Example_tenants() {
 	defer stop()
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	tr, err := tenant.New(tenant.Options{Key: admit.HeaderKey("X-Api-Key")})
+	tr, err := tenant.New(tenant.Config{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{Weights: map[string]float64{"gold": 3}})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{Weights: map[string]float64{"gold": 3}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := tenant.NewRedisStore(rdb, tenant.RedisOptions{Fleet: "api"}) // or tenant.NewMemoryStore(nil)
+	store, err := tenant.NewRedisStore(rdb, tenant.RedisConfig{Fleet: "api"}) // or tenant.NewMemoryStore(nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tr, Controller: ctrl})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tr, Controller: ctrl})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -199,13 +202,13 @@ func Example_metrics() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	col, err := metrics.New(metrics.Options{}, metrics.Server("api", srv)) // a prometheus.Collector
+	col, err := metrics.New(metrics.Config{}, metrics.Server("api", srv)) // a prometheus.Collector
 	if err != nil {
 		log.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col) // col.Add(metrics.Tenants("api", tr)) adds a tenant tracker's
-	dash, err := dashboard.New(dashboard.Options{Server: srv})
+	dash, err := dashboard.New(dashboard.Config{Server: srv})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,6 +224,15 @@ func Example_lanes() {
 	mux, ctx, stop := readmeContext()
 	defer stop()
 
+	busy, err := gate.NewBusy(gate.BusyConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// a batch flood cannot take more than 4 requests at a time
+	exports, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := sluice.Listen(":8080", mux, sluice.Config{
 		Runtime: runtime.Config{Lanes: []lanes.Spec{
 			{Name: "background", Priority: 2, Shares: 11},
@@ -229,9 +241,8 @@ func Example_lanes() {
 			"GET /export/": "background", // http.ServeMux patterns
 		}},
 		Admission: admit.Config{Gates: []admit.Policy{
-			gate.NewBusy(gate.BusyOptions{}),
-			// a batch flood cannot take more than 4 requests at a time
-			gate.ForLanes(gate.NewConcurrency(4), "background"),
+			busy,
+			gate.ForLanes(exports, "background"),
 		}},
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/selfsigned"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/sched"
@@ -196,7 +197,7 @@ func TestReadmeExampleIsCompiled(t *testing.T) {
 // What cannot work fails at once, naming the problem, and leaves nothing
 // running (goleak checks the workers are gone).
 func TestListenErrors(t *testing.T) {
-	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}, Runtime: small})
+	_, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Queue: &admit.QueueConfig{}}, Runtime: small})
 	assert.ErrorContains(t, err, "a queue needs a gate")
 	_, err = Listen("not an address", http.HandlerFunc(hello), Config{Runtime: small})
 	assert.ErrorContains(t, err, `listen address "not an address"`)
@@ -211,7 +212,7 @@ func TestListenErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "Config.Workers -1 is negative")
 
 	// A busy gate is bound to the server's runtime when it starts.
-	busy := gate.NewBusy(gate.BusyOptions{})
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	s, err := Listen("127.0.0.1:0", http.HandlerFunc(hello), Config{Admission: admit.Config{Gates: []admit.Policy{busy}}, Runtime: small})
 	require.NoError(t, err)
 	assert.Equal(t, 1, busy.Limit(), "half of 2 workers")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 // blameRecorder is a policy that reads blame, per request path.
@@ -38,7 +38,7 @@ func TestBlameInPipeline(t *testing.T) {
 		rec := &blameRecorder{uses: uses, blame: map[string]time.Duration{}, ended: map[string]int{}}
 		p, err := admit.New(admit.Config{
 			Policies: []admit.Policy{rec},
-			Gates:    []admit.Policy{gate.NewConcurrency(2)},
+			Gates:    []admit.Policy{gatetest.Concurrency(t, 2)},
 			MaxAge:   -1,
 		}, admit.Host{Clock: func() int64 { return now }})
 		require.NoError(t, err)

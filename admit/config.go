@@ -47,7 +47,7 @@ type Config struct {
 	// Queue, if set, makes requests that a gate refuses wait, up to
 	// MaxAge from their arrival, and start as soon as the gates admit
 	// them. It needs at least one gate.
-	Queue *QueueOptions
+	Queue *QueueConfig
 
 	// MaxAge is the longest a request may wait, counted from its arrival,
 	// before it starts: in the kernel's socket buffers (the sluice server
@@ -77,13 +77,13 @@ type Config struct {
 
 	// Deadline configures how the time left by the request's caller
 	// (TimeoutHeader) is honoured; the zero value honours it.
-	Deadline DeadlineOptions
+	Deadline DeadlineConfig
 }
 
-// QueueOptions configures the timed queue of a pipeline. Its timeout is
+// QueueConfig configures the timed queue of a pipeline. Its timeout is
 // Config.MaxAge, counted from each request's arrival, and its standing
 // state is the pipeline's.
-type QueueOptions struct {
+type QueueConfig struct {
 	// Order is the order within a class: queue.FIFO (the default),
 	// queue.LIFO, or queue.CoDel (newest first and the short timeout while
 	// the line is standing).
@@ -195,13 +195,13 @@ func (cfg Config) settle() (settings, error) {
 			errs = append(errs, fmt.Errorf("a queue needs a wait limit, and Config.MaxAge is %v (none): leave it zero for %v, or set it", cfg.MaxAge, DefaultMaxAge))
 		}
 		if cfg.Queue.MaxLen < 0 {
-			errs = append(errs, fmt.Errorf("QueueOptions.MaxLen is %d: it must not be negative (zero means %d)", cfg.Queue.MaxLen, queue.DefaultMaxLen))
+			errs = append(errs, fmt.Errorf("QueueConfig.MaxLen is %d: it must not be negative (zero means %d)", cfg.Queue.MaxLen, queue.DefaultMaxLen))
 		}
 		if cfg.Queue.Order == queue.CoDel && s.target < 0 {
-			errs = append(errs, errors.New("QueueOptions.Order is queue.CoDel, which acts on the standing state, and Config.Target is negative (off): drop one"))
+			errs = append(errs, errors.New("QueueConfig.Order is queue.CoDel, which acts on the standing state, and Config.Target is negative (off): drop one"))
 		}
 		if cfg.Queue.Order > queue.CoDel {
-			errs = append(errs, fmt.Errorf("QueueOptions.Order %v is not an order: use queue.FIFO, queue.LIFO or queue.CoDel", cfg.Queue.Order))
+			errs = append(errs, fmt.Errorf("QueueConfig.Order %v is not an order: use queue.FIFO, queue.LIFO or queue.CoDel", cfg.Queue.Order))
 		}
 	}
 	if s.status < 400 || s.status > 599 {

@@ -20,21 +20,21 @@ import (
 const TimeoutHeader = "Sluice-Timeout"
 
 // GRPCTimeoutHeader is gRPC's field for a call's deadline, in the format
-// TimeoutHeader borrows. With DeadlineOptions.Header unset, the pipeline
+// TimeoutHeader borrows. With DeadlineConfig.Header unset, the pipeline
 // reads it on a POST (every gRPC call is one) that has no TimeoutHeader.
 // An adapter that picks header fields (Attempt.Picked) does not pick it:
 // gRPC's calls come over HTTP/2, whose requests carry their whole header
 // map (Attempt.Header).
 const GRPCTimeoutHeader = "Grpc-Timeout"
 
-// DeadlineOptions configures how a pipeline treats the time a request's
+// DeadlineConfig configures how a pipeline treats the time a request's
 // caller has left (TimeoutHeader). The zero value honours the field: a
 // request whose time has run out by the time it is decided is rejected
 // unstarted, with the reason "deadline", and a request that waits in the
 // queue is rejected ("queue-timeout") when its time runs out, if that comes
 // before the queue's own timeout. A request without the field is not
 // affected.
-type DeadlineOptions struct {
+type DeadlineConfig struct {
 	// Header is the field to read; empty means TimeoutHeader, or, on a
 	// POST without it, gRPC's own grpc-timeout (GRPCTimeoutHeader: a gRPC
 	// call's deadline, which its clients send). Its value must have
@@ -51,14 +51,14 @@ type DeadlineOptions struct {
 	Ignore bool
 }
 
-// deadlineRule is a pipeline's DeadlineOptions, settled.
+// deadlineRule is a pipeline's DeadlineConfig, settled.
 type deadlineRule struct {
 	key     string // canonical header key; empty when off
 	grpc    bool   // read GRPCTimeoutHeader when key is absent
 	minLeft int64
 }
 
-func newDeadlineRule(o DeadlineOptions) deadlineRule {
+func newDeadlineRule(o DeadlineConfig) deadlineRule {
 	if o.Ignore {
 		return deadlineRule{}
 	}

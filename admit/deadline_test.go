@@ -51,7 +51,7 @@ func timed(path, left string) *req {
 func TestDeadlineRejectsRequestsOutOfTime(t *testing.T) {
 	gate := newSwitch("g", true, &events{})
 	clk := newClock(ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineOptions{MinLeft: 5 * time.Millisecond}}, Host{Clock: clk.now})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineConfig{MinLeft: 5 * time.Millisecond}}, Host{Clock: clk.now})
 
 	out := timed("/out", "0m")
 	require.Equal(t, Rejected, p.Decide(&out.Ticket))
@@ -102,7 +102,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 func TestDeadlineBoundsTheQueueWait(t *testing.T) {
 	gate := newSwitch("g", false, &events{})
 	clk := newClock(100 * ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{}, MaxAge: 100 * time.Millisecond, Target: -1},
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{}, MaxAge: 100 * time.Millisecond, Target: -1},
 		Host{Clock: clk.now})
 	long := newReq("/long")
 	require.Equal(t, Queued, p.Decide(&long.Ticket))
@@ -122,7 +122,7 @@ func TestDeadlineBoundsTheQueueWait(t *testing.T) {
 
 func TestDeadlineIgnore(t *testing.T) {
 	gate := newSwitch("g", true, &events{})
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineOptions{Ignore: true}}, Host{Clock: newClock(ms).now})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineConfig{Ignore: true}}, Host{Clock: newClock(ms).now})
 	r := timed("/x", "0n")
 	require.Equal(t, Admitted, p.Decide(&r.Ticket))
 	p.Done(&r.Ticket, Outcome{Status: 200})
@@ -167,7 +167,7 @@ func TestDeadlineReadsGRPCTimeout(t *testing.T) {
 	require.Equal(t, Admitted, p.Decide(&get.Ticket), "gRPC calls are POSTs: a GET's grpc-timeout is not read")
 	p.Done(&get.Ticket, Outcome{Status: 200})
 
-	own := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineOptions{Header: "X-Left"}}, Host{Clock: newClock(ms).now})
+	own := newPipeline(t, Config{Gates: []Policy{gate}, Deadline: DeadlineConfig{Header: "X-Left"}}, Host{Clock: newClock(ms).now})
 	r := newReq("/pkg.Service/Method")
 	r.Method = http.MethodPost
 	r.Header = http.Header{GRPCTimeoutHeader: {"0m"}}

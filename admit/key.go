@@ -12,12 +12,12 @@ import (
 // count or share per caller (a quota per API key, a share per tenant): the
 // client's address or network, a header field, or a function of the
 // request. Build one with ClientIP, ClientPrefix, HeaderKey or KeyFunc,
-// give it to the policy's options, and the policy calls Of for each
+// give it to the policy's configuration, and the policy calls Of for each
 // request.
 //
 // The zero Key is unset: it gives no request a key (Of reports false).
-// The options that take a Key say what their zero value means (a
-// ratelimit.PolicyOptions without one keys by ClientIP); IsZero tells it
+// The configurations that take a Key say what their zero value means (a
+// ratelimit.PolicyConfig without one keys by ClientIP); IsZero tells it
 // apart.
 //
 // A Key is a value: copy it freely. It is safe for concurrent use.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/queue"
 )
 
@@ -22,8 +22,8 @@ func TestClassByLane(t *testing.T) {
 }
 
 func TestPipelineClassifiesAsItsQueueDoes(t *testing.T) {
-	gates := []admit.Policy{gate.NewConcurrency(1)}
-	p, err := admit.New(admit.Config{Gates: gates, Queue: &admit.QueueOptions{Classify: admit.ClassByLane(map[string]queue.Class{"batch": queue.Sheddable}, queue.Default)}}, admit.Host{})
+	gates := []admit.Policy{gatetest.Concurrency(t, 1)}
+	p, err := admit.New(admit.Config{Gates: gates, Queue: &admit.QueueConfig{Classify: admit.ClassByLane(map[string]queue.Class{"batch": queue.Sheddable}, queue.Default)}}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
 	assert.True(t, p.Classifies())
@@ -34,7 +34,7 @@ func TestPipelineClassifiesAsItsQueueDoes(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, queue.Default, cl)
 
-	for _, cfg := range []admit.Config{{}, {Gates: gates, Queue: &admit.QueueOptions{}}} {
+	for _, cfg := range []admit.Config{{}, {Gates: gates, Queue: &admit.QueueConfig{}}} {
 		p, err := admit.New(cfg, admit.Host{})
 		require.NoError(t, err)
 		assert.False(t, p.Classifies(), "no Classify, no classes")

@@ -34,7 +34,7 @@ func TestObserverHearsStartsEndsAndRejections(t *testing.T) {
 	var log events
 	gate := newSwitch("g", true, &log)
 	clk := newClock(ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{Clock: clk.now})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{Clock: clk.now})
 	var heard events
 	remove := p.Observe(logObserver{&heard})
 

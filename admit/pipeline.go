@@ -145,7 +145,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		p.ageLimits = true
 	}
 	if s.target > 0 {
-		p.det = queue.NewDetector(s.target, s.interval)
+		p.det = queue.NewDetector(queue.DetectorConfig{Target: s.target, Interval: s.interval})
 		p.det.SetLimit(max(s.maxAge, 0))
 	}
 	p.admitOwn = func(e *queue.Entry) bool { return p.admitEntry(e, false) }
@@ -158,7 +158,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		}
 		p.timer = afterFunc(time.Hour, p.expire)
 		p.timer.Stop()
-		p.q = queue.New(queue.Options{
+		p.q = queue.New(queue.Config{
 			Timeout:  s.maxAge,
 			Order:    q.Order,
 			MaxLen:   q.MaxLen,

@@ -175,7 +175,7 @@ func TestPolicyRefusalIsFinal(t *testing.T) {
 	quota.refusal = &Refusal{Reason: "rate-limit", Status: http.StatusTooManyRequests,
 		RetryAfter: 30 * time.Second, Header: http.Header{"Ratelimit": {"limit=10"}}}
 	gate := newSwitch("g", true, &log)
-	p := newPipeline(t, Config{Policies: []Policy{first, quota}, Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{})
+	p := newPipeline(t, Config{Policies: []Policy{first, quota}, Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{})
 	r := newReq("/q")
 	require.Equal(t, Rejected, p.Decide(&r.Ticket))
 	a, extra := r.Answer()
@@ -228,7 +228,7 @@ func TestQueuedRequestStartsWhenARequestEnds(t *testing.T) {
 	var log events
 	gate := newSwitch("g", true, &log)
 	clk := newClock(ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{Clock: clk.now})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{Clock: clk.now})
 	first := newReq("/1")
 	require.Equal(t, Admitted, p.Decide(&first.Ticket))
 	gate.open.Store(false)
@@ -259,7 +259,7 @@ func TestQueuedRequestStartsWhenARequestEnds(t *testing.T) {
 func TestWakeStartsWaitingRequests(t *testing.T) {
 	var log events
 	gate := newSwitch("g", false, &log)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{})
 	var rs []*req
 	for i := range 3 {
 		r := newReq(fmt.Sprint("/", i))
@@ -283,7 +283,7 @@ func TestQueueTimeoutRejects(t *testing.T) {
 	gate := newSwitch("g", false, &log)
 	clk := newClock(ms)
 	var rejected []string
-	p := newPipeline(t, Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueOptions{}, MaxAge: 50 * time.Millisecond,
+	p := newPipeline(t, Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueConfig{}, MaxAge: 50 * time.Millisecond,
 		Rejection: Rejection{OnReject: func(a *Attempt, reason string) { rejected = append(rejected, a.Path+" "+reason) }}},
 		Host{Clock: clk.now})
 	r := newReq("/late")
@@ -304,7 +304,7 @@ func TestQueueTimeoutRejects(t *testing.T) {
 func TestQueueDeadlineCountsFromArrival(t *testing.T) {
 	gate := newSwitch("g", false, &events{})
 	clk := newClock(100 * ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{}, MaxAge: 50 * time.Millisecond, Target: -1},
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{}, MaxAge: 50 * time.Millisecond, Target: -1},
 		Host{Clock: clk.now})
 	r := newReq("/x")
 	r.Stamp = time.Now().UnixNano() - 40*ms
@@ -396,7 +396,7 @@ func TestTooOld(t *testing.T) {
 func TestOneStandingStateForSocketsAndQueue(t *testing.T) {
 	gate := newSwitch("g", true, &events{})
 	clk := newClock(ms)
-	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueOptions{Order: queue.CoDel}}, Host{Clock: clk.now})
+	p := newPipeline(t, Config{Gates: []Policy{gate}, Queue: &QueueConfig{Order: queue.CoDel}}, Host{Clock: clk.now})
 	assert.Same(t, p.det, p.Queue().Detector())
 	standUp(p, clk)
 	require.True(t, p.Stats().Queue.Overloaded)
@@ -416,7 +416,7 @@ func TestWithdrawAndCancel(t *testing.T) {
 	var log events
 	pol := newSwitch("pol", true, &log)
 	gate := newSwitch("g", false, &log)
-	p := newPipeline(t, Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{})
+	p := newPipeline(t, Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{})
 	a := newReq("/a")
 	require.Equal(t, Queued, p.Decide(&a.Ticket))
 	assert.True(t, p.Withdraw(&a.Ticket))
@@ -448,7 +448,7 @@ func TestCloseDetachesAndRejectsWaiting(t *testing.T) {
 	var log events
 	pol := newSwitch("pol", true, &log)
 	gate := newSwitch("g", false, &log)
-	p, err := New(Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueOptions{}}, Host{})
+	p, err := New(Config{Policies: []Policy{pol}, Gates: []Policy{gate}, Queue: &QueueConfig{}}, Host{})
 	require.NoError(t, err)
 	r := newReq("/w")
 	require.Equal(t, Queued, p.Decide(&r.Ticket))
@@ -471,14 +471,14 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"queue without gate", Config{Queue: &QueueOptions{}}, "a queue needs a gate"},
-		{"queue without limit", Config{Gates: []Policy{g}, Queue: &QueueOptions{}, MaxAge: -1}, "needs a wait limit"},
+		{"queue without gate", Config{Queue: &QueueConfig{}}, "a queue needs a gate"},
+		{"queue without limit", Config{Gates: []Policy{g}, Queue: &QueueConfig{}, MaxAge: -1}, "needs a wait limit"},
 		{"nil gate", Config{Gates: []Policy{nil}}, "Config.Gates[0] is nil"},
 		{"nil policy", Config{Policies: []Policy{g, nil}}, "Config.Policies[1] is nil"},
 		{"status", Config{Rejection: Rejection{Status: 200}}, "not an error status"},
-		{"max len", Config{Gates: []Policy{g}, Queue: &QueueOptions{MaxLen: -1}}, "MaxLen"},
-		{"order", Config{Gates: []Policy{g}, Queue: &QueueOptions{Order: 9}}, "not an order"},
-		{"codel without target", Config{Gates: []Policy{g}, Queue: &QueueOptions{Order: queue.CoDel}, Target: -1}, "standing state"},
+		{"max len", Config{Gates: []Policy{g}, Queue: &QueueConfig{MaxLen: -1}}, "MaxLen"},
+		{"order", Config{Gates: []Policy{g}, Queue: &QueueConfig{Order: 9}}, "not an order"},
+		{"codel without target", Config{Gates: []Policy{g}, Queue: &QueueConfig{Order: queue.CoDel}, Target: -1}, "standing state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, Host{})
@@ -543,7 +543,7 @@ func (b *blameSum) UsesBlame() bool { return true }
 
 func hammer(t *testing.T, blame bool) {
 	lim := &limit{max: 3}
-	cfg := Config{Gates: []Policy{lim}, Queue: &QueueOptions{MaxLen: 8}, MaxAge: 2 * time.Millisecond}
+	cfg := Config{Gates: []Policy{lim}, Queue: &QueueConfig{MaxLen: 8}, MaxAge: 2 * time.Millisecond}
 	sum := &blameSum{}
 	if blame {
 		cfg.Policies = []Policy{sum}

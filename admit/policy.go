@@ -131,7 +131,7 @@ type Attempt struct {
 	Lane string
 
 	// Class is the request's priority class in the queue, set by
-	// QueueOptions.Classify when the request is about to wait.
+	// QueueConfig.Classify when the request is about to wait.
 	Class queue.Class
 	// Spare is set when the goroutine that asks is not the one the request
 	// will take the place of: a worker that went idle starting a waiting

@@ -44,7 +44,7 @@ func DashboardLauncher(launch Launcher, addr string) Launcher {
 // by the previous target's child, which is stopping: the listen is retried
 // for up to a second.
 func serveDashboard(addr string, srv *sluice.Server) (stop func() error, err error) {
-	d, err := dashboard.New(dashboard.Options{Server: srv, Title: "sluice (benchmark target)"})
+	d, err := dashboard.New(dashboard.Config{Server: srv, Title: "sluice (benchmark target)"})
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func TestSluiceTargetServesItsDashboard(t *testing.T) {
 	c := &http.Client{Timeout: 5 * time.Second}
 	defer c.CloseIdleConnections()
 	for range 2 {
-		rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 100 * time.Microsecond}))
+		rn, err := tg.Serve(weather.Handler(weather.Config{CPU: 100 * time.Microsecond}))
 		require.NoError(t, err)
 		resp, err := c.Get("http://" + addr + DashboardPath + "data")
 		require.NoError(t, err)

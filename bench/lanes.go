@@ -251,7 +251,7 @@ func (lc *LanesChild) attach(cfg *sluice.Config) (ready func(*sluice.Server) (st
 		return none
 	}
 	return func(srv *sluice.Server) (string, func() error, error) {
-		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Options{Token: lc.Token})
+		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Config{Token: lc.Token})
 		if err != nil {
 			return "", nil, err
 		}
@@ -487,7 +487,10 @@ func (cfg *SuiteConfig) lanes(ctx context.Context, target string, p Point, capac
 		berr   error
 		change *LanesChange
 	)
-	host := gate.NewCPU(gate.CPUOptions{Interval: gate.Manual, Window: 1}) // its first reading: now
+	host, err := gate.NewCPU(gate.CPUConfig{Interval: gate.Manual, Window: 1}) // its first reading: now
+	if err != nil {
+		return nil, err
+	}
 	defer host.Close()
 	cpu0, tcpu0, t0 := selfCPU(), proc.cpu(), time.Now()
 	if withBatch {

@@ -84,8 +84,8 @@ type ChildSpec struct {
 const TargetNice = 10
 
 // Options returns the weather service's options for the spec.
-func (h HandlerSpec) Options() weather.Options {
-	return weather.Options{CPU: h.CPU, DB: h.DB, Blocking: h.Blocking}
+func (h HandlerSpec) Options() weather.Config {
+	return weather.Config{CPU: h.CPU, DB: h.DB, Blocking: h.Blocking}
 }
 
 // ServeChild serves a target when the process was started as a target's

@@ -88,8 +88,8 @@ func SluiceConfig() sluice.Config {
 func SluiceHalfConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{
 		MaxAge: 100 * time.Millisecond,
-		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
-		Queue:  &admit.QueueOptions{Order: queue.CoDel},
+		Gates:  []admit.Policy{mustGate(gate.NewBusy(gate.BusyConfig{}))},
+		Queue:  &admit.QueueConfig{Order: queue.CoDel},
 	}}
 }
 
@@ -189,9 +189,13 @@ const GoSchedFraction = 2.0
 // GoSched gate and the 100 ms timed queue: the nearest thing to the
 // executor's busy count that plain net/http can have.
 func startGoSched(o serveOptions, h http.Handler) (*Running, error) {
+	gs, err := gate.NewGoSched(gate.GoSchedConfig{Fraction: GoSchedFraction})
+	if err != nil {
+		return nil, err
+	}
 	adm, err := httpgate.New(admit.Config{
-		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: GoSchedFraction})},
-		Queue: &admit.QueueOptions{},
+		Gates: []admit.Policy{gs},
+		Queue: &admit.QueueConfig{},
 	})
 	if err != nil {
 		return nil, err
@@ -226,8 +230,17 @@ const (
 func SluiceBusyConfig() sluice.Config {
 	return sluice.Config{Admission: admit.Config{
 		MaxAge: -1,
-		Gates:  []admit.Policy{gate.NewBusy(gate.BusyOptions{})},
+		Gates:  []admit.Policy{mustGate(gate.NewBusy(gate.BusyConfig{}))},
 	}}
+}
+
+// mustGate returns g, built by its constructor from a constant
+// configuration that the constructor accepts: an error is a bug here.
+func mustGate[G admit.Policy](g G, err error) G {
+	if err != nil {
+		panic(err)
+	}
+	return g
 }
 
 // SluiceCPUConfig is the configuration of the "sluice-cpu" target, with
@@ -239,7 +252,7 @@ func SluiceBusyConfig() sluice.Config {
 // generator's work counts, and so does any other program's (run the
 // scenario on a machine otherwise idle).
 func SluiceCPUConfig() (sluice.Config, *gate.CPU) {
-	cpu := gate.NewCPU(gate.CPUOptions{}) // loadshed's example: 0.6, 0.8, 1 s, 10
+	cpu := mustGate(gate.NewCPU(gate.CPUConfig{})) // loadshed's example: 0.6, 0.8, 1 s, 10
 	return sluice.Config{Admission: admit.Config{
 		MaxAge:   -1,
 		Policies: []admit.Policy{cpu},

@@ -25,7 +25,7 @@ import (
 func TestTargetsServeTheWeather(t *testing.T) {
 	for _, tg := range Targets() {
 		t.Run(tg.Name, func(t *testing.T) {
-			rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 100 * time.Microsecond, DB: time.Millisecond}))
+			rn, err := tg.Serve(weather.Handler(weather.Config{CPU: 100 * time.Microsecond, DB: time.Millisecond}))
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, rn.Stop()) }()
 			base := rn.URL
@@ -88,7 +88,7 @@ func TestTargetsServeOverTLS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tg, ok := targetByName(name, o)
 			require.True(t, ok)
-			rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 100 * time.Microsecond}))
+			rn, err := tg.Serve(weather.Handler(weather.Config{CPU: 100 * time.Microsecond}))
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, rn.Stop()) }()
 			require.True(t, strings.HasPrefix(rn.URL, "https://"), rn.URL)
@@ -119,7 +119,7 @@ func TestShedTargets(t *testing.T) {
 	for _, name := range []string{TargetSluiceBusy, TargetSluiceCPU} {
 		tg, ok := TargetByName(name)
 		require.True(t, ok, name)
-		rn, err := tg.Serve(weather.Handler(weather.Options{CPU: 10 * time.Microsecond}))
+		rn, err := tg.Serve(weather.Handler(weather.Config{CPU: 10 * time.Microsecond}))
 		require.NoError(t, err, name)
 		tr := &http.Transport{}
 		resp, err := (&http.Client{Transport: tr}).Get(rn.URL + WeatherPath)

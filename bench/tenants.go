@@ -140,7 +140,7 @@ type TenantsConfig struct {
 	Period time.Duration
 	// Bucket is the width of the per-tenant series; default 100 ms.
 	Bucket time.Duration
-	// Utilisation is the controllers' tenant.ControllerOptions.Utilisation,
+	// Utilisation is the controllers' tenant.ControllerConfig.Utilisation,
 	// in (0, 1]; zero means the controller's default.
 	Utilisation float64
 	// Servers is the number of servers; default 1. One server is a fleet
@@ -237,32 +237,40 @@ const maxTenantSteps = 3600
 // (before its gates), sets the gates of the protection and starts the
 // agent.
 func (tc *TenantChild) attach(cfg *sluice.Config) (*tenantAgent, error) {
-	tr, err := tenant.New(tenant.Options{Off: tc.Off})
+	tr, err := tenant.New(tenant.Config{Off: tc.Off})
 	if err != nil {
 		return nil, err
 	}
 	client := redis.NewClient(&redis.Options{Addr: tc.Redis, ContextTimeoutEnabled: true, MaxRetries: -1})
 	fail := func(err error) (*tenantAgent, error) { return nil, errors.Join(err, client.Close()) }
-	store, err := tenant.NewRedisStore(client, tenant.RedisOptions{Fleet: tc.Fleet})
+	store, err := tenant.NewRedisStore(client, tenant.RedisConfig{Fleet: tc.Fleet})
 	if err != nil {
 		return fail(err)
 	}
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{Utilisation: tc.Utilisation})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{Utilisation: tc.Utilisation})
 	if err != nil {
 		return fail(err)
 	}
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tr, Controller: ctrl, Period: tc.Period})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tr, Controller: ctrl, Period: tc.Period})
 	if err != nil {
 		return fail(err)
 	}
 	cfg.Admission.Policies = append(slices.Clip(cfg.Admission.Policies), tr)
 	switch tc.Protection {
 	case TenantsBusy:
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
-		cfg.Admission.Queue = &admit.QueueOptions{}
+		g, err := gate.NewBusy(gate.BusyConfig{})
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
+		cfg.Admission.Queue = &admit.QueueConfig{}
 	case TenantsConcurrency:
-		cfg.Admission.Gates = []admit.Policy{gate.NewConcurrency(runtime.GOMAXPROCS(0))}
-		cfg.Admission.Queue = &admit.QueueOptions{}
+		g, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: runtime.GOMAXPROCS(0)})
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
+		cfg.Admission.Queue = &admit.QueueConfig{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &tenantAgent{tracker: tr, agent: agent, ctrl: ctrl, client: client, period: agent.Period(), cancel: cancel}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/shed"
 )
 
@@ -298,7 +299,7 @@ func TestShedTransportConfig(t *testing.T) {
 	assert.Equal(t, "client: NewShedTransport: ShedConfig.Policies[1] is nil: remove it or give a policy (see package gate)", err.Error())
 
 	rec := &attachRecorder{Policy: conc}
-	_, err = NewShedTransport(ShedConfig{Policies: []admit.Policy{rec, gate.NewBusy(gate.BusyOptions{})}})
+	_, err = NewShedTransport(ShedConfig{Policies: []admit.Policy{rec, gatetest.Busy(t, gate.BusyConfig{})}})
 	require.Error(t, err, "the busy gate needs the sluice executor")
 	assert.Contains(t, err.Error(), "ShedConfig.Policies[1] (*gate.Busy)")
 	assert.Equal(t, int64(1), rec.detached.Load(), "what was attached is detached again")

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/tenant"
 )
@@ -106,21 +107,21 @@ func TestBrowser(t *testing.T) {
 	// An I/O-bound weather service (1 ms of CPU, 10 ms of database) on two
 	// workers, behind the busy gate and the timed queue, with three
 	// tenants, the heaviest of which the controller drops.
-	busy := gate.NewBusy(gate.BusyOptions{})
-	tracker, err := tenant.New(tenant.Options{})
+	busy := gatetest.Busy(t, gate.BusyConfig{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{
 		MaxAge:   50 * time.Millisecond,
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy},
-		Queue:    &admit.QueueOptions{Order: queue.CoDel},
-	}}, weather.Handler(weather.Options{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{})
+		Queue:    &admit.QueueConfig{Order: queue.CoDel},
+	}}, weather.Handler(weather.Config{CPU: time.Millisecond, DB: 10 * time.Millisecond}))
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
 	require.NoError(t, err)
 
-	d, err := New(Options{
+	d, err := New(Config{
 		Server: srv, Tenants: tracker, Title: "weather", Interval: interval, Controls: true,
 		Knobs: []Knob{BusyKnob(busy, srv.Runtime().NumWorkers()), MaxAgeKnob(srv.Server().Pipeline())},
 	})

@@ -16,7 +16,7 @@ import (
 )
 
 // Knob is a setting the page's controls can change while the server runs
-// (with Options.Controls): a gate's limit, the age limit, anything of
+// (with Config.Controls): a gate's limit, the age limit, anything of
 // yours. BusyKnob, ConcurrencyKnob and MaxAgeKnob make the usual ones.
 type Knob struct {
 	// Name labels the knob on the page and in the log; it must be unique
@@ -42,8 +42,7 @@ func BusyKnob(g *gate.Busy, workers int) Knob {
 		Name: "busy gate limit", Unit: "workers", Min: 1, Max: w, Step: 1,
 		Get: func() float64 { return float64(g.Limit()) },
 		Set: func(v float64) error {
-			g.SetOptions(gate.BusyOptions{Fraction: v / w})
-			return nil
+			return g.SetConfig(gate.BusyConfig{Fraction: v / w})
 		},
 	}
 }
@@ -54,7 +53,7 @@ func ConcurrencyKnob(c *gate.Concurrency) Knob {
 	return Knob{
 		Name: "concurrency limit", Unit: "requests", Min: 0, Max: maxConcurrencyKnob, Step: 1,
 		Get: func() float64 { return float64(c.Limit()) },
-		Set: func(v float64) error { c.SetLimit(int(v)); return nil },
+		Set: func(v float64) error { return c.SetLimit(int(v)) },
 	}
 }
 
@@ -121,7 +120,7 @@ const maxControlBody = 4 << 10
 // control applies one change from the page and logs it.
 func (d *Dashboard) control(w http.ResponseWriter, r *http.Request) {
 	if !d.controls {
-		http.Error(w, "the dashboard's controls are off: the program enables them with dashboard.Options.Controls", http.StatusForbidden)
+		http.Error(w, "the dashboard's controls are off: the program enables them with dashboard.Config.Controls", http.StatusForbidden)
 		return
 	}
 	if r.Method != http.MethodPost {

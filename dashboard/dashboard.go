@@ -5,7 +5,7 @@
 // in the binary; it loads nothing from other hosts, and polls a JSON
 // endpoint beside it about once a second.
 //
-//	d, err := dashboard.New(dashboard.Options{Server: srv})
+//	d, err := dashboard.New(dashboard.Config{Server: srv})
 //	...
 //	defer d.Close()
 //	admin := http.NewServeMux() // on an address of its own, not the public one
@@ -17,7 +17,7 @@
 //
 // # Controls
 //
-// With Options.Controls, the page can change the server while it runs:
+// With Config.Controls, the page can change the server while it runs:
 // lane shares, the knobs given (gate limits, the age limit), tenant
 // enforcement on or off. They are off by default because a control plane
 // is a security surface: whoever can reach the page could then open the
@@ -30,7 +30,7 @@
 //
 // The page, its data and its controls answer only requests addressed to
 // the dashboard's own names: an IP address, localhost, or a name listed in
-// Options.Hosts (others get 421). A site whose name an attacker points at
+// Config.Hosts (others get 421). A site whose name an attacker points at
 // the admin address (DNS rebinding) is the page's own origin to the
 // browser; its Host is not one of the dashboard's names.
 package dashboard
@@ -63,7 +63,7 @@ import (
 	"github.com/sluice-go/sluice/tenant"
 )
 
-// Defaults of Options' zero fields.
+// Defaults of Config's zero fields.
 const (
 	// DefaultInterval is the time between two samples, and between two
 	// polls of the page.
@@ -84,8 +84,8 @@ type Executor interface {
 	Lanes() *lanes.Set
 }
 
-// Options configures a Dashboard. Server, or Pipeline, is required.
-type Options struct {
+// Config configures a Dashboard. Server, or Pipeline, is required.
+type Config struct {
 	// Server is the sluice server to show: its admission pipeline, its
 	// connections, its runtime's workers and lanes.
 	Server *sluice.Server
@@ -138,7 +138,7 @@ type Dashboard struct {
 	interval time.Duration
 	history  int
 	controls bool
-	hosts    []string // Options.Hosts
+	hosts    []string // Config.Hosts
 	log      *slog.Logger
 
 	p        *admit.Pipeline
@@ -163,7 +163,7 @@ type Dashboard struct {
 // New returns the dashboard that opts describe; it fails without a server
 // or pipeline to show, and for knobs without a name, a Get or a Set, or
 // with the same name.
-func New(opts Options) (*Dashboard, error) {
+func New(opts Config) (*Dashboard, error) {
 	d := &Dashboard{
 		title:    opts.Title,
 		interval: opts.Interval,
@@ -184,7 +184,7 @@ func New(opts Options) (*Dashboard, error) {
 		d.p = opts.Pipeline
 		d.ex = opts.Executor
 	default:
-		return nil, errors.New("dashboard: Options has neither a Server nor a Pipeline: nothing to show")
+		return nil, errors.New("dashboard: Config has neither a Server nor a Pipeline: nothing to show")
 	}
 	var errs []error
 	switch {
@@ -269,7 +269,7 @@ func contentType(name string) string {
 }
 
 // hostAllowed reports whether the request's Host names this dashboard: an
-// IP address (no name to rebind), "localhost", or one of Options.Hosts.
+// IP address (no name to rebind), "localhost", or one of Config.Hosts.
 func (d *Dashboard) hostAllowed(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
@@ -300,7 +300,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	if !d.hostAllowed(r.Host) {
-		http.Error(w, fmt.Sprintf("dashboard: host %q is not one of this dashboard's: list it in dashboard.Options.Hosts", r.Host),
+		http.Error(w, fmt.Sprintf("dashboard: host %q is not one of this dashboard's: list it in dashboard.Config.Hosts", r.Host),
 			http.StatusMisdirectedRequest)
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/tenant"
@@ -83,14 +84,14 @@ func fetch(t *testing.T, d http.Handler, after uint64) Data {
 // traffic's rates, the workers, the lanes, the wait percentiles, the age
 // limit, the rejections by reason and the tenants.
 func TestDataEndpoint(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{Policies: []admit.Policy{tracker}}}, nil)
-	d, err := New(Options{Server: srv, Tenants: tracker, Title: "test", Interval: 200 * time.Millisecond})
+	d, err := New(Config{Server: srv, Tenants: tracker, Title: "test", Interval: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer d.Close()
 	store := tenant.NewMemoryStore(nil)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tracker})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tracker})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.SetTable(ctx, tenant.Table{Version: 7, Drops: map[string]float64{"globex": 0.5}}))
@@ -189,7 +190,7 @@ func TestHistoryBoundAndPause(t *testing.T) {
 	p, err := admit.New(admit.Config{}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	d, err := New(Options{Pipeline: p, Interval: 20 * time.Millisecond, History: 3})
+	d, err := New(Config{Pipeline: p, Interval: 20 * time.Millisecond, History: 3})
 	require.NoError(t, err)
 	defer d.Close()
 	for range 6 {
@@ -213,7 +214,7 @@ func TestPageAndAssets(t *testing.T) {
 	p, err := admit.New(admit.Config{}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	d, err := New(Options{Pipeline: p, Title: `<script>alert(1)</script>`})
+	d, err := New(Config{Pipeline: p, Title: `<script>alert(1)</script>`})
 	require.NoError(t, err)
 	defer d.Close()
 	for _, c := range []struct{ path, ctype, contains string }{
@@ -268,22 +269,22 @@ func post(d http.Handler, body string, mod func(*http.Request)) *httptest.Respon
 // Controls are off by default; on, each change is applied and logged,
 // and what is out of range, not JSON, or from another origin is refused.
 func TestControls(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
-	conc := gate.NewConcurrency(64)
-	busy := gate.NewBusy(gate.BusyOptions{})
+	conc := gatetest.Concurrency(t, 64)
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	srv := testServer(t, sluice.Config{Admission: admit.Config{
 		Policies: []admit.Policy{tracker},
 		Gates:    []admit.Policy{busy, conc},
 	}}, nil)
 	knobs := []Knob{ConcurrencyKnob(conc), BusyKnob(busy, 2), MaxAgeKnob(srv.Server().Pipeline())}
 
-	off, err := New(Options{Server: srv, Tenants: tracker, Knobs: knobs})
+	off, err := New(Config{Server: srv, Tenants: tracker, Knobs: knobs})
 	require.NoError(t, err)
 	defer off.Close()
 	rec := post(off, `{"knob":"concurrency limit","value":8}`, nil)
 	assert.Equal(t, http.StatusForbidden, rec.Code)
-	assert.Contains(t, rec.Body.String(), "Options.Controls")
+	assert.Contains(t, rec.Body.String(), "Config.Controls")
 	assert.Equal(t, 64, conc.Limit())
 	data := fetch(t, off, 0)
 	assert.False(t, data.Controls)
@@ -293,7 +294,7 @@ func TestControls(t *testing.T) {
 	assert.Equal(t, 100.0, data.Knobs[2].Value)
 
 	var logs syncbuf.Buffer
-	on, err := New(Options{Server: srv, Tenants: tracker, Knobs: knobs, Controls: true,
+	on, err := New(Config{Server: srv, Tenants: tracker, Knobs: knobs, Controls: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	defer on.Close()
@@ -363,14 +364,14 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	p, err := admit.New(admit.Config{}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	_, err = New(Options{})
+	_, err = New(Config{})
 	assert.ErrorContains(t, err, "neither a Server nor a Pipeline")
 	get := func() float64 { return 0 }
 	set := func(float64) error { return nil }
-	_, err = New(Options{Pipeline: p, Knobs: []Knob{{Name: "a", Get: get, Set: set}, {Name: "a", Get: get, Set: set}, {Name: "b"}}})
+	_, err = New(Config{Pipeline: p, Knobs: []Knob{{Name: "a", Get: get, Set: set}, {Name: "a", Get: get, Set: set}, {Name: "b"}}})
 	assert.ErrorContains(t, err, `two knobs are named "a"`)
 	assert.ErrorContains(t, err, `Knobs[2] ("b") needs a Name, a Get and a Set`)
-	_, err = New(Options{Pipeline: p, Interval: -1})
+	_, err = New(Config{Pipeline: p, Interval: -1})
 	assert.ErrorContains(t, err, "Interval")
 }
 
@@ -386,12 +387,12 @@ func newRequest(method, target string, body io.Reader) *http.Request {
 // DNS rebinding: a page of another site whose name the attacker points at
 // the dashboard's address sends Host and Origin of that name, so the
 // cross-origin check alone passed it. The dashboard answers only its own
-// names: IP addresses, localhost and Options.Hosts.
+// names: IP addresses, localhost and Config.Hosts.
 func TestOnlyItsOwnHostNames(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	srv := testServer(t, sluice.Config{Admission: admit.Config{Policies: []admit.Policy{tracker}}}, nil)
-	d, err := New(Options{Server: srv, Tenants: tracker, Controls: true, Hosts: []string{"admin.internal"}})
+	d, err := New(Config{Server: srv, Tenants: tracker, Controls: true, Hosts: []string{"admin.internal"}})
 	require.NoError(t, err)
 	defer d.Close()
 
@@ -402,7 +403,7 @@ func TestOnlyItsOwnHostNames(t *testing.T) {
 	}
 	rec := post(d, `{"enforce":false}`, rebind)
 	assert.Equal(t, http.StatusMisdirectedRequest, rec.Code)
-	assert.Contains(t, rec.Body.String(), "Options.Hosts")
+	assert.Contains(t, rec.Body.String(), "Config.Hosts")
 	assert.True(t, tracker.Enforcing(), "enforcement stays on")
 	for _, path := range []string{"/debug/sluice/data", "/debug/sluice/"} {
 		req := newRequest(http.MethodGet, path, nil)

@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	dash, err := dashboard.New(dashboard.Options{Server: srv})
+	dash, err := dashboard.New(dashboard.Config{Server: srv})
 	if err != nil {
 		log.Fatal(err)
 	}

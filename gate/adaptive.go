@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -10,7 +11,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 )
 
-// Defaults for the zero values of AdaptiveOptions.
+// Defaults for the zero values of AdaptiveConfig.
 const (
 	DefaultAdaptiveInitialLimit = 20
 	DefaultAdaptiveMinLimit     = 4
@@ -20,16 +21,16 @@ const (
 	DefaultAdaptiveSmoothing    = 0.2
 )
 
-// MaxAdaptiveWindow is the largest AdaptiveOptions.Window.
+// MaxAdaptiveWindow is the largest AdaptiveConfig.Window.
 const MaxAdaptiveWindow = 4096
 
 // MaxAdaptiveSample is the longest latency an Adaptive gate learns as it is;
 // longer ones count as this long.
 const MaxAdaptiveSample = time.Duration(1 << 35) // about 34 s
 
-// AdaptiveOptions configures an Adaptive gate. Zero fields take the
+// AdaptiveConfig configures an Adaptive gate. Zero fields take the
 // defaults above.
-type AdaptiveOptions struct {
+type AdaptiveConfig struct {
 	// InitialLimit is the limit before the first update (default 20),
 	// clamped to [MinLimit, MaxLimit].
 	InitialLimit int
@@ -83,7 +84,7 @@ type Adaptive struct {
 	refusal *admit.Refusal
 	win     atomic.Uint64 // count<<winShift | sum of latencies in ns
 	peak    atomic.Int64  // highest in-flight count seen at a Done in this window
-	opts    AdaptiveOptions
+	opts    AdaptiveConfig
 
 	mu      sync.Mutex
 	est     float64 // the limit, unrounded
@@ -99,15 +100,35 @@ const (
 	warmup   = 10
 )
 
-// NewAdaptive returns an adaptive concurrency gate. It panics on options out
-// of range (negative values, MinLimit above MaxLimit, Window above
-// MaxAdaptiveWindow, Smoothing outside [0, 1]).
-func NewAdaptive(opts AdaptiveOptions) *Adaptive {
-	o := opts
-	if o.InitialLimit < 0 || o.MinLimit < 0 || o.MaxLimit < 0 || o.Window < 0 ||
-		o.LongWindow < 0 || o.QueueSize < 0 || o.Window > MaxAdaptiveWindow ||
-		o.Smoothing < 0 || o.Smoothing > 1 || math.IsNaN(o.Smoothing) {
-		panic(fmt.Sprintf("gate: adaptive options out of range: %+v", opts))
+// NewAdaptive returns an adaptive concurrency gate. It fails, naming the
+// field and what to use instead, on settings out of range (negative
+// values, MinLimit above MaxLimit, Window above MaxAdaptiveWindow,
+// Smoothing outside [0, 1]).
+func NewAdaptive(cfg AdaptiveConfig) (*Adaptive, error) {
+	o := cfg
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"InitialLimit", o.InitialLimit}, {"MinLimit", o.MinLimit}, {"MaxLimit", o.MaxLimit},
+		{"Window", o.Window}, {"LongWindow", o.LongWindow}, {"QueueSize", o.QueueSize},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("AdaptiveConfig.%s is %d: use 0 (the default) or more", f.name, f.v))
+		}
+	}
+	if o.Window > MaxAdaptiveWindow {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.Window is %d: use at most MaxAdaptiveWindow (%d) samples", o.Window, MaxAdaptiveWindow))
+	}
+	if !(o.Smoothing >= 0 && o.Smoothing <= 1) {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.Smoothing is %v: use a fraction in (0, 1], or 0 for %v", o.Smoothing, DefaultAdaptiveSmoothing))
+	}
+	if o.MinLimit > 0 && o.MaxLimit > 0 && o.MinLimit > o.MaxLimit {
+		errs = append(errs, fmt.Errorf("AdaptiveConfig.MinLimit %d is above MaxLimit %d: set MinLimit at or below MaxLimit", o.MinLimit, o.MaxLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gate: NewAdaptive: %w", err)
 	}
 	if o.MinLimit == 0 {
 		o.MinLimit = DefaultAdaptiveMinLimit
@@ -117,9 +138,6 @@ func NewAdaptive(opts AdaptiveOptions) *Adaptive {
 	}
 	if o.MaxLimit == 0 {
 		o.MaxLimit = max(DefaultAdaptiveMaxLimit, o.MinLimit)
-	}
-	if o.MinLimit > o.MaxLimit {
-		panic(fmt.Sprintf("gate: adaptive MinLimit %d above MaxLimit %d", o.MinLimit, o.MaxLimit))
 	}
 	if o.InitialLimit == 0 {
 		o.InitialLimit = DefaultAdaptiveInitialLimit
@@ -136,7 +154,7 @@ func NewAdaptive(opts AdaptiveOptions) *Adaptive {
 	}
 	a := &Adaptive{opts: o, est: float64(o.InitialLimit), refusal: &admit.Refusal{Reason: "adaptive"}}
 	a.c.limit.Store(int64(o.InitialLimit))
-	return a
+	return a, nil
 }
 
 // Admit admits a request iff fewer than Limit are in flight.

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -46,30 +45,24 @@ func (d *loadDriver) drain() {
 }
 
 func TestAdaptiveDefaults(t *testing.T) {
-	a := NewAdaptive(AdaptiveOptions{})
+	a := newAdaptive(t, AdaptiveConfig{})
 	assert.Equal(t, DefaultAdaptiveInitialLimit, a.Limit())
 	assert.Equal(t, "adaptive", a.Name())
 	assert.Equal(t, DefaultAdaptiveMinLimit, a.opts.MinLimit)
 	assert.Equal(t, DefaultAdaptiveMaxLimit, a.opts.MaxLimit)
 	assert.Equal(t, DefaultAdaptiveWindow, a.opts.Window)
 
-	small := NewAdaptive(AdaptiveOptions{MaxLimit: 2})
+	small := newAdaptive(t, AdaptiveConfig{MaxLimit: 2})
 	assert.Equal(t, 2, small.Limit(), "the initial limit is clamped")
 	assert.Equal(t, 2, small.opts.MinLimit)
 
-	for _, bad := range []AdaptiveOptions{
-		{MinLimit: -1}, {MinLimit: 10, MaxLimit: 5}, {Window: MaxAdaptiveWindow + 1},
-		{Smoothing: 1.5}, {Smoothing: math.NaN()}, {QueueSize: -1},
-	} {
-		assert.Panics(t, func() { NewAdaptive(bad) }, "%+v", bad)
-	}
 }
 
 // Steady latency under saturation grows the limit to its maximum; latency
 // that doubles shrinks it; latency back to normal grows it back.
 func TestAdaptiveSteadyDoubleRecover(t *testing.T) {
 	const w = 10
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 10, MinLimit: 2, MaxLimit: 60, Window: w})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 10, MinLimit: 2, MaxLimit: 60, Window: w})
 	d := &loadDriver{a: a}
 	base := 10 * time.Millisecond
 
@@ -106,7 +99,7 @@ func TestAdaptiveSteadyDoubleRecover(t *testing.T) {
 // baseline follows it down by 10% a window instead of its slow average.
 func TestAdaptiveBaselineFollowsRecovery(t *testing.T) {
 	const w = 5
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 10, MinLimit: 2, MaxLimit: 50, Window: w, LongWindow: 10})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 10, MinLimit: 2, MaxLimit: 50, Window: w, LongWindow: 10})
 	d := &loadDriver{a: a}
 	d.saturate(100*time.Millisecond, 50*w)
 	require.InDelta(t, float64(100*time.Millisecond), float64(a.Stats().Long), float64(time.Millisecond))
@@ -119,7 +112,7 @@ func TestAdaptiveBaselineFollowsRecovery(t *testing.T) {
 // move, whatever the latency says: the gate is not what bounds the load.
 func TestAdaptiveAppLimited(t *testing.T) {
 	const w = 10
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 10, MinLimit: 2, MaxLimit: 60, Window: w})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 10, MinLimit: 2, MaxLimit: 60, Window: w})
 	d := &loadDriver{a: a}
 	d.trickle(time.Millisecond, 100*w)
 	assert.Equal(t, 10, a.Limit())
@@ -131,7 +124,7 @@ func TestAdaptiveAppLimited(t *testing.T) {
 // Latency that keeps rising drives the limit to its minimum and no lower.
 func TestAdaptiveMinLimit(t *testing.T) {
 	const w = 4
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 40, MinLimit: 3, MaxLimit: 60, Window: w, QueueSize: 1})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 40, MinLimit: 3, MaxLimit: 60, Window: w, QueueSize: 1})
 	d := &loadDriver{a: a}
 	lat := time.Millisecond
 	for range 200 {
@@ -144,7 +137,7 @@ func TestAdaptiveMinLimit(t *testing.T) {
 
 func TestAdaptiveSamples(t *testing.T) {
 	const w = 4
-	a := NewAdaptive(AdaptiveOptions{Window: w})
+	a := newAdaptive(t, AdaptiveConfig{Window: w})
 	for range 3 * w {
 		require.True(t, acquire(a))
 		release(a, 0)
@@ -171,7 +164,7 @@ func TestAdaptiveSamples(t *testing.T) {
 
 func TestAdaptiveWakes(t *testing.T) {
 	const w = 2
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 2, MinLimit: 1, MaxLimit: 10, Window: w, QueueSize: 5})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 2, MinLimit: 1, MaxLimit: 10, Window: w, QueueSize: 5})
 	wk := attach(t, a, nil)
 	require.True(t, acquire(a))
 	require.True(t, acquire(a))
@@ -189,7 +182,7 @@ func TestAdaptiveWakes(t *testing.T) {
 }
 
 func TestAdaptiveHammer(t *testing.T) {
-	a := NewAdaptive(AdaptiveOptions{InitialLimit: 4, MinLimit: 2, MaxLimit: 6, Window: 16})
+	a := newAdaptive(t, AdaptiveConfig{InitialLimit: 4, MinLimit: 2, MaxLimit: 6, Window: 16})
 	peak := hammer(a, 8, 3000)
 	assert.LessOrEqual(t, peak, int64(6))
 	assert.Equal(t, 0, a.InFlight())

@@ -28,19 +28,19 @@ func benchGates(b *testing.B) []benchGate {
 	if err := os.WriteFile(filepath.Join(root, "proc/stat"), []byte("cpu  1 0 1 100 0 0 0 0 0 0\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	mem := NewMemory(MemoryOptions{Root: root, Interval: Manual})
-	cpu := NewCPU(CPUOptions{Root: root, Interval: Manual})
-	busy := NewBusy(BusyOptions{})
+	mem := newMemory(b, MemoryConfig{Root: root, Interval: Manual})
+	cpu := newCPU(b, CPUConfig{Root: root, Interval: Manual})
+	busy := newBusy(b, BusyConfig{})
 	attach(b, busy, newFakeExecutor(16, 1))
 	gates := []benchGate{
 		{"busy", busy},
-		{"concurrency", NewConcurrency(1 << 30)},
-		{"adaptive", NewAdaptive(AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20})},
+		{"concurrency", newConcurrency(b, 1<<30)},
+		{"adaptive", newAdaptive(b, AdaptiveConfig{MaxLimit: 1 << 20, InitialLimit: 1 << 20})},
 		{"memory", mem},
 		{"cpu", cpu},
 	}
 	if s := newSchedSource(b, 16); s != nil {
-		real := NewBusy(BusyOptions{})
+		real := newBusy(b, BusyConfig{})
 		attach(b, real, s)
 		gates = append(gates, benchGate{"busy-sched", real})
 	}
@@ -90,9 +90,9 @@ func BenchmarkAdmitDoneParallel(b *testing.B) {
 // BenchmarkRefused measures a refusal: the busy gate over its limit, a
 // concurrency limit of 0, and the CPU gate in its proportional band.
 func BenchmarkRefused(b *testing.B) {
-	busy := NewBusy(BusyOptions{})
+	busy := newBusy(b, BusyConfig{})
 	attach(b, busy, newFakeExecutor(16, 16))
-	for _, bg := range []benchGate{{"busy", busy}, {"concurrency", NewConcurrency(0)}} {
+	for _, bg := range []benchGate{{"busy", busy}, {"concurrency", newConcurrency(b, 0)}} {
 		b.Run(bg.name, func(b *testing.B) {
 			var a admit.Attempt
 			b.ReportAllocs()

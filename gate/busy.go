@@ -11,18 +11,18 @@ import (
 )
 
 // DefaultBusyFraction is the fraction of workers that may be busy when
-// BusyOptions.Fraction is zero: the default for I/O-bound handlers, whose
+// BusyConfig.Fraction is zero: the default for I/O-bound handlers, whose
 // started requests need free workers for their continuations (see
 // docs/background.md, "io_isolated").
 const DefaultBusyFraction = 0.5
 
-// BusyOptions configures a Busy gate.
-type BusyOptions struct {
+// BusyConfig configures a Busy gate.
+type BusyConfig struct {
 	// Fraction is the fraction of the workers that may be busy, the
 	// deciding one included, for a new request to be admitted: the limit
 	// is max(1, floor(Fraction × workers)). Zero means
 	// DefaultBusyFraction; values above 1 mean 1. Negative values and NaN
-	// panic.
+	// are refused.
 	Fraction float64
 }
 
@@ -76,19 +76,29 @@ type busyExecutor struct {
 	attached int
 }
 
-// NewBusy returns a busy-worker gate. It panics if opts.Fraction is
-// negative or NaN.
-func NewBusy(opts BusyOptions) *Busy {
+// NewBusy returns a busy-worker gate. It fails, naming the field and what
+// to use instead, if cfg.Fraction is negative or NaN.
+func NewBusy(cfg BusyConfig) (*Busy, error) {
 	g := &Busy{refusal: &admit.Refusal{Reason: "busy"}}
-	g.SetOptions(opts)
-	return g
+	if err := g.set(cfg); err != nil {
+		return nil, fmt.Errorf("gate: NewBusy: %w", err)
+	}
+	return g, nil
 }
 
-// SetOptions changes the fraction live. It panics as NewBusy does.
-func (g *Busy) SetOptions(opts BusyOptions) {
-	f := opts.Fraction
+// SetConfig changes the fraction live. On a value NewBusy refuses it
+// returns the same error and changes nothing.
+func (g *Busy) SetConfig(cfg BusyConfig) error {
+	if err := g.set(cfg); err != nil {
+		return fmt.Errorf("gate: Busy.SetConfig: %w", err)
+	}
+	return nil
+}
+
+func (g *Busy) set(cfg BusyConfig) error {
+	f := cfg.Fraction
 	if f < 0 || math.IsNaN(f) {
-		panic(fmt.Sprintf("gate: busy fraction %v out of range: use a fraction in (0, 1]", f))
+		return fmt.Errorf("BusyConfig.Fraction is %v: use a fraction in (0, 1], or 0 for %v", f, DefaultBusyFraction)
 	}
 	if f == 0 {
 		f = DefaultBusyFraction
@@ -97,6 +107,7 @@ func (g *Busy) SetOptions(opts BusyOptions) {
 	if ex := g.ex.Load(); ex != nil {
 		g.limit.Store(int64(busyLimit(ex.workers, f)))
 	}
+	return nil
 }
 
 // busyLimit returns max(1, floor(f × workers)), at most workers.

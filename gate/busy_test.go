@@ -2,7 +2,6 @@ package gate
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,25 +13,25 @@ import (
 func TestBusyLimits(t *testing.T) {
 	cases := []struct {
 		workers int
-		opts    BusyOptions
+		opts    BusyConfig
 		limit   int
 	}{
-		{2, BusyOptions{}, 1},
-		{2, BusyOptions{Fraction: 0.5}, 1},
-		{2, BusyOptions{Fraction: 1}, 2},
-		{16, BusyOptions{}, 8},
-		{16, BusyOptions{Fraction: 1}, 16},
-		{16, BusyOptions{Fraction: 0.25}, 4},
-		{16, BusyOptions{Fraction: 0.01}, 1}, // at least 1
-		{16, BusyOptions{Fraction: 3}, 16},   // above 1 means 1
-		{1, BusyOptions{}, 1},
-		{3, BusyOptions{}, 1},
-		{100, BusyOptions{Fraction: 0.29}, 29}, // no floating-point loss
+		{2, BusyConfig{}, 1},
+		{2, BusyConfig{Fraction: 0.5}, 1},
+		{2, BusyConfig{Fraction: 1}, 2},
+		{16, BusyConfig{}, 8},
+		{16, BusyConfig{Fraction: 1}, 16},
+		{16, BusyConfig{Fraction: 0.25}, 4},
+		{16, BusyConfig{Fraction: 0.01}, 1}, // at least 1
+		{16, BusyConfig{Fraction: 3}, 16},   // above 1 means 1
+		{1, BusyConfig{}, 1},
+		{3, BusyConfig{}, 1},
+		{100, BusyConfig{Fraction: 0.29}, 29}, // no floating-point loss
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%d workers %+v", c.workers, c.opts), func(t *testing.T) {
 			ex := newFakeExecutor(c.workers, 0)
-			g := NewBusy(c.opts)
+			g := newBusy(t, c.opts)
 			assert.Equal(t, 0, g.Limit(), "not attached yet")
 			attach(t, g, ex)
 			require.Equal(t, c.limit, g.Limit())
@@ -49,7 +48,7 @@ func TestBusyLimits(t *testing.T) {
 // admitted while the other worker is idle, refused while both are busy.
 func TestBusyTwoWorkersHalf(t *testing.T) {
 	ex := newFakeExecutor(2, 1) // the deciding worker alone
-	g := NewBusy(BusyOptions{})
+	g := newBusy(t, BusyConfig{})
 	attach(t, g, ex)
 	assert.True(t, acquire(g), "the other worker is idle")
 	release(g, 0) // a no-op
@@ -67,13 +66,13 @@ func TestBusyTwoWorkersHalf(t *testing.T) {
 
 func TestBusySixteenWorkers(t *testing.T) {
 	ex := newFakeExecutor(16, 0)
-	half := NewBusy(BusyOptions{Fraction: 0.5})
+	half := newBusy(t, BusyConfig{Fraction: 0.5})
 	attach(t, half, ex)
 	ex.set(8)
 	assert.True(t, acquire(half))
 	ex.set(9)
 	assert.False(t, acquire(half))
-	full := NewBusy(BusyOptions{Fraction: 1})
+	full := newBusy(t, BusyConfig{Fraction: 1})
 	attach(t, full, ex)
 	ex.set(16)
 	assert.True(t, acquire(full), "fraction 1 never refuses a caller on a worker")
@@ -82,29 +81,23 @@ func TestBusySixteenWorkers(t *testing.T) {
 	assert.True(t, acquireSpare(full), "one worker idle")
 }
 
-func TestBusySetOptionsLive(t *testing.T) {
+func TestBusySetConfigLive(t *testing.T) {
 	ex := newFakeExecutor(16, 10)
-	g := NewBusy(BusyOptions{})
+	g := newBusy(t, BusyConfig{})
 	attach(t, g, ex)
 	assert.False(t, acquire(g))
-	g.SetOptions(BusyOptions{Fraction: 0.75})
+	require.NoError(t, g.SetConfig(BusyConfig{Fraction: 0.75}))
 	assert.Equal(t, 12, g.Limit())
 	assert.True(t, acquire(g))
-	g.SetOptions(BusyOptions{Fraction: 1})
+	require.NoError(t, g.SetConfig(BusyConfig{Fraction: 1}))
 	assert.Equal(t, 16, g.Limit())
-}
-
-func TestBusyBadFraction(t *testing.T) {
-	assert.Panics(t, func() { NewBusy(BusyOptions{Fraction: -0.1}) })
-	assert.Panics(t, func() { NewBusy(BusyOptions{Fraction: math.NaN()}) })
-	assert.Panics(t, func() { NewBusy(BusyOptions{}).SetOptions(BusyOptions{Fraction: -1}) })
 }
 
 // A worker going idle wakes the pipeline for one request; detaching removes
 // the idle hook from the executor.
 func TestBusyWakesThroughIdleHook(t *testing.T) {
 	ex := newFakeExecutor(2, 2)
-	g := NewBusy(BusyOptions{})
+	g := newBusy(t, BusyConfig{})
 	w := &wakes{}
 	detach, err := g.Attach(admit.Env{Executor: ex, Wake: w.wake})
 	require.NoError(t, err)
@@ -123,7 +116,7 @@ func TestBusyWakesThroughIdleHook(t *testing.T) {
 
 // The busy gate needs the executor, and one executor.
 func TestBusyAttachErrors(t *testing.T) {
-	g := NewBusy(BusyOptions{})
+	g := newBusy(t, BusyConfig{})
 	_, err := g.Attach(admit.Env{Wake: func(int) {}})
 	assert.ErrorContains(t, err, "outside it")
 

@@ -24,27 +24,42 @@ type Concurrency struct {
 	refusal  *admit.Refusal
 }
 
-// NewConcurrency returns a gate that admits up to limit requests at a time.
-// A limit of zero refuses everything; a negative limit panics.
-func NewConcurrency(limit int) *Concurrency {
-	c := &Concurrency{refusal: &admit.Refusal{Reason: "concurrency"}}
-	c.setLimit(limit)
-	return c
+// ConcurrencyConfig configures a Concurrency gate.
+type ConcurrencyConfig struct {
+	// Limit is how many requests may be in flight at a time. Zero refuses
+	// everything; negative values are refused.
+	Limit int
 }
 
-func (c *Concurrency) setLimit(n int) (raised int) {
-	if n < 0 {
-		panic(fmt.Sprintf("gate: negative concurrency limit %d", n))
+// NewConcurrency returns a gate that admits up to cfg.Limit requests at a
+// time. It fails, naming the field, if the limit is negative.
+func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
+	if err := checkLimit("ConcurrencyConfig.Limit", cfg.Limit); err != nil {
+		return nil, fmt.Errorf("gate: NewConcurrency: %w", err)
 	}
-	return n - int(c.limit.Swap(int64(n)))
+	c := &Concurrency{refusal: &admit.Refusal{Reason: "concurrency"}}
+	c.limit.Store(int64(cfg.Limit))
+	return c, nil
+}
+
+func checkLimit(what string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%s is %d: use a count of requests, 0 or more (0 refuses everything)", what, n)
+	}
+	return nil
 }
 
 // SetLimit changes the limit live. Raising it tells the attached pipelines,
-// which start as many waiting requests as it rose.
-func (c *Concurrency) SetLimit(n int) {
-	if raised := c.setLimit(n); raised > 0 {
+// which start as many waiting requests as it rose. A negative limit is
+// refused with an error, and changes nothing.
+func (c *Concurrency) SetLimit(n int) error {
+	if err := checkLimit("limit", n); err != nil {
+		return fmt.Errorf("gate: Concurrency.SetLimit: %w", err)
+	}
+	if raised := n - int(c.limit.Swap(int64(n))); raised > 0 {
 		c.wake.fire(raised)
 	}
+	return nil
 }
 
 // Limit returns the current limit.

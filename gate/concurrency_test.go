@@ -13,7 +13,7 @@ import (
 )
 
 func TestConcurrencyFixed(t *testing.T) {
-	c := NewConcurrency(2)
+	c := newConcurrency(t, 2)
 	assert.Equal(t, "concurrency", c.Name())
 	assert.True(t, acquire(c))
 	assert.True(t, acquire(c))
@@ -26,20 +26,19 @@ func TestConcurrencyFixed(t *testing.T) {
 	release(c, 0)
 	assert.Equal(t, 0, c.InFlight())
 
-	zero := NewConcurrency(0)
+	zero := newConcurrency(t, 0)
 	assert.False(t, acquire(zero), "a limit of 0 refuses everything")
-	assert.Panics(t, func() { NewConcurrency(-1) })
 }
 
 // Lowering the limit below the in-flight count revokes nothing: the excess
 // is repaid as requests end, and nothing is admitted until the count is
 // under the new limit.
 func TestConcurrencyLowerBelowInFlight(t *testing.T) {
-	c := NewConcurrency(5)
+	c := newConcurrency(t, 5)
 	for range 5 {
 		require.True(t, acquire(c))
 	}
-	c.SetLimit(2)
+	require.NoError(t, c.SetLimit(2))
 	assert.Equal(t, 2, c.Limit())
 	assert.Equal(t, 5, c.InFlight())
 	for _, want := range []int{4, 3, 2} {
@@ -62,7 +61,7 @@ func TestConcurrencyLowerBelowInFlight(t *testing.T) {
 // slot freed by Done does not (the pipeline starts a waiting request after
 // every Done by itself).
 func TestConcurrencyWakes(t *testing.T) {
-	c := NewConcurrency(1)
+	c := newConcurrency(t, 1)
 	w := attach(t, c, nil)
 	require.True(t, acquire(c))
 	undo(c)
@@ -70,14 +69,14 @@ func TestConcurrencyWakes(t *testing.T) {
 	release(c, time.Millisecond)
 	assert.Empty(t, w.take(), "Done wakes nobody")
 
-	c.SetLimit(3)
+	require.NoError(t, c.SetLimit(3))
 	assert.Equal(t, []int{2}, w.take(), "raised by 2")
 	for range 3 {
 		require.True(t, acquire(c))
 	}
-	c.SetLimit(1)
+	require.NoError(t, c.SetLimit(1))
 	assert.Empty(t, w.take(), "lowering opens nothing")
-	c.SetLimit(1)
+	require.NoError(t, c.SetLimit(1))
 	assert.Empty(t, w.take(), "an unchanged limit opens nothing")
 	for range 3 {
 		release(c, time.Millisecond)
@@ -113,7 +112,7 @@ func hammer(g admit.Policy, workers, iterations int) (peak int64) {
 }
 
 func TestConcurrencyHammer(t *testing.T) {
-	c := NewConcurrency(3)
+	c := newConcurrency(t, 3)
 	peak := hammer(c, 8, 3000)
 	assert.LessOrEqual(t, peak, int64(3))
 	assert.Positive(t, peak)
@@ -121,7 +120,7 @@ func TestConcurrencyHammer(t *testing.T) {
 }
 
 func TestConcurrencyHammerWhileLimitChanges(t *testing.T) {
-	c := NewConcurrency(4)
+	c := newConcurrency(t, 4)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -131,7 +130,7 @@ func TestConcurrencyHammerWhileLimitChanges(t *testing.T) {
 				return
 			default:
 			}
-			c.SetLimit(1 + i%4)
+			assert.NoError(t, c.SetLimit(1+i%4))
 			time.Sleep(50 * time.Microsecond)
 		}
 	})

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-go/sluice/internal/drop"
 )
 
-// Defaults for the zero values of CPUOptions: loadshed's example (a 10 s
+// Defaults for the zero values of CPUConfig: loadshed's example (a 10 s
 // rolling window polled every second, rejection from 60% to 80%).
 const (
 	DefaultCPULower    = 0.6
@@ -25,8 +25,8 @@ const (
 	DefaultCPUWindow   = 10
 )
 
-// CPUOptions configures a CPU gate.
-type CPUOptions struct {
+// CPUConfig configures a CPU gate.
+type CPUConfig struct {
 	// Lower and Upper are utilisation thresholds in [0, 1], Lower <= Upper:
 	// at or below Lower every request is admitted, else at or above Upper
 	// none, and in between a request is refused with probability
@@ -80,7 +80,7 @@ type CPU struct {
 	rnd     func() uint64
 	wake    wakers
 	refusal *admit.Refusal
-	opts    CPUOptions
+	opts    CPUConfig
 
 	mu    sync.Mutex
 	buf   []byte
@@ -96,14 +96,26 @@ type cpuTimes struct {
 }
 
 // NewCPU returns a CPU gate, with a first reading taken, and starts its
-// refresher unless opts.Interval is Manual; Close stops it. It panics on
-// thresholds outside 0 <= Lower <= Upper <= 1 or a negative Window.
-func NewCPU(opts CPUOptions) *CPU {
+// refresher unless cfg.Interval is Manual; Close stops it. It fails, naming
+// the field and what to use instead, on thresholds outside
+// 0 <= Lower <= Upper <= 1 or a negative Window.
+func NewCPU(cfg CPUConfig) (*CPU, error) {
+	opts := cfg
 	if opts.Lower == 0 && opts.Upper == 0 {
 		opts.Lower, opts.Upper = DefaultCPULower, DefaultCPUUpper
 	}
-	if !(0 <= opts.Lower && opts.Lower <= opts.Upper && opts.Upper <= 1) || opts.Window < 0 {
-		panic(fmt.Sprintf("gate: CPU options out of range: Lower %v Upper %v Window %d", opts.Lower, opts.Upper, opts.Window))
+	var errs []error
+	switch {
+	case !(opts.Lower >= 0 && opts.Lower <= 1):
+		errs = append(errs, fmt.Errorf("CPUConfig.Lower is %v: use a utilisation in [0, 1], such as 0.6", opts.Lower))
+	case !(opts.Upper >= opts.Lower && opts.Upper <= 1):
+		errs = append(errs, fmt.Errorf("CPUConfig.Upper is %v, outside [Lower %v, 1]: set Upper to the utilisation at which everything is refused (or both to zero for %v and %v)", opts.Upper, opts.Lower, DefaultCPULower, DefaultCPUUpper))
+	}
+	if opts.Window < 0 {
+		errs = append(errs, fmt.Errorf("CPUConfig.Window is %d: use a count of intervals, 1 or more, or 0 for %d", opts.Window, DefaultCPUWindow))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gate: NewCPU: %w", err)
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultCPUInterval
@@ -123,7 +135,7 @@ func NewCPU(opts CPUOptions) *CPU {
 	if opts.Interval > 0 {
 		c.ref = startRefresher(opts.Interval, func() { c.Refresh() })
 	}
-	return c
+	return c, nil
 }
 
 var errProcStat = errors.New("gate: no aggregate cpu line in /proc/stat")

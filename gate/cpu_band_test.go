@@ -23,7 +23,7 @@ func ladder(n uint64) func() uint64 {
 func TestCPUProbability(t *testing.T) {
 	const n = 1000
 	stat := newFakeStat(t)
-	c := NewCPU(CPUOptions{Root: stat.root(), Interval: Manual, Window: 1, Rand: ladder(n)})
+	c := newCPU(t, CPUConfig{Root: stat.root(), Interval: Manual, Window: 1, Rand: ladder(n)})
 	stat.advance(0.7) // 70% busy: the middle of the default 60% to 80%
 	assert.InDelta(t, 0.5, c.Refresh().Reject, 1e-9)
 	refused := 0
@@ -46,10 +46,10 @@ func TestCPUProbability(t *testing.T) {
 // everything for 2 s more, for 4 s after the load has fallen.
 func TestCPULagsAStep(t *testing.T) {
 	ex := newFakeExecutor(4, 1)
-	busy := NewBusy(BusyOptions{}) // limit 2 of 4 workers
+	busy := newBusy(t, BusyConfig{}) // limit 2 of 4 workers
 	attach(t, busy, ex)
 	stat := newFakeStat(t)
-	cpu := NewCPU(CPUOptions{Root: stat.root(), Interval: Manual}) // 0.6 to 0.8, 10 readings
+	cpu := newCPU(t, CPUConfig{Root: stat.root(), Interval: Manual}) // 0.6 to 0.8, 10 readings
 	for range 10 {
 		stat.advance(0.35)
 		require.Zero(t, cpu.Refresh().Reject)

@@ -19,9 +19,12 @@ import (
 // workers, half busy means a request is admitted while the other worker is
 // idle.
 func ExampleNewBusy() {
-	busy := gate.NewBusy(gate.BusyOptions{Fraction: 0.5})
+	busy, err := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := sluice.Listen("127.0.0.1:0", http.NotFoundHandler(), sluice.Config{
-		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueOptions{}},
+		Admission: admit.Config{Gates: []admit.Policy{busy}, Queue: &admit.QueueConfig{}},
 		Runtime:   srt.Config{Workers: 2, Pinning: srt.PinOff},
 	})
 	if err != nil {
@@ -36,7 +39,10 @@ func ExampleNewBusy() {
 // A concurrency limit changes live: lowered to zero it refuses everything,
 // raised again it admits, here in front of plain net/http.
 func ExampleConcurrency_SetLimit() {
-	limit := gate.NewConcurrency(64)
+	limit, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
 	a, err := httpgate.New(admit.Config{Gates: []admit.Policy{limit}})
 	if err != nil {
 		log.Fatal(err)
@@ -54,9 +60,13 @@ func ExampleConcurrency_SetLimit() {
 		resp.Body.Close()
 		fmt.Println(resp.StatusCode, resp.Header.Get("Sluice-Reject-Reason"))
 	}
-	limit.SetLimit(0)
+	if err := limit.SetLimit(0); err != nil {
+		log.Fatal(err)
+	}
 	get()
-	limit.SetLimit(64)
+	if err := limit.SetLimit(64); err != nil {
+		log.Fatal(err)
+	}
 	get()
 	// Output:
 	// 503 concurrency

@@ -146,21 +146,21 @@ var (
 
 // Detaching removes a pipeline's wake-up, and only its own.
 func TestWakersDetach(t *testing.T) {
-	c := NewConcurrency(1)
+	c := newConcurrency(t, 1)
 	var a, b wakes
 	da, err := c.Attach(admit.Env{Wake: a.wake})
 	require.NoError(t, err)
 	db, err := c.Attach(admit.Env{Wake: b.wake})
 	require.NoError(t, err)
-	c.SetLimit(2)
+	require.NoError(t, c.SetLimit(2))
 	assert.Equal(t, []int{1}, a.take())
 	assert.Equal(t, []int{1}, b.take())
 	da()
 	da() // twice is harmless
-	c.SetLimit(4)
+	require.NoError(t, c.SetLimit(4))
 	assert.Empty(t, a.take(), "detached")
 	assert.Equal(t, []int{2}, b.take())
 	db()
-	c.SetLimit(8)
+	require.NoError(t, c.SetLimit(8))
 	assert.Empty(t, b.take(), "detached too")
 }

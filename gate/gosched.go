@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -12,7 +13,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 )
 
-// Defaults for the zero values of GoSchedOptions.
+// Defaults for the zero values of GoSchedConfig.
 const (
 	// DefaultGoSchedFraction is the fraction of GOMAXPROCS that running
 	// and runnable goroutines may fill, the reader included, for a new
@@ -29,15 +30,15 @@ const (
 	metricRunnable = "/sched/goroutines/runnable:goroutines"
 )
 
-// GoSchedOptions configures a GoSched gate.
-type GoSchedOptions struct {
+// GoSchedConfig configures a GoSched gate.
+type GoSchedConfig struct {
 	// Fraction is the fraction of GOMAXPROCS that running plus runnable
 	// goroutines may reach, the reader included, for a new request to be
 	// admitted: the limit is max(1, floor(Fraction × GOMAXPROCS)). Zero
 	// means DefaultGoSchedFraction (0.5). Unlike the busy-worker gate,
 	// values above 1 are meaningful: they admit while a runnable backlog
 	// of up to (Fraction − 1) × GOMAXPROCS goroutines waits for a P.
-	// Negative values, infinities and NaN panic.
+	// Negative values, infinities and NaN are refused.
 	Fraction float64
 	// MaxAge is how old a reading may be before a decision takes a new
 	// one: zero means DefaultGoSchedMaxAge (50 µs); Manual means never
@@ -153,19 +154,20 @@ type GoSched struct {
 	refusal  *admit.Refusal
 }
 
-// NewGoSched returns a GoSched gate, with a first reading taken. It panics
-// if opts.Fraction is negative, infinite or NaN, or opts.Procs negative.
-func NewGoSched(opts GoSchedOptions) *GoSched {
-	checkGoSchedFraction(opts.Fraction)
-	if opts.Procs < 0 {
-		panic(fmt.Sprintf("gate: negative GoSched procs %d", opts.Procs))
+// NewGoSched returns a GoSched gate, with a first reading taken. It fails,
+// naming the field and what to use instead, if cfg.Fraction is negative,
+// infinite or NaN, or cfg.Procs negative.
+func NewGoSched(cfg GoSchedConfig) (*GoSched, error) {
+	err := errors.Join(checkGoSchedFraction("GoSchedConfig.Fraction", cfg.Fraction), checkGoSchedProcs(cfg.Procs))
+	if err != nil {
+		return nil, fmt.Errorf("gate: NewGoSched: %w", err)
 	}
 	g := &GoSched{
 		refusal: &admit.Refusal{Reason: "gosched"},
-		maxAge:  int64(opts.MaxAge),
-		procs:   opts.Procs,
-		clock:   opts.Clock,
-		reader:  opts.Reader,
+		maxAge:  int64(cfg.MaxAge),
+		procs:   cfg.Procs,
+		clock:   cfg.Clock,
+		reader:  cfg.Reader,
 	}
 	if g.maxAge == 0 {
 		g.maxAge = int64(DefaultGoSchedMaxAge)
@@ -174,19 +176,27 @@ func NewGoSched(opts GoSchedOptions) *GoSched {
 		g.clock = goSchedClock
 	}
 	g.samples = newGoSchedSamples()
-	g.fraction.Store(math.Float64bits(opts.Fraction))
+	g.fraction.Store(math.Float64bits(cfg.Fraction))
 	g.Refresh()
-	return g
+	return g, nil
 }
 
 var goSchedEpoch = time.Now()
 
 func goSchedClock() int64 { return int64(time.Since(goSchedEpoch)) }
 
-func checkGoSchedFraction(f float64) {
+func checkGoSchedFraction(what string, f float64) error {
 	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		panic(fmt.Sprintf("gate: GoSched fraction %v out of range", f))
+		return fmt.Errorf("%s is %v: use a positive fraction of GOMAXPROCS, such as 0.5 or 2, or 0 for %v", what, f, DefaultGoSchedFraction)
 	}
+	return nil
+}
+
+func checkGoSchedProcs(n int) error {
+	if n < 0 {
+		return fmt.Errorf("GoSchedConfig.Procs is %d: use a count of Ps, or 0 for the runtime's GOMAXPROCS", n)
+	}
+	return nil
 }
 
 func goSchedLimit(procs int, f float64) int64 {
@@ -197,13 +207,17 @@ func goSchedLimit(procs int, f float64) int64 {
 	return max(1, int64(math.Floor(f*float64(procs)+1e-9)))
 }
 
-// SetFraction changes the fraction live. It panics as NewGoSched does.
-func (g *GoSched) SetFraction(f float64) {
-	checkGoSchedFraction(f)
+// SetFraction changes the fraction live. On a value NewGoSched refuses it
+// returns the same error and changes nothing.
+func (g *GoSched) SetFraction(f float64) error {
+	if err := checkGoSchedFraction("fraction", f); err != nil {
+		return fmt.Errorf("gate: GoSched.SetFraction: %w", err)
+	}
 	g.fraction.Store(math.Float64bits(f))
 	g.mu.Lock()
 	g.limit.Store(goSchedLimit(g.nprocs, f))
 	g.mu.Unlock()
+	return nil
 }
 
 // Refresh takes a reading now, whatever its age, and returns the gate's

@@ -18,7 +18,7 @@ type Lanes struct {
 // example a Background lane admitted only while a quarter of the workers
 // are busy:
 //
-//	gate.ForLanes(gate.NewBusy(gate.BusyOptions{Fraction: 0.25}), "background")
+//	gate.ForLanes(gate.NewBusy(gate.BusyConfig{Fraction: 0.25}), "background")
 //
 // or a concurrency limit for a batch route. Its refusals make the lane's
 // requests wait in the queue, like any gate's (give the lane a class below
@@ -74,5 +74,5 @@ func (g *Lanes) Attach(env admit.Env) (func(), error) {
 }
 
 // Inner returns the policy applied to the gate's lanes, to tune it while
-// serving (a busy gate's SetOptions, a concurrency gate's SetLimit).
+// serving (a busy gate's SetConfig, a concurrency gate's SetLimit).
 func (g *Lanes) Inner() admit.Policy { return g.inner }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestForLanesAsksItsLanesOnly(t *testing.T) {
-	inner := NewConcurrency(1)
+	inner := newConcurrency(t, 1)
 	g := ForLanes(inner, "background", "reports")
 	bg := &admit.Attempt{Lane: "background"}
 	rep := &admit.Attempt{Lane: "reports"}
@@ -36,11 +36,11 @@ func TestForLanesAsksItsLanesOnly(t *testing.T) {
 func TestForLanesAttachesItsInnerGate(t *testing.T) {
 	// A busy gate needs the executor: attached through the wrapper, it
 	// fails outside one as it would alone.
-	_, err := admit.New(admit.Config{Gates: []admit.Policy{ForLanes(NewBusy(BusyOptions{}), "background")}}, admit.Host{})
+	_, err := admit.New(admit.Config{Gates: []admit.Policy{ForLanes(newBusy(t, BusyConfig{}), "background")}}, admit.Host{})
 	assert.Error(t, err)
 }
 
 func TestForLanesPanicsOnMisuse(t *testing.T) {
 	assert.Panics(t, func() { ForLanes(nil, "background") })
-	assert.Panics(t, func() { ForLanes(NewConcurrency(1)) })
+	assert.Panics(t, func() { ForLanes(newConcurrency(t, 1)) })
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -13,14 +14,14 @@ import (
 	"github.com/sluice-go/sluice/internal/cgroup"
 )
 
-// Defaults for the zero values of MemoryOptions.
+// Defaults for the zero values of MemoryConfig.
 const (
 	DefaultMemoryInterval        = 100 * time.Millisecond
 	DefaultMemoryMinFreeFraction = 0.10
 )
 
-// MemoryOptions configures a Memory gate.
-type MemoryOptions struct {
+// MemoryConfig configures a Memory gate.
+type MemoryConfig struct {
 	// MinFree is the free memory, in bytes, below which the gate refuses.
 	// Zero means MinFreeFraction of each limit instead.
 	MinFree int64
@@ -98,7 +99,7 @@ type Memory struct {
 	wake    wakers
 	refusal *admit.Refusal
 
-	opts   MemoryOptions
+	opts   MemoryConfig
 	kind   string   // "cgroup2", "cgroup1" or ""
 	levels []string // cgroup directories, leaf first
 
@@ -109,12 +110,21 @@ type Memory struct {
 }
 
 // NewMemory returns a memory gate, refreshed once before it returns, and
-// starts its refresher unless opts.Interval is Manual; Close stops it. If no
+// starts its refresher unless cfg.Interval is Manual; Close stops it. If no
 // source can be read the gate stays open and Stats reports the error. It
-// panics on a negative MinFree or a MinFreeFraction outside [0, 1].
-func NewMemory(opts MemoryOptions) *Memory {
-	if opts.MinFree < 0 || opts.MinFreeFraction < 0 || opts.MinFreeFraction > 1 || math.IsNaN(opts.MinFreeFraction) {
-		panic(fmt.Sprintf("gate: memory options out of range: %+v", opts))
+// fails, naming the field and what to use instead, on a negative MinFree or
+// a MinFreeFraction outside [0, 1].
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	opts := cfg
+	var errs []error
+	if opts.MinFree < 0 {
+		errs = append(errs, fmt.Errorf("MemoryConfig.MinFree is %d: use a number of bytes, or 0 for MinFreeFraction of each limit", opts.MinFree))
+	}
+	if !(opts.MinFreeFraction >= 0 && opts.MinFreeFraction <= 1) {
+		errs = append(errs, fmt.Errorf("MemoryConfig.MinFreeFraction is %v: use a fraction in (0, 1], or 0 for %v", opts.MinFreeFraction, DefaultMemoryMinFreeFraction))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gate: NewMemory: %w", err)
 	}
 	if opts.MinFreeFraction == 0 {
 		opts.MinFreeFraction = DefaultMemoryMinFreeFraction
@@ -132,7 +142,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.Interval > 0 {
 		m.ref = startRefresher(opts.Interval, func() { m.Refresh() })
 	}
-	return m
+	return m, nil
 }
 
 // locate finds the process's cgroup directories.

@@ -30,9 +30,10 @@ const (
 		"25 22 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
 )
 
-func manualMemory(root string, opts MemoryOptions) *Memory {
+func manualMemory(t testing.TB, root string, opts MemoryConfig) *Memory {
+	t.Helper()
 	opts.Root, opts.Interval = root, Manual
-	return NewMemory(opts)
+	return newMemory(t, opts)
 }
 
 func TestMemoryCgroup2(t *testing.T) {
@@ -48,7 +49,7 @@ func TestMemoryCgroup2(t *testing.T) {
 		"sys/fs/cgroup/app.slice/memory.max":     "max\n",
 		"sys/fs/cgroup/app.slice/memory.current": "600000\n",
 	})
-	m := manualMemory(root, MemoryOptions{})
+	m := manualMemory(t, root, MemoryConfig{})
 	defer m.Close()
 	woke := attach(t, m, nil)
 	assert.Equal(t, "memory", m.Name())
@@ -95,7 +96,7 @@ func TestMemoryCgroup2AncestorLimit(t *testing.T) {
 		"sys/fs/cgroup/kubepods/memory.max":              "100000\n",
 		"sys/fs/cgroup/kubepods/memory.current":          "950\n",
 	}) // no mountinfo: the default mount point
-	m := manualMemory(root, MemoryOptions{})
+	m := manualMemory(t, root, MemoryConfig{})
 	st := m.Stats()
 	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup/kubepods/pod1"), st.Source)
 	assert.Equal(t, int64(50), st.Free)
@@ -113,13 +114,13 @@ func TestMemoryCgroup2MountRoot(t *testing.T) {
 		"sys/fs/cgroup/memory.max":     "2000\n",
 		"sys/fs/cgroup/memory.current": "1000\n",
 	})
-	st := manualMemory(root, MemoryOptions{}).Stats()
+	st := manualMemory(t, root, MemoryConfig{}).Stats()
 	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup"), st.Source)
 	assert.Equal(t, int64(1000), st.Free)
 
 	// Same with a path that does not start with the mount's root.
 	writeTree(t, root, map[string]string{"proc/self/cgroup": "0::/elsewhere\n"})
-	st = manualMemory(root, MemoryOptions{}).Stats()
+	st = manualMemory(t, root, MemoryConfig{}).Stats()
 	assert.Equal(t, "cgroup2 "+filepath.Join(root, "sys/fs/cgroup"), st.Source)
 }
 
@@ -139,18 +140,18 @@ func TestMemoryCgroup1(t *testing.T) {
 		"sys/fs/cgroup/memory/memory.limit_in_bytes":        "9223372036854771712\n",
 		"sys/fs/cgroup/memory/memory.usage_in_bytes":        "9900000\n",
 	})
-	m := manualMemory(root, MemoryOptions{})
+	m := manualMemory(t, root, MemoryConfig{})
 	st := m.Stats()
 	assert.Equal(t, "cgroup1 "+filepath.Join(root, dir), st.Source)
 	assert.Equal(t, int64(1100000), st.Free, "total_inactive_file is free")
 	assert.True(t, acquire(m))
 
-	pc := manualMemory(root, MemoryOptions{CountPageCache: true})
+	pc := manualMemory(t, root, MemoryConfig{CountPageCache: true})
 	st = pc.Stats()
 	assert.Equal(t, int64(100000), st.Free)
 	assert.False(t, acquire(pc), "page cache counted as used")
 
-	fixed := manualMemory(root, MemoryOptions{MinFree: 2000000})
+	fixed := manualMemory(t, root, MemoryConfig{MinFree: 2000000})
 	assert.Equal(t, int64(2000000), fixed.Stats().Threshold)
 	assert.False(t, acquire(fixed))
 }
@@ -164,7 +165,7 @@ func TestMemoryMeminfo(t *testing.T) {
 		"sys/fs/cgroup/memory/memory.usage_in_bytes": "123\n",
 		"proc/meminfo":                               "MemTotal:       1000 kB\nMemFree:  10 kB\nMemAvailable:    50 kB\n",
 	})
-	m := manualMemory(root, MemoryOptions{})
+	m := manualMemory(t, root, MemoryConfig{})
 	st := m.Stats()
 	assert.Equal(t, "meminfo", st.Source)
 	assert.Equal(t, int64(1000*1024), st.Limit)
@@ -186,7 +187,7 @@ func TestMemoryMachineBindsUnderCgroup(t *testing.T) {
 		"sys/fs/cgroup/a/memory.max":     "512000\n",
 		"sys/fs/cgroup/a/memory.current": "0\n",
 	})
-	m := manualMemory(root, MemoryOptions{})
+	m := manualMemory(t, root, MemoryConfig{})
 	st := m.Stats()
 	assert.Equal(t, "meminfo", st.Source)
 	assert.False(t, acquire(m))
@@ -201,18 +202,16 @@ func TestMemoryMachineBindsUnderCgroup(t *testing.T) {
 }
 
 func TestMemoryNoSource(t *testing.T) {
-	m := manualMemory(t.TempDir(), MemoryOptions{})
+	m := manualMemory(t, t.TempDir(), MemoryConfig{})
 	st := m.Stats()
 	assert.Error(t, st.Err)
 	assert.True(t, acquire(m), "fails open")
-	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFree: -1}) })
-	assert.Panics(t, func() { NewMemory(MemoryOptions{MinFreeFraction: 2}) })
 }
 
 func TestMemoryRefresher(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 900 kB\n"})
-	m := NewMemory(MemoryOptions{Root: root, Interval: time.Millisecond})
+	m := newMemory(t, MemoryConfig{Root: root, Interval: time.Millisecond})
 	defer m.Close()
 	require.True(t, acquire(m))
 	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 9 kB\n"})
@@ -223,7 +222,7 @@ func TestMemoryRefresher(t *testing.T) {
 
 // The machine the tests run on: some source is readable.
 func TestMemoryThisMachine(t *testing.T) {
-	m := NewMemory(MemoryOptions{Interval: Manual})
+	m := newMemory(t, MemoryConfig{Interval: Manual})
 	st := m.Stats()
 	require.NoError(t, st.Err)
 	assert.Positive(t, st.Limit)

@@ -43,7 +43,7 @@ func blockWorker(t *testing.T, s *sched.Scheduler, i int) (release func()) {
 // pipeline.
 func TestBusyOnScheduler(t *testing.T) {
 	s := schedtest.Start(t, 2)
-	g := NewBusy(BusyOptions{})
+	g := newBusy(t, BusyConfig{})
 	w := attach(t, g, s)
 	require.Equal(t, 1, g.Limit())
 	require.Eventually(t, func() bool { return s.Busy() == 0 }, 10*time.Second, time.Millisecond)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 // benchCases are the middlewares whose decision overhead is measured, each
@@ -15,7 +16,7 @@ func benchCases(b *testing.B) []struct {
 	name string
 	wrap func(http.Handler) http.Handler
 } {
-	open := func() *gate.GoSched { return gate.NewGoSched(gate.GoSchedOptions{Fraction: 1e6}) }
+	open := func() *gate.GoSched { return gatetest.GoSched(b, gate.GoSchedConfig{Fraction: 1e6}) }
 	mw := func(cfg admit.Config) func(http.Handler) http.Handler {
 		a, err := New(cfg)
 		if err != nil {
@@ -31,12 +32,12 @@ func benchCases(b *testing.B) []struct {
 	}{
 		{"bare", func(h http.Handler) http.Handler { return h }},
 		{"no-gate", mw(admit.Config{})},
-		{"concurrency", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30))})},
-		{"concurrency+queue", mw(admit.Config{Gates: gs(gate.NewConcurrency(1 << 30)), Queue: &admit.QueueOptions{}})},
-		{"adaptive", mw(admit.Config{Gates: gs(gate.NewAdaptive(gate.AdaptiveOptions{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
+		{"concurrency", mw(admit.Config{Gates: gs(gatetest.Concurrency(b, 1<<30))})},
+		{"concurrency+queue", mw(admit.Config{Gates: gs(gatetest.Concurrency(b, 1<<30)), Queue: &admit.QueueConfig{}})},
+		{"adaptive", mw(admit.Config{Gates: gs(gatetest.Adaptive(b, gate.AdaptiveConfig{MaxLimit: 1 << 20, InitialLimit: 1 << 20}))})},
 		{"gosched", mw(admit.Config{Gates: gs(open())})},
-		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gate.NewConcurrency(1<<30)), Queue: &admit.QueueOptions{}})},
-		{"reject", mw(admit.Config{Gates: gs(gate.NewConcurrency(0))})},
+		{"gosched+concurrency+queue", mw(admit.Config{Gates: gs(open(), gatetest.Concurrency(b, 1<<30)), Queue: &admit.QueueConfig{}})},
+		{"reject", mw(admit.Config{Gates: gs(gatetest.Concurrency(b, 0))})},
 	}
 }
 

@@ -4,9 +4,13 @@
 // and policies; only how a request waits differs (its own goroutine blocks,
 // where the server parks the connection).
 //
+//	sched, err := gate.NewGoSched(gate.GoSchedConfig{})
+//	if err != nil { ... }
+//	limit, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 256})
+//	if err != nil { ... }
 //	a, err := httpgate.New(admit.Config{
-//		Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{}), gate.NewConcurrency(256)},
-//		Queue: &admit.QueueOptions{Order: queue.CoDel},
+//		Gates: []admit.Policy{sched, limit},
+//		Queue: &admit.QueueConfig{Order: queue.CoDel},
 //	})
 //	if err != nil { ... }
 //	defer a.Close()

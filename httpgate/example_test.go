@@ -18,10 +18,13 @@ import (
 // while the limit is reached, a request waits up to MaxAge, then gets a 503
 // that says it was not started.
 func Example() {
-	limit := gate.NewConcurrency(64)
+	limit, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
 	a, err := httpgate.New(admit.Config{
 		Gates:  []admit.Policy{limit},
-		Queue:  &admit.QueueOptions{Order: queue.CoDel, Classify: admit.ClassFromHeader("X-Priority")},
+		Queue:  &admit.QueueConfig{Order: queue.CoDel, Classify: admit.ClassFromHeader("X-Priority")},
 		MaxAge: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -46,7 +49,9 @@ func Example() {
 			resp.Header.Get("Retry-After"), resp.Header.Get("Sluice-Not-Started"), resp.Header.Get("Sluice-Reject-Reason"))
 	}
 	show()
-	limit.SetLimit(0) // as if 64 requests were in flight
+	if err := limit.SetLimit(0); err != nil { // as if 64 requests were in flight
+		log.Fatal(err)
+	}
 	show()
 
 	// Output:
@@ -57,8 +62,14 @@ func Example() {
 // The counters; here the busy-CPU gate on the Go scheduler, then a memory
 // gate, without a queue.
 func ExampleAdmission_Stats() {
-	sched := gate.NewGoSched(gate.GoSchedOptions{}) // admit while ≤ 50% of GOMAXPROCS run
-	mem := gate.NewMemory(gate.MemoryOptions{})     // refuse under 10% free memory
+	sched, err := gate.NewGoSched(gate.GoSchedConfig{}) // admit while ≤ 50% of GOMAXPROCS run
+	if err != nil {
+		log.Fatal(err)
+	}
+	mem, err := gate.NewMemory(gate.MemoryConfig{}) // refuse under 10% free memory
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer mem.Close()
 	a, err := httpgate.New(admit.Config{
 		Gates: []admit.Policy{sched, mem},

@@ -202,7 +202,7 @@ func gates(gs ...admit.Policy) admit.Config { return admit.Config{Gates: gs} }
 // queued is a Config that asks gates and makes the refused wait up to
 // maxAge.
 func queued(maxAge time.Duration, gs ...admit.Policy) admit.Config {
-	return admit.Config{Gates: gs, Queue: &admit.QueueOptions{}, MaxAge: maxAge}
+	return admit.Config{Gates: gs, Queue: &admit.QueueConfig{}, MaxAge: maxAge}
 }
 
 // scripted is a GoSched reader with settable counts.

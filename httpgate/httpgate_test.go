@@ -17,13 +17,14 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/reject"
 )
 
 func TestAdmittedServed(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, gates(gate.NewConcurrency(4)), b)
+	hs := newHarness(t, gates(gatetest.Concurrency(t, 4)), b)
 	for i := range 3 {
 		r := hs.get("/?id=a")
 		require.NoError(t, r.err)
@@ -50,9 +51,9 @@ func TestNoGateServesEverything(t *testing.T) {
 // What cannot work is refused by New: the busy-worker gate outside the
 // executor, a queue with no gate.
 func TestNewRefusesWhatCannotWork(t *testing.T) {
-	_, err := New(admit.Config{Gates: []admit.Policy{gate.NewBusy(gate.BusyOptions{})}})
+	_, err := New(admit.Config{Gates: []admit.Policy{gatetest.Busy(t, gate.BusyConfig{})}})
 	assert.ErrorContains(t, err, "httpgate: admit: Config.Gates[0] (*gate.Busy): gate: the busy-worker gate reads the sluice executor")
-	_, err = New(admit.Config{Queue: &admit.QueueOptions{}})
+	_, err = New(admit.Config{Queue: &admit.QueueConfig{}})
 	assert.ErrorContains(t, err, "a queue needs a gate")
 }
 
@@ -62,7 +63,7 @@ func TestRejectedKeepsConnection(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	hs := newHarness(t, admit.Config{
-		Gates: []admit.Policy{gate.NewConcurrency(0)},
+		Gates: []admit.Policy{gatetest.Concurrency(t, 0)},
 		Rejection: admit.Rejection{OnReject: func(a *admit.Attempt, reason string) {
 			mu.Lock()
 			seen = append(seen, a.Request.(*http.Request).URL.Path+" "+reason)
@@ -112,7 +113,7 @@ func TestRejectedKeepsConnection(t *testing.T) {
 
 // A body over 256 KiB is not read: the answer closes the connection.
 func TestRejectedLargeBodyCloses(t *testing.T) {
-	hs := newHarness(t, gates(gate.NewConcurrency(0)), newBlocker())
+	hs := newHarness(t, gates(gatetest.Concurrency(t, 0)), newBlocker())
 	r := hs.do(hs.newRequest(context.Background(), http.MethodPost, "/", bytes.NewReader(make([]byte, 300<<10))))
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
@@ -127,7 +128,7 @@ func TestRejectedLargeBodyCloses(t *testing.T) {
 // A body held back for "Expect: 100-continue" is not asked for: the client
 // gets the rejection without sending it, and the connection closes.
 func TestRejectedExpectContinue(t *testing.T) {
-	hs := newHarness(t, gates(gate.NewConcurrency(0)), newBlocker())
+	hs := newHarness(t, gates(gatetest.Concurrency(t, 0)), newBlocker())
 	body := &countingReader{r: strings.NewReader("never sent")}
 	req := hs.newRequest(context.Background(), http.MethodPost, "/", body, "Expect", "100-continue")
 	req.ContentLength = int64(len("never sent"))
@@ -151,7 +152,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 func TestRejectionOptions(t *testing.T) {
 	hs := newHarness(t, admit.Config{
-		Gates: []admit.Policy{gate.NewConcurrency(0)},
+		Gates: []admit.Policy{gatetest.Concurrency(t, 0)},
 		Rejection: admit.Rejection{
 			Status:     http.StatusTooManyRequests,
 			RetryAfter: 1500 * time.Millisecond,
@@ -165,7 +166,7 @@ func TestRejectionOptions(t *testing.T) {
 	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
 	assert.Equal(t, "1", r.header.Get(reject.NotStartedHeader))
 
-	hs = newHarness(t, admit.Config{Gates: []admit.Policy{gate.NewConcurrency(0)}, Rejection: admit.Rejection{RetryAfter: -1}}, newBlocker())
+	hs = newHarness(t, admit.Config{Gates: []admit.Policy{gatetest.Concurrency(t, 0)}, Rejection: admit.Rejection{RetryAfter: -1}}, newBlocker())
 	r = hs.get("/")
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status)
@@ -178,7 +179,7 @@ func TestRejectionOptions(t *testing.T) {
 // second waiting; releasing the first starts the second.
 func TestQueuedStartsWhenRequestEnds(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
+	hs := newHarness(t, queued(time.Hour, gatetest.Concurrency(t, 1)), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
 	second := hs.goGet("/?id=2")
@@ -203,7 +204,7 @@ func TestQueuedStartsWhenRequestEnds(t *testing.T) {
 // open, and a Waker gate that opens starts the head at once.
 func TestQueuedStartsWhenGateOpens(t *testing.T) {
 	b := newBlocker()
-	limit := gate.NewConcurrency(1)
+	limit := gatetest.Concurrency(t, 1)
 	hs := newHarness(t, queued(time.Hour, limit), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
@@ -224,7 +225,7 @@ func TestQueuedStartsWhenGateOpens(t *testing.T) {
 
 func TestQueueTimeout(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, queued(50*time.Millisecond, gate.NewConcurrency(1)), b)
+	hs := newHarness(t, queued(50*time.Millisecond, gatetest.Concurrency(t, 1)), b)
 	first := hs.goGet("/?id=1&block")
 	b.waitStarted(t, "1")
 	r := hs.get("/?id=2")
@@ -248,7 +249,7 @@ func TestQueueTimeout(t *testing.T) {
 // A critical request overtakes a sheddable one that waited longer.
 func TestClassesCriticalFirst(t *testing.T) {
 	b := newBlocker()
-	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg := queued(time.Hour, gatetest.Concurrency(t, 1))
 	cfg.Queue.Classify = admit.ClassFromHeader("X-Priority")
 	hs := newHarness(t, cfg, b)
 	first := hs.goGet("/?id=first&block")
@@ -271,7 +272,7 @@ func TestClassesCriticalFirst(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	b := newBlocker()
-	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg := queued(time.Hour, gatetest.Concurrency(t, 1))
 	cfg.Queue.Classify = func(a *admit.Attempt) queue.Class {
 		if strings.HasPrefix(a.Path, "/checkout") {
 			return queue.Critical
@@ -299,7 +300,7 @@ func TestClassify(t *testing.T) {
 
 func TestQueueFullAndEvicted(t *testing.T) {
 	b := newBlocker()
-	cfg := queued(time.Hour, gate.NewConcurrency(1))
+	cfg := queued(time.Hour, gatetest.Concurrency(t, 1))
 	cfg.Queue.MaxLen = 1
 	cfg.Queue.Classify = admit.ClassFromHeader("X-Priority")
 	hs := newHarness(t, cfg, b)
@@ -326,7 +327,7 @@ func TestQueueFullAndEvicted(t *testing.T) {
 
 func TestCloseRejectsWaiting(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
+	hs := newHarness(t, queued(time.Hour, gatetest.Concurrency(t, 1)), b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	waiting := hs.goGet("/?id=waiting")
@@ -345,7 +346,7 @@ func TestCloseRejectsWaiting(t *testing.T) {
 // counts it and keeps no goroutine.
 func TestQueuedClientGoesAway(t *testing.T) {
 	b := newBlocker()
-	hs := newHarness(t, queued(time.Hour, gate.NewConcurrency(1)), b)
+	hs := newHarness(t, queued(time.Hour, gatetest.Concurrency(t, 1)), b)
 	first := hs.goGet("/?id=first&block")
 	b.waitStarted(t, "first")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -369,8 +370,8 @@ func TestQueuedClientGoesAway(t *testing.T) {
 func TestGatesReason(t *testing.T) {
 	s := &scripted{}
 	s.set(3, 0)
-	limit := gate.NewConcurrency(10)
-	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual})
+	limit := gatetest.Concurrency(t, 10)
+	sched := gatetest.GoSched(t, gate.GoSchedConfig{Procs: 2, Reader: s.read, MaxAge: gate.Manual})
 	hs := newHarness(t, gates(limit, sched), newBlocker())
 	r := hs.get("/")
 	require.NoError(t, r.err)
@@ -387,7 +388,7 @@ func TestGatesReason(t *testing.T) {
 func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 	s := &scripted{}
 	s.set(1, 0)
-	sched := gate.NewGoSched(gate.GoSchedOptions{Procs: 2, Reader: s.read, MaxAge: gate.Manual}) // limit 1
+	sched := gatetest.GoSched(t, gate.GoSchedConfig{Procs: 2, Reader: s.read, MaxAge: gate.Manual}) // limit 1
 	b := newBlocker()
 	hs := newHarness(t, gates(sched), b)
 	assert.Equal(t, http.StatusOK, hs.get("/?id=open").status)
@@ -420,7 +421,7 @@ func TestGoSchedRefusesAndQueuePumpedOnRequestEnd(t *testing.T) {
 // A handler that panics still ends its request: the gate is released and
 // the outcome says 500 with the panic.
 func TestPanickingHandlerReleases(t *testing.T) {
-	limit := gate.NewConcurrency(1)
+	limit := gatetest.Concurrency(t, 1)
 	var seen admit.Outcome
 	out := &outcomes{fn: func(o admit.Outcome) { seen = o }}
 	a, err := New(admit.Config{Policies: []admit.Policy{out}, Gates: []admit.Policy{limit}})

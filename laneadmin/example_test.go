@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	lanesAdmin, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Options{
+	lanesAdmin, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Config{
 		Token: os.Getenv("SLUICE_LANES_TOKEN"),
 	})
 	if err != nil {

@@ -41,16 +41,16 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 )
 
-// MinTokenLen is the shortest Options.Token that New accepts, in bytes.
+// MinTokenLen is the shortest Config.Token that New accepts, in bytes.
 const MinTokenLen = 16
 
 // MaxBody is the largest request body the Handler reads, in bytes; a
 // change is a small JSON object.
 const MaxBody = 4 << 10
 
-// Options configures a Handler. At least one of Token and Authorize must
+// Config configures a Handler. At least one of Token and Authorize must
 // be set; when both are, a request must pass both.
-type Options struct {
+type Config struct {
 	// Token, when set, is a secret that every request must present as
 	// "Authorization: Bearer <Token>". It is compared in constant time.
 	// It must be at least MinTokenLen bytes of visible ASCII; draw it at
@@ -100,7 +100,7 @@ type Options struct {
 // for example admin.Handle("/admin/lanes", h).
 type Handler struct {
 	set       *lanes.Set
-	tokenHash []byte // sha256 of Options.Token, or nil when none
+	tokenHash []byte // sha256 of Config.Token, or nil when none
 	authorize func(*http.Request) bool
 	log       *slog.Logger
 
@@ -117,22 +117,22 @@ type Handler struct {
 // New returns a Handler serving the lanes of set. It fails for a nil set,
 // when opts has neither a Token nor an Authorize, and for a Token shorter
 // than MinTokenLen or with characters that cannot travel in a header.
-func New(set *lanes.Set, opts Options) (*Handler, error) {
+func New(set *lanes.Set, opts Config) (*Handler, error) {
 	if set == nil {
 		return nil, errors.New("laneadmin: New needs a lane set: pass the runtime's rt.Lanes() (or a sluice Server's Runtime().Lanes())")
 	}
 	if opts.Token == "" && opts.Authorize == nil {
-		return nil, errors.New("laneadmin: the lane admin endpoint changes how the server schedules; give it Options.Token or Options.Authorize")
+		return nil, errors.New("laneadmin: the lane admin endpoint changes how the server schedules; give it Config.Token or Config.Authorize")
 	}
 	h := &Handler{set: set, authorize: opts.Authorize, log: opts.Logger}
 	if opts.Token != "" {
 		if len(opts.Token) < MinTokenLen {
-			return nil, fmt.Errorf("laneadmin: Options.Token is %d bytes, under the %d required: a short token can be guessed; use at least %d random bytes (for example 32 hex digits from crypto/rand)",
+			return nil, fmt.Errorf("laneadmin: Config.Token is %d bytes, under the %d required: a short token can be guessed; use at least %d random bytes (for example 32 hex digits from crypto/rand)",
 				len(opts.Token), MinTokenLen, MinTokenLen)
 		}
 		for i := 0; i < len(opts.Token); i++ {
 			if c := opts.Token[i]; c <= ' ' || c >= 0x7f {
-				return nil, fmt.Errorf("laneadmin: Options.Token has a space, a control or a non-ASCII byte at %d, which no client can send in an Authorization header; use visible ASCII, such as hex or base64", i)
+				return nil, fmt.Errorf("laneadmin: Config.Token has a space, a control or a non-ASCII byte at %d, which no client can send in an Authorization header; use visible ASCII, such as hex or base64", i)
 			}
 		}
 		sum := sha256.Sum256([]byte(opts.Token))

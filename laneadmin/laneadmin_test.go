@@ -33,7 +33,7 @@ func newSet(t *testing.T) (*lanes.Set, lanes.ID) {
 	return set, bg
 }
 
-func newHandler(t *testing.T, set *lanes.Set, opts Options) (*Handler, *syncbuf.Buffer) {
+func newHandler(t *testing.T, set *lanes.Set, opts Config) (*Handler, *syncbuf.Buffer) {
 	t.Helper()
 	var logs syncbuf.Buffer
 	if opts.Logger == nil {
@@ -73,31 +73,31 @@ func decodeState(t *testing.T, w *httptest.ResponseRecorder) State {
 
 func TestNewRefusesWhatCannotBeSafe(t *testing.T) {
 	set := lanes.NewSet()
-	_, err := New(nil, Options{Token: token})
+	_, err := New(nil, Config{Token: token})
 	assert.ErrorContains(t, err, "rt.Lanes()")
-	_, err = New(set, Options{})
-	assert.ErrorContains(t, err, "changes how the server schedules; give it Options.Token or Options.Authorize")
-	_, err = New(set, Options{Logger: slog.Default()})
-	assert.ErrorContains(t, err, "Options.Token or Options.Authorize", "a logger is no credential")
-	_, err = New(set, Options{Token: "short-secret"})
+	_, err = New(set, Config{})
+	assert.ErrorContains(t, err, "changes how the server schedules; give it Config.Token or Config.Authorize")
+	_, err = New(set, Config{Logger: slog.Default()})
+	assert.ErrorContains(t, err, "Config.Token or Config.Authorize", "a logger is no credential")
+	_, err = New(set, Config{Token: "short-secret"})
 	assert.ErrorContains(t, err, "12 bytes")
 	assert.ErrorContains(t, err, "guessed")
-	_, err = New(set, Options{Token: "0123456789abcdef 0123"})
+	_, err = New(set, Config{Token: "0123456789abcdef 0123"})
 	assert.ErrorContains(t, err, "Authorization header")
 
-	h, err := New(set, Options{Token: token})
+	h, err := New(set, Config{Token: token})
 	require.NoError(t, err)
 	assert.NotNil(t, h.log, "a nil Logger is slog.Default()")
-	_, err = New(set, Options{Authorize: func(*http.Request) bool { return true }})
+	_, err = New(set, Config{Authorize: func(*http.Request) bool { return true }})
 	assert.NoError(t, err, "Authorize alone is enough")
-	_, err = New(set, Options{Token: token[:MinTokenLen]})
+	_, err = New(set, Config{Token: token[:MinTokenLen]})
 	assert.NoError(t, err, "MinTokenLen bytes are enough")
 }
 
 func TestRefusedWithoutCredentials(t *testing.T) {
 	set, bg := newSet(t)
 	authorize := true
-	h, logs := newHandler(t, set, Options{Token: token, Authorize: func(*http.Request) bool { return authorize }})
+	h, logs := newHandler(t, set, Config{Token: token, Authorize: func(*http.Request) bool { return authorize }})
 	before := StateOf(set)
 
 	change := `{"lane":"background","shares":30}`
@@ -146,7 +146,7 @@ func TestRefusedWithoutCredentials(t *testing.T) {
 
 func TestAuthorizeAlone(t *testing.T) {
 	set, _ := newSet(t)
-	h, _ := newHandler(t, set, Options{Authorize: func(r *http.Request) bool {
+	h, _ := newHandler(t, set, Config{Authorize: func(r *http.Request) bool {
 		return r.Header.Get("X-Operator") == "alice"
 	}})
 	noAuth := func(r *http.Request) { r.Header.Del("Authorization") }
@@ -159,7 +159,7 @@ func TestAuthorizeAlone(t *testing.T) {
 
 func TestGetShowsLanes(t *testing.T) {
 	set, _ := newSet(t)
-	h, _ := newHandler(t, set, Options{Token: token})
+	h, _ := newHandler(t, set, Config{Token: token})
 	w := do(h, http.MethodGet, "", nil)
 	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 	assert.JSONEq(t, `{"policy":"strict","guard":"500µs","guard_ns":500000,"lanes":[
@@ -171,7 +171,7 @@ func TestGetShowsLanes(t *testing.T) {
 
 func TestPostChanges(t *testing.T) {
 	set, bg := newSet(t)
-	h, logs := newHandler(t, set, Options{Token: token})
+	h, logs := newHandler(t, set, Config{Token: token})
 
 	st := decodeState(t, do(h, http.MethodPost, `{"lane":"background","shares":30}`, nil))
 	sp, err := set.Spec(bg)
@@ -224,7 +224,7 @@ func TestPostChanges(t *testing.T) {
 
 func TestBadChanges(t *testing.T) {
 	set, _ := newSet(t)
-	h, logs := newHandler(t, set, Options{Token: token})
+	h, logs := newHandler(t, set, Config{Token: token})
 	before := StateOf(set)
 
 	for _, c := range []struct {
@@ -313,7 +313,7 @@ func TestApply(t *testing.T) {
 // Picker picks among them; run it under -race.
 func TestLiveChanges(t *testing.T) {
 	set, _ := newSet(t)
-	h, logs := newHandler(t, set, Options{Token: token})
+	h, logs := newHandler(t, set, Config{Token: token})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

@@ -14,12 +14,12 @@ import (
 	"github.com/sluice-go/sluice/internal/monotime"
 )
 
-// DefaultWindow is the span of the autoscaling gauges when Options.Window
+// DefaultWindow is the span of the autoscaling gauges when Config.Window
 // is zero.
 const DefaultWindow = 30 * time.Second
 
-// Options configures a Collector. The zero value is ready.
-type Options struct {
+// Config configures a Collector. The zero value is ready.
+type Config struct {
 	// Window is the span over which the autoscaling gauges
 	// (sluice_admission_gates_closed_ratio and
 	// sluice_admission_queue_wait_mean_seconds) are computed, back from
@@ -91,9 +91,9 @@ func (s Source) ids() []sourceID {
 
 // New returns a Collector configured by opts, with sources added (see
 // Add).
-func New(opts Options, sources ...Source) (*Collector, error) {
+func New(opts Config, sources ...Source) (*Collector, error) {
 	if opts.Window < 0 {
-		return nil, fmt.Errorf("metrics: Options.Window %v: must be zero (the default, %v) or positive", opts.Window, DefaultWindow)
+		return nil, fmt.Errorf("metrics: Config.Window %v: must be zero (the default, %v) or positive", opts.Window, DefaultWindow)
 	}
 	c := &Collector{
 		d:       newDescs(),

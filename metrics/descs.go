@@ -92,8 +92,8 @@ func newDescs() *descs {
 	d.queueWait = n("admission_queue_wait_seconds", "Time admitted requests waited before they started, from their arrival (the kernel's receive stamp on the sluice server) to their start: in the socket buffers and in the timed queue.", s)
 	d.maxAge = n("admission_max_age_seconds", "The age limit in force: the configured limit, or the standing line's target while the line stands (unless refusing under the target was found futile: clients that resend at once); zero without a limit.", s)
 	d.standing = n("admission_standing", "1 while an overload's line stands (requests reached the age limit and kept reaching it; the limit is then the target), else 0.", s)
-	d.closedRatio = n("admission_gates_closed_ratio", "Fraction of the recent window (Options.Window, 30 s by default) in which the gates were closed: the autoscaling signal, 0 with room to spare, near 1 when the server turns work away, or has every request wait, all the time.", s)
-	d.waitMean = n("admission_queue_wait_mean_seconds", "Mean time the requests admitted in the recent window (Options.Window, 30 s by default) waited before they started: the autoscaling signal for servers whose requests wait in a queue.", s)
+	d.closedRatio = n("admission_gates_closed_ratio", "Fraction of the recent window (Config.Window, 30 s by default) in which the gates were closed: the autoscaling signal, 0 with room to spare, near 1 when the server turns work away, or has every request wait, all the time.", s)
+	d.waitMean = n("admission_queue_wait_mean_seconds", "Mean time the requests admitted in the recent window (Config.Window, 30 s by default) waited before they started: the autoscaling signal for servers whose requests wait in a queue.", s)
 
 	e := labelExecutor
 	d.workers = n("executor_workers", "Workers of the executor: one per CPU it runs on.", e)

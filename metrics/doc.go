@@ -6,7 +6,7 @@
 //
 //	srv, err := sluice.Listen(":8080", mux, cfg)
 //	...
-//	c, err := metrics.New(metrics.Options{}, metrics.Server("api", srv))
+//	c, err := metrics.New(metrics.Config{}, metrics.Server("api", srv))
 //	...
 //	prometheus.MustRegister(c)
 //	admin := http.NewServeMux() // on a port of its own, not the public one
@@ -23,7 +23,7 @@
 // # Autoscaling
 //
 // sluice_admission_gates_closed_ratio (the fraction of the last
-// Options.Window in which the server turned new work away, or had every
+// Config.Window in which the server turned new work away, or had every
 // request wait: at its capacity) and
 // sluice_admission_queue_wait_mean_seconds (how long the requests started
 // in it waited first) are gauges meant for a Kubernetes

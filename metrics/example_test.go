@@ -26,7 +26,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	col, err := metrics.New(metrics.Options{}, metrics.Server("api", srv))
+	col, err := metrics.New(metrics.Config{}, metrics.Server("api", srv))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -50,11 +50,11 @@ func TestAdmissionMetricsAfterScriptedTraffic(t *testing.T) {
 	p, err := admit.New(admit.Config{
 		Policies: []admit.Policy{quota},
 		Gates:    []admit.Policy{gate},
-		Queue:    &admit.QueueOptions{},
+		Queue:    &admit.QueueConfig{},
 	}, admit.Host{Clock: clk.now})
 	require.NoError(t, err)
 	defer p.Close()
-	c, err := New(Options{Clock: clk.now, Window: 10 * time.Second}, Admission("api", p))
+	c, err := New(Config{Clock: clk.now, Window: 10 * time.Second}, Admission("api", p))
 	require.NoError(t, err)
 	defer c.Close()
 
@@ -148,9 +148,9 @@ func TestAddRefusesDuplicatesAndZeroSources(t *testing.T) {
 	p, err := admit.New(admit.Config{}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
-	_, err = New(Options{Window: -time.Second})
+	_, err = New(Config{Window: -time.Second})
 	require.ErrorContains(t, err, "Window")
-	c, err := New(Options{}, Admission("a", p))
+	c, err := New(Config{}, Admission("a", p))
 	require.NoError(t, err)
 	defer c.Close()
 	require.ErrorContains(t, c.Add(Admission("a", p)), `"a"`)
@@ -167,7 +167,7 @@ func TestAddRefusesDuplicatesAndZeroSources(t *testing.T) {
 // output passes promtool's lint, and the server's and executor's metrics
 // say what the traffic did.
 func TestServerMetricsPassPromtool(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	limiter, err := ratelimit.New(ratelimit.Config{Window: time.Second, Quota: 1000})
 	require.NoError(t, err)
@@ -185,9 +185,9 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	}()
 	base := "http://" + srv.Addr().String()
 	store := tenant.NewMemoryStore(nil)
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{})
 	require.NoError(t, err)
-	agent, err := tenant.NewAgent(tenant.AgentOptions{Store: store, Tracker: tracker, Controller: ctrl})
+	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: store, Tracker: tracker, Controller: ctrl})
 	require.NoError(t, err)
 	tr, err := client.New(client.Config{Balancer: client.BalancerConfig{Backends: []string{base}}})
 	require.NoError(t, err)
@@ -198,11 +198,11 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	// nothing to send to its (absent) Redis.
 	shared, err := ratelimit.New(ratelimit.Config{Window: time.Second, Quota: 1000})
 	require.NoError(t, err)
-	rsync, err := ratelimit.NewRedisSync(shared, rdb, ratelimit.RedisOptions{Manual: true})
+	rsync, err := ratelimit.NewRedisSync(shared, rdb, ratelimit.RedisConfig{Manual: true})
 	require.NoError(t, err)
 	defer rsync.Close()
 
-	c, err := New(Options{},
+	c, err := New(Config{},
 		Server("api", srv),
 		Tenants("api", tracker),
 		TenantAgent("api", agent),
@@ -319,7 +319,7 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 	}
 	_, err = tls.Dial("tcp", srv.Addr().String(), &tls.Config{ServerName: "wrong.example", RootCAs: pool})
 	require.Error(t, err, "a name the certificate does not have")
-	c, err := New(Options{}, Server("api", srv))
+	c, err := New(Config{}, Server("api", srv))
 	require.NoError(t, err)
 	defer c.Close()
 	require.Eventually(t, func() bool {
@@ -335,7 +335,7 @@ func TestTLSHandshakeMetrics(t *testing.T) {
 // of `X-Tenant: \xff\xfe` used to fail every scrape (label value is not
 // valid UTF-8) until the name left the tracker.
 func TestBadTenantNameDoesNotFailTheScrape(t *testing.T) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	require.NoError(t, err)
 	a := &admit.Attempt{Method: "GET", Path: "/", Header: http.Header{"X-Tenant": {"\xff\xfe"}}}
 	for range 2 {
@@ -345,7 +345,7 @@ func TestBadTenantNameDoesNotFailTheScrape(t *testing.T) {
 		}
 		tracker.Collect(time.Second)
 	}
-	c, err := New(Options{}, Tenants("api", tracker))
+	c, err := New(Config{}, Tenants("api", tracker))
 	require.NoError(t, err)
 	defer c.Close()
 	reg := prometheus.NewPedanticRegistry()

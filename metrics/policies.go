@@ -14,7 +14,7 @@ import (
 // _dropped_total, _blame_seconds_total, _busy_seconds_total (each
 // tenant's counts, updated once a control period, when the agent collects
 // them), _drop_ratio (the drop table in force), and _enforcing, _tracked,
-// _table_version. Tenants beyond the tracker's Options.Tenants are pooled
+// _table_version. Tenants beyond the tracker's Config.Tenants are pooled
 // under "~other", which bounds the series.
 func Tenants(name string, t *tenant.Tracker) Source {
 	return Source{kind: "tenants", name: name, open: func(*Collector) live { return &tenantsLive{name: name, t: t} }}

@@ -47,7 +47,7 @@ func Server(name string, s *sluice.Server) Source {
 //     their request ran), _gates_closed_seconds_total,
 //     _queue_length, _queue_wait_seconds (a histogram of the wait before
 //     the start, from the arrival), _max_age_seconds, _standing;
-//   - the autoscaling gauges, over the last Options.Window:
+//   - the autoscaling gauges, over the last Config.Window:
 //     sluice_admission_gates_closed_ratio and
 //     sluice_admission_queue_wait_mean_seconds.
 //

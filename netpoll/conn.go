@@ -97,7 +97,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // ReadStamped is Read that also returns when the kernel received the last
 // packet of the bytes read, in nanoseconds since the Unix epoch
 // (CLOCK_REALTIME, as time.Now), or 0 when the kernel gave no stamp: the
-// listener's Options.Timestamps was off, or nothing was read. The stamp
+// listener's Config.Timestamps was off, or nothing was read. The stamp
 // tells how long the bytes waited in the socket's receive queue; a caller
 // wanting the age of a message should take the stamp of the read that
 // brought its first bytes.

@@ -91,7 +91,7 @@ func TestAbortWriteEndsAPendingWrite(t *testing.T) {
 		localErr error
 	}
 	results := make(chan result, 1)
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		c.AbortWrite(os.ErrDeadlineExceeded) // nothing pending: nothing happens
 		local, lerr := c.LocalAddr()
 		assert.NoError(t, c.Write(make([]byte, 64<<20), func(err error) { // on a worker: assert, never require

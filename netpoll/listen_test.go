@@ -131,7 +131,7 @@ func TestResolveListenAddr(t *testing.T) {
 // A host name is resolved (by the default resolver) and served.
 func TestListenOnHostName(t *testing.T) {
 	s := schedtest.Start(t, 2)
-	l, err := Listen(s, "localhost:0", Options{}, func(c *Conn) { _ = c.Close() })
+	l, err := Listen(s, "localhost:0", Config{}, func(c *Conn) { _ = c.Close() })
 	require.NoError(t, err)
 	defer l.Close()
 	ta := l.Addr().(*net.TCPAddr)
@@ -169,7 +169,7 @@ func netListen(addr string, reusePort bool) func(*testing.T, *sched.Scheduler) (
 	}
 }
 
-func netpollListen(opts Options) func(*testing.T, *sched.Scheduler) (int, func()) {
+func netpollListen(opts Config) func(*testing.T, *sched.Scheduler) (int, func()) {
 	return func(t *testing.T, s *sched.Scheduler) (int, func()) {
 		l, err := Listen(s, "127.0.0.1:0", opts, func(c *Conn) { _ = c.Close() })
 		require.NoError(t, err)
@@ -181,10 +181,10 @@ var holders = []holder{
 	{"net.Listen", netListen("127.0.0.1:0", false)},
 	{"net.Listen on every address", netListen(":0", false)},
 	{"a socket of the same user with SO_REUSEPORT", netListen("127.0.0.1:0", true)},
-	{"a Listener", netpollListen(Options{})},
-	{"a shared Listener", netpollListen(Options{Shared: true})},
-	{"a Listener with ReusePort", netpollListen(Options{ReusePort: true})},
-	{"a shared Listener with ReusePort", netpollListen(Options{Shared: true, ReusePort: true})},
+	{"a Listener", netpollListen(Config{})},
+	{"a shared Listener", netpollListen(Config{Shared: true})},
+	{"a Listener with ReusePort", netpollListen(Config{ReusePort: true})},
+	{"a shared Listener with ReusePort", netpollListen(Config{Shared: true, ReusePort: true})},
 }
 
 // As net.Listen, Listen refuses a port another socket holds, whatever that
@@ -200,7 +200,7 @@ func TestListenRefusesAPortHeldElsewhere(t *testing.T) {
 				defer release()
 				fds := openFDs(t)
 				for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf(":%d", port)} {
-					l, err := Listen(s, addr, Options{Shared: shared}, func(c *Conn) { _ = c.Close() })
+					l, err := Listen(s, addr, Config{Shared: shared}, func(c *Conn) { _ = c.Close() })
 					if !assert.Error(t, err, addr) {
 						_ = l.Close()
 						continue
@@ -230,7 +230,7 @@ func openFDs(t *testing.T) int {
 // A Listener holds its port against net.Listen too.
 func TestNetListenRefusesAListenersPort(t *testing.T) {
 	s := schedtest.Start(t, 2)
-	for _, opts := range []Options{{}, {Shared: true}} {
+	for _, opts := range []Config{{}, {Shared: true}} {
 		l, err := Listen(s, "127.0.0.1:0", opts, func(c *Conn) { _ = c.Close() })
 		require.NoError(t, err)
 		_, err = net.Listen("tcp", l.Addr().String())
@@ -268,12 +268,12 @@ func TestReusePortSharesThePort(t *testing.T) {
 	s := schedtest.Start(t, 2)
 	for _, c := range []struct {
 		name          string
-		first, second Options
+		first, second Config
 	}{
-		{"ReusePort, then ReusePort", Options{ReusePort: true}, Options{ReusePort: true}},
-		{"default, then ReusePort", Options{}, Options{ReusePort: true}},
-		{"default, then shared with ReusePort", Options{}, Options{ReusePort: true, Shared: true}},
-		{"shared with ReusePort, then ReusePort", Options{ReusePort: true, Shared: true}, Options{ReusePort: true}},
+		{"ReusePort, then ReusePort", Config{ReusePort: true}, Config{ReusePort: true}},
+		{"default, then ReusePort", Config{}, Config{ReusePort: true}},
+		{"default, then shared with ReusePort", Config{}, Config{ReusePort: true, Shared: true}},
+		{"shared with ReusePort, then ReusePort", Config{ReusePort: true, Shared: true}, Config{ReusePort: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var a, b atomic.Int64
@@ -293,10 +293,10 @@ func TestReusePortSharesThePort(t *testing.T) {
 	}
 
 	// A shared Listener without ReusePort has no SO_REUSEPORT: nobody joins.
-	first, err := Listen(s, "127.0.0.1:0", Options{Shared: true}, func(c *Conn) { _ = c.Close() })
+	first, err := Listen(s, "127.0.0.1:0", Config{Shared: true}, func(c *Conn) { _ = c.Close() })
 	require.NoError(t, err)
 	defer first.Close()
-	_, err = Listen(s, first.Addr().String(), Options{ReusePort: true}, func(c *Conn) { _ = c.Close() })
+	_, err = Listen(s, first.Addr().String(), Config{ReusePort: true}, func(c *Conn) { _ = c.Close() })
 	assert.ErrorIs(t, err, syscall.EADDRINUSE)
 }
 
@@ -310,7 +310,7 @@ func TestListenSpreadsOverEveryWorker(t *testing.T) {
 		t.Run(addr, func(t *testing.T) {
 			var mu sync.Mutex
 			seen := map[*sched.Worker]int{}
-			l, err := Listen(s, addr, Options{}, func(c *Conn) {
+			l, err := Listen(s, addr, Config{}, func(c *Conn) {
 				mu.Lock()
 				seen[c.Worker()]++
 				mu.Unlock()

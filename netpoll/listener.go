@@ -33,8 +33,8 @@ import (
 // connection belongs to that worker from then on.
 type AcceptFunc func(c *Conn)
 
-// Options configure a Listener. The zero value is usable.
-type Options struct {
+// Config configures a Listener. The zero value is usable.
+type Config struct {
 	// Backlog is the listen(2) backlog; zero means 1024.
 	Backlog int
 	// AcceptBatch is how many connections one accept task takes before it
@@ -83,9 +83,9 @@ type Options struct {
 // Listener is a TCP address served by every worker of a scheduler through
 // its own SO_REUSEPORT socket, so the kernel spreads new connections over
 // the workers and no worker steals another's (or through one shared
-// socket, Options.Shared).
+// socket, Config.Shared).
 type Listener struct {
-	opts   Options
+	opts   Config
 	addr   netip.AddrPort
 	accept AcceptFunc
 
@@ -136,7 +136,7 @@ const (
 // ("netpoll: listen tcp 127.0.0.1:8080: bind: address already in use"),
 // unless opts.ReusePort asks to share it. A bad address fails with an
 // error that says what Listen takes.
-func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*Listener, error) {
+func Listen(s *sched.Scheduler, addr string, opts Config, accept AcceptFunc) (*Listener, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func Listen(s *sched.Scheduler, addr string, opts Options, accept AcceptFunc) (*
 // arrived unstamped), and Close closes it. It fails, without closing fd,
 // when fd is not a listening TCP socket. opts.Shared and opts.Backlog do not
 // apply.
-func Adopt(s *sched.Scheduler, fd int, opts Options, accept AcceptFunc) (*Listener, error) {
+func Adopt(s *sched.Scheduler, fd int, opts Config, accept AcceptFunc) (*Listener, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}

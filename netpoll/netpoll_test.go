@@ -81,12 +81,12 @@ func echo(budget int, conns *openConns, lanesSeen *sync.Map) AcceptFunc {
 func TestEchoManyConnections(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reuseport", true: "exclusive"}[shared], func(t *testing.T) {
-			testEcho(t, Options{Shared: shared})
+			testEcho(t, Config{Shared: shared})
 		})
 	}
 }
 
-func testEcho(t *testing.T, opts Options) {
+func testEcho(t *testing.T, opts Config) {
 	s := schedtest.Start(t, 2)
 	var conns openConns
 	l, err := Listen(s, "127.0.0.1:0", opts, echo(512, &conns, nil))
@@ -127,7 +127,7 @@ func TestWriteWaitsForEPOLLOUT(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	written := make(chan error, 1)
 	var served atomic.Int64
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		assert.NoError(t, c.Write(payload, func(err error) {
 			written <- err
 			_ = c.Close()
@@ -155,11 +155,11 @@ func TestWriteWaitsForEPOLLOUT(t *testing.T) {
 
 func TestListenErrors(t *testing.T) {
 	s := schedtest.Start(t, 1)
-	_, err := Listen(s, "nonsense", Options{}, func(*Conn) {})
+	_, err := Listen(s, "nonsense", Config{}, func(*Conn) {})
 	assert.Error(t, err)
-	_, err = Listen(s, "127.0.0.1:0", Options{}, nil)
+	_, err = Listen(s, "127.0.0.1:0", Config{}, nil)
 	assert.Error(t, err)
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) { _ = c.Close() })
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) { _ = c.Close() })
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close(), "Close is idempotent")
@@ -174,7 +174,7 @@ func TestListenOnEveryInterface(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reuseport", true: "shared"}[shared], func(t *testing.T) {
 			s := schedtest.Start(t, 2)
-			l, err := Listen(s, ":0", Options{Shared: shared}, func(c *Conn) { _ = c.Close() })
+			l, err := Listen(s, ":0", Config{Shared: shared}, func(c *Conn) { _ = c.Close() })
 			require.NoError(t, err)
 			defer l.Close()
 			port := l.Addr().(*net.TCPAddr).Port
@@ -192,7 +192,7 @@ func TestListenOnEveryInterface(t *testing.T) {
 				assert.Equal(t, io.EOF, err, "served over %s", h)
 				require.NoError(t, nc.Close())
 			}
-			_, err = Listen(s, "8080", Options{}, func(*Conn) {})
+			_, err = Listen(s, "8080", Config{}, func(*Conn) {})
 			assert.ErrorContains(t, err, "want host:port")
 		})
 	}
@@ -213,7 +213,7 @@ func TestAdoptServesAnInheritedSocket(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	var conns openConns
-	l, err := Adopt(s, fd, Options{Timestamps: true}, echo(512, &conns, nil))
+	l, err := Adopt(s, fd, Config{Timestamps: true}, echo(512, &conns, nil))
 	require.NoError(t, err)
 	assert.Equal(t, nl.Addr().String(), l.Addr().String())
 	for range 4 {
@@ -236,20 +236,20 @@ func TestAdoptServesAnInheritedSocket(t *testing.T) {
 	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	_, err = Adopt(s, p[0], Options{}, func(*Conn) {})
+	_, err = Adopt(s, p[0], Config{}, func(*Conn) {})
 	assert.ErrorContains(t, err, "not a socket")
 	_, err = unix.FcntlInt(uintptr(p[0]), unix.F_GETFD, 0)
 	assert.NoError(t, err, "a refused descriptor stays open")
 	unconnected, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	defer unix.Close(unconnected)
-	_, err = Adopt(s, unconnected, Options{}, func(*Conn) {})
+	_, err = Adopt(s, unconnected, Config{}, func(*Conn) {})
 	assert.ErrorContains(t, err, "not a listening TCP socket")
 }
 
 func TestIPv6Loopback(t *testing.T) {
 	s := schedtest.Start(t, 1)
-	l, err := Listen(s, "[::1]:0", Options{}, func(c *Conn) { _ = c.Close() })
+	l, err := Listen(s, "[::1]:0", Config{}, func(c *Conn) { _ = c.Close() })
 	if err != nil {
 		t.Skipf("no IPv6 loopback here: %v", err)
 	}
@@ -264,7 +264,7 @@ func TestIPv6Loopback(t *testing.T) {
 func TestCloseAbandonsPendingWriteAndReadSeesEOF(t *testing.T) {
 	s := schedtest.Start(t, 1)
 	results := make(chan error, 4)
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		big := make([]byte, 16<<20)
 		assert.NoError(t, c.Write(big, func(err error) { results <- err }))
 		assert.Error(t, c.Write([]byte("x"), nil), "one write at a time")
@@ -303,7 +303,7 @@ func TestWriteNowReportsShortWrite(t *testing.T) {
 		err2   error
 	}
 	res := make(chan result, 1)
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		big := make([]byte, 64<<20) // more than any socket buffer holds
 		n1, err := c.WriteNow(big)
 		assert.NoError(t, err)
@@ -369,7 +369,7 @@ func TestReadStampedTellsWhenBytesArrived(t *testing.T) {
 			}
 			results := make(chan got, 1)
 			const held = 50 * time.Millisecond
-			l, err := Listen(s, "127.0.0.1:0", Options{Timestamps: on}, func(c *Conn) {
+			l, err := Listen(s, "127.0.0.1:0", Config{Timestamps: on}, func(c *Conn) {
 				assert.NoError(t, c.OnReadable(lanes.Upstream, func() {
 					// The bytes are in the socket already; let them wait.
 					time.Sleep(held)
@@ -391,7 +391,7 @@ func TestReadStampedTellsWhenBytesArrived(t *testing.T) {
 			require.NoError(t, r.err)
 			assert.Equal(t, 5, r.n)
 			if !on {
-				assert.Zero(t, r.stamp, "no stamp without Options.Timestamps")
+				assert.Zero(t, r.stamp, "no stamp without Config.Timestamps")
 				return
 			}
 			// Clocks are the same (CLOCK_REALTIME); allow 1 ms of slack.
@@ -462,7 +462,7 @@ func TestAcceptBacksOffWhenOutOfDescriptors(t *testing.T) {
 	var reports atomic.Int32
 	var mu sync.Mutex
 	var accepted []*Conn
-	l, err := Listen(s, "127.0.0.1:0", Options{OnError: func(err error) {
+	l, err := Listen(s, "127.0.0.1:0", Config{OnError: func(err error) {
 		if errors.Is(err, unix.EMFILE) {
 			reports.Add(1)
 		}
@@ -530,7 +530,7 @@ func TestStopAcceptsWhatIsQueuedAndRefusesTheRest(t *testing.T) {
 		t.Run(map[bool]string{false: "reuseport", true: "exclusive"}[shared], func(t *testing.T) {
 			s := schedtest.Start(t, 1)
 			var conns openConns
-			l, err := Listen(s, "127.0.0.1:0", Options{Shared: shared}, echo(512, &conns, nil))
+			l, err := Listen(s, "127.0.0.1:0", Config{Shared: shared}, echo(512, &conns, nil))
 			require.NoError(t, err)
 			defer l.Close()
 			running, release := make(chan struct{}), make(chan struct{})
@@ -586,7 +586,7 @@ func TestConnJoinsEpollWithItsFirstInterest(t *testing.T) {
 	got := make(chan seen, 2)
 	data := make(chan string, 1)
 	first := true
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		if !first {
 			got <- seen{c.watch != nil, false}
 			assert.NoError(t, c.Close(), "a connection never watched closes")
@@ -628,7 +628,7 @@ func TestOnHangupWithoutReading(t *testing.T) {
 	s := schedtest.Start(t, 1)
 	hung := make(chan int, 2)
 	watched := make(chan struct{})
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		assert.NoError(t, c.OnHangup(func() {
 			n, _ := unix.IoctlGetInt(c.FD(), unix.SIOCINQ)
 			hung <- n

@@ -44,7 +44,7 @@ func TestDetachDoesNotWaitForTheClient(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), (8<<20)/16) // far beyond the socket buffers
 	detached := make(chan *tls.Conn, 1)
 	var served atomic.Int64
-	l, err := Listen(s, "127.0.0.1:0", Options{}, func(c *Conn) {
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
 		require.NoError(t, c.StartTLS(&tls.Config{Certificates: []tls.Certificate{cert}}, nil))
 		c.Worker().GoNow(context.Background(), func(ctx context.Context) {
 			if !assert.NoError(t, c.Handshake(ctx)) {

@@ -29,7 +29,7 @@ func newBenchEntry() *benchEntry {
 func BenchmarkPushPump(b *testing.B) {
 	for _, o := range []Order{FIFO, LIFO, CoDel} {
 		b.Run(o.String(), func(b *testing.B) {
-			q := New(Options{Order: o})
+			q := New(Config{Order: o})
 			be := newBenchEntry()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -47,7 +47,7 @@ func BenchmarkPushPumpStanding(b *testing.B) {
 	for _, o := range []Order{FIFO, CoDel} {
 		for _, n := range []int{100, 4000} {
 			b.Run(fmt.Sprintf("%s/%d", o, n), func(b *testing.B) {
-				q := New(Options{Order: o, Timeout: time.Hour, Interval: time.Nanosecond})
+				q := New(Config{Order: o, Timeout: time.Hour, Interval: time.Nanosecond})
 				for i := range n {
 					be := newBenchEntry()
 					q.Push(&be.e, Class(1+i%2), be.start, be.reject)
@@ -67,7 +67,7 @@ func BenchmarkPushPumpStanding(b *testing.B) {
 // BenchmarkPushPumpParallel: every goroutine pushes its own entry and pumps,
 // all on one queue: the cost under contention for its lock.
 func BenchmarkPushPumpParallel(b *testing.B) {
-	q := New(Options{})
+	q := New(Config{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		// Another goroutine's Pump may have taken this goroutine's entry
@@ -100,7 +100,7 @@ func BenchmarkPushPumpParallel(b *testing.B) {
 
 // BenchmarkPushRemove: a waiting request whose client goes away.
 func BenchmarkPushRemove(b *testing.B) {
-	q := New(Options{})
+	q := New(Config{})
 	be := newBenchEntry()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -112,7 +112,7 @@ func BenchmarkPushRemove(b *testing.B) {
 // BenchmarkPumpEmpty: the call made on every request end when nothing
 // waits (one atomic load).
 func BenchmarkPumpEmpty(b *testing.B) {
-	q := New(Options{})
+	q := New(Config{})
 	b.ReportAllocs()
 	for b.Loop() {
 		q.Pump(always)
@@ -122,7 +122,7 @@ func BenchmarkPumpEmpty(b *testing.B) {
 // BenchmarkExpire: a timer tick that finds nothing due in a queue of 4000
 // entries spread over the three named classes.
 func BenchmarkExpire(b *testing.B) {
-	q := New(Options{Timeout: time.Hour, Order: CoDel})
+	q := New(Config{Timeout: time.Hour, Order: CoDel})
 	for i := range 4000 {
 		be := newBenchEntry()
 		q.Push(&be.e, Class(i%3), be.start, be.reject)
@@ -134,10 +134,10 @@ func BenchmarkExpire(b *testing.B) {
 	q.Close()
 }
 
-// BenchmarkWaitAdmitted: Wait with Options.Admit open, so it is started by
+// BenchmarkWaitAdmitted: Wait with Config.Admit open, so it is started by
 // its own Pump: the pool, the channel and the queue, no other goroutine.
 func BenchmarkWaitAdmitted(b *testing.B) {
-	q := New(Options{Admit: always})
+	q := New(Config{Admit: always})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -149,7 +149,7 @@ func BenchmarkWaitAdmitted(b *testing.B) {
 
 // BenchmarkStats: reading the counters.
 func BenchmarkStats(b *testing.B) {
-	q := New(Options{})
+	q := New(Config{})
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = q.Stats()

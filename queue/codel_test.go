@@ -12,9 +12,12 @@ import (
 // leaving the standing state, with the defaults: target 5 ms, interval
 // 100 ms, exit 10 ms.
 func TestDetectorScript(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	assert.Equal(t, DefaultTarget, d.Target())
 	assert.Equal(t, DefaultInterval, d.Interval())
+	neg := NewDetector(DetectorConfig{Target: -time.Millisecond, Interval: -time.Second})
+	assert.Equal(t, DefaultTarget, neg.Target(), "negative means the default")
+	assert.Equal(t, DefaultInterval, neg.Interval())
 	obs := func(now, sojourn int64) bool { return d.Observe(now*ms, sojourn*ms) }
 
 	assert.False(t, obs(0, 1), "young")
@@ -45,7 +48,7 @@ func TestDetectorScript(t *testing.T) {
 
 	// A sojourn of exactly the target is old; a clock reading of 0 counts
 	// as 1 ns.
-	d = NewDetector(5*time.Millisecond, 10*time.Millisecond)
+	d = NewDetector(DetectorConfig{Target: 5 * time.Millisecond, Interval: 10 * time.Millisecond})
 	assert.False(t, d.Observe(0, 5*ms))
 	assert.False(t, d.Observe(10*ms, 5*ms))
 	assert.True(t, d.Observe(10*ms+1, 5*ms))
@@ -55,7 +58,7 @@ func TestDetectorScript(t *testing.T) {
 // the defaults: Timeout 100 ms, Target 5 ms, Interval 100 ms. The queue's
 // Detector observes what leaves it: starts and timeouts.
 func TestCoDelScript(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel})
+	q, clk := newQueue(Config{Order: CoDel})
 	var l log
 	at := func(msec int64) { clk.set(msec * ms) }
 	overloaded := func() bool { return q.Stats().Overloaded }
@@ -124,7 +127,7 @@ func TestCoDelScript(t *testing.T) {
 }
 
 // standingQueue returns a CoDel queue whose Detector is standing.
-func standingQueue(t *testing.T, o Options) (*Queue, *fakeClock) {
+func standingQueue(t *testing.T, o Config) (*Queue, *fakeClock) {
 	t.Helper()
 	o.Order = CoDel
 	q, clk := newQueue(o)
@@ -148,7 +151,7 @@ func makeStanding(t *testing.T, d *Detector, now int64) {
 // TestCoDelWithClasses: classes still come first in a standing queue; the
 // order only changes within a class.
 func TestCoDelWithClasses(t *testing.T) {
-	q, clk := standingQueue(t, Options{Timeout: time.Second})
+	q, clk := standingQueue(t, Config{Timeout: time.Second})
 	var l log
 	l.push(q, "s0", Sheddable)
 	l.push(q, "d1", Default)
@@ -164,7 +167,7 @@ func TestCoDelWithClasses(t *testing.T) {
 // TestCoDelEviction: in a standing queue the oldest entry of the least
 // important class is the one LIFO would start last, so it is evicted.
 func TestCoDelEviction(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel, MaxLen: 3, Timeout: time.Second})
+	q, clk := newQueue(Config{Order: CoDel, MaxLen: 3, Timeout: time.Second})
 	var l log
 	l.push(q, "s1", Sheddable) // full timeout, list 2*Sheddable
 	clk.set(150 * ms)
@@ -179,7 +182,7 @@ func TestCoDelEviction(t *testing.T) {
 	assert.Equal(t, []string{"start c", "start d", "start s3"}, l.take())
 
 	// Not standing: the newest goes, as under FIFO.
-	q, _ = newQueue(Options{Order: CoDel, MaxLen: 3, Timeout: time.Second})
+	q, _ = newQueue(Config{Order: CoDel, MaxLen: 3, Timeout: time.Second})
 	l.push(q, "x1", Sheddable)
 	l.push(q, "x2", Sheddable)
 	l.push(q, "x3", Sheddable)
@@ -192,7 +195,7 @@ func TestCoDelEviction(t *testing.T) {
 // TestCoDelMixedListsOrder: one class holds entries of both timeouts; FIFO
 // and LIFO picks compare arrival across the two lists.
 func TestCoDelMixedListsOrder(t *testing.T) {
-	q, clk := newQueue(Options{Order: CoDel, Timeout: time.Second})
+	q, clk := newQueue(Config{Order: CoDel, Timeout: time.Second})
 	d := q.Detector()
 	var l log
 	l.push(q, "a", Default) // long list
@@ -218,7 +221,7 @@ func TestCoDelMixedListsOrder(t *testing.T) {
 // TestOverloadedUnderFIFO: the Detector is fed under every order, and only
 // CoDel order acts on it.
 func TestOverloadedUnderFIFO(t *testing.T) {
-	q, clk := newQueue(Options{Timeout: time.Second})
+	q, clk := newQueue(Config{Timeout: time.Second})
 	var l log
 	l.push(q, "a", Default)
 	l.push(q, "b", Default)
@@ -277,7 +280,7 @@ func TestDetectorWithLimit(t *testing.T) {
 		}, 2000, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := NewDetector(0, 0)
+			d := NewDetector(DetectorConfig{})
 			d.SetLimit(limit * time.Millisecond)
 			first := int64(-1)
 			for now := int64(1); now <= c.until; now++ {
@@ -294,7 +297,7 @@ func TestDetectorWithLimit(t *testing.T) {
 // interval, there is no line: not standing, and a young request after the
 // silence does not find it standing either.
 func TestDetectorSilenceEndsTheLine(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	for now := int64(1); now <= 200; now++ {
 		d.Observe(now*ms, 30*ms)
 	}
@@ -309,7 +312,7 @@ func TestDetectorSilenceEndsTheLine(t *testing.T) {
 // TestDetectorEpisode: Episode counts the entries into the state, once
 // each, whatever the observations in between.
 func TestDetectorEpisode(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	assert.Zero(t, d.Episode())
 	for now := int64(1); now <= 200; now++ {
 		d.Observe(now*ms, 30*ms)
@@ -335,7 +338,7 @@ func TestDetectorEpisode(t *testing.T) {
 // fresh requests were young for a while) enters by CoDel's rule, without
 // reaching the limit again; one that forms later must reach it.
 func TestDetectorWithLimitReenters(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 20; now++ {
 		d.Observe(now*ms, 100*ms)
@@ -353,7 +356,7 @@ func TestDetectorWithLimitReenters(t *testing.T) {
 	}
 	assert.Equal(t, int64(140), first, "old for an interval from 40 ms, 9 ms after the exit")
 
-	d = NewDetector(0, 0)
+	d = NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 20; now++ {
 		d.Observe(now*ms, 100*ms)
@@ -374,7 +377,7 @@ func TestDetectorWithLimitReenters(t *testing.T) {
 // request, or an Interval of silence, ends it, and a standing line is
 // full.
 func TestDetectorFull(t *testing.T) {
-	d := NewDetector(0, 0)
+	d := NewDetector(DetectorConfig{})
 	d.SetLimit(100 * time.Millisecond)
 	for now := int64(1); now <= 99; now++ {
 		require.False(t, d.Observe(now*ms, 63*ms))
@@ -388,7 +391,7 @@ func TestDetectorFull(t *testing.T) {
 	d.Observe(203*ms, ms)
 	assert.False(t, d.Full(203*ms), "a young request")
 
-	d = NewDetector(0, 0)
+	d = NewDetector(DetectorConfig{})
 	for now := int64(1); now <= 101; now++ {
 		d.Observe(now*ms, 30*ms)
 	}

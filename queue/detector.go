@@ -81,10 +81,21 @@ type Detector struct {
 	entries atomic.Uint64
 }
 
-// NewDetector returns a Detector with the given target and interval; zero
-// or less means [DefaultTarget] and [DefaultInterval]. It has no limit:
-// see SetLimit.
-func NewDetector(target, interval time.Duration) *Detector {
+// DetectorConfig configures a [Detector]. The zero value is CoDel's
+// defaults.
+type DetectorConfig struct {
+	// Target is the sojourn time at or above which a request counts as
+	// old; zero or less means [DefaultTarget].
+	Target time.Duration
+	// Interval is how long every sojourn must have been old for the line
+	// to count as standing; zero or less means [DefaultInterval].
+	Interval time.Duration
+}
+
+// NewDetector returns a Detector configured by cfg (zero fields take the
+// defaults; every value is accepted). It has no limit: see SetLimit.
+func NewDetector(cfg DetectorConfig) *Detector {
+	target, interval := cfg.Target, cfg.Interval
 	if target <= 0 {
 		target = DefaultTarget
 	}

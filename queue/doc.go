@@ -41,7 +41,7 @@
 // lower class value always starts before any entry of a higher one, whatever
 // their arrival times; [Order] applies within a class. A queue that is full
 // makes room for a more important entry by evicting the least important one
-// (see [Options.MaxLen]). Sheddable work can therefore starve while more
+// (see [Config.MaxLen]). Sheddable work can therefore starve while more
 // important work waits, which is the point: it times out and is rejected,
 // safe to retry.
 //
@@ -64,16 +64,16 @@
 //   - calls Pump whenever the gate may have opened: a request ended, a worker
 //     went idle. Pump starts the head at once; nothing polls;
 //   - calls Expire when the earliest deadline arrives, from a timer that
-//     [Options.Arm] keeps set (or from a periodic tick);
+//     [Config.Arm] keeps set (or from a periodic tick);
 //   - calls Remove when the client of a waiting entry goes away.
 //
 // Goroutine-per-request servers (net/http) use [Queue.Wait], which pushes an
 // entry and blocks on a channel until it is started or rejected or its
-// context ends. With [Options.Admit] set, Wait pumps after its own push.
+// context ends. With [Config.Admit] set, Wait pumps after its own push.
 //
 // Every operation takes the queue's one mutex for a short critical section
 // and costs O(1) in the queue's length plus O(1) per entry it starts or
 // rejects (at most 2 x MaxClasses list heads are looked at); Push allocates
 // nothing when the caller embeds the [Entry] in its own
-// per-request struct. Memory is bounded by [Options.MaxLen].
+// per-request struct. Memory is bounded by [Config.MaxLen].
 package queue

@@ -14,7 +14,7 @@ import (
 // three requests, and a Pump whenever a request ends.
 func ExampleQueue() {
 	var now int64 // a fake clock, in nanoseconds
-	q := queue.New(queue.Options{Clock: func() int64 { return now }})
+	q := queue.New(queue.Config{Clock: func() int64 { return now }})
 	free := 1
 	admit := func(*queue.Entry) bool {
 		if free == 0 {
@@ -69,7 +69,7 @@ func ExampleQueue_Wait() {
 	}
 	var q *queue.Queue
 	var timer *time.Timer
-	q = queue.New(queue.Options{
+	q = queue.New(queue.Config{
 		Order: queue.CoDel,
 		Admit: tryAcquire,
 		Arm:   func(at int64) { timer.Reset(time.Duration(at - q.Now())) },

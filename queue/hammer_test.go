@@ -58,7 +58,7 @@ func TestHammer(t *testing.T) {
 		waiterOps = 1000
 	)
 	clk := &fakeClock{}
-	q := New(Options{Clock: clk.now, Order: CoDel, MaxLen: 64,
+	q := New(Config{Clock: clk.now, Order: CoDel, MaxLen: 64,
 		Timeout: 3 * time.Millisecond, Target: time.Millisecond / 2, Interval: 2 * time.Millisecond})
 	var hc hammerCounts
 	var waitStarts, waitRejects, waitCancels, waitDeadlines atomic.Int64

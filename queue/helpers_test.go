@@ -19,7 +19,7 @@ type fakeClock struct{ t atomic.Int64 }
 func (c *fakeClock) now() int64        { return c.t.Load() }
 func (c *fakeClock) set(t int64)       { c.t.Store(t) }
 func (c *fakeClock) add(d int64) int64 { return c.t.Add(d) }
-func newQueue(o Options) (*Queue, *fakeClock) {
+func newQueue(o Config) (*Queue, *fakeClock) {
 	c := &fakeClock{}
 	o.Clock = c.now
 	return New(o), c

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Defaults used where an [Options] field is zero.
+// Defaults used where a [Config] field is zero.
 const (
 	// DefaultTimeout is the longest an entry waits: 100 ms (see the
 	// package documentation).
@@ -29,12 +29,12 @@ type Order uint8
 
 const (
 	// FIFO starts the oldest entry of a class first. Every entry may wait
-	// [Options.Timeout].
+	// [Config.Timeout].
 	FIFO Order = iota
 	// LIFO always starts the newest entry of a class first: the one whose
 	// client is least likely to have given up. The oldest entries wait until
 	// their deadline unless the queue drains. Every entry may wait
-	// [Options.Timeout].
+	// [Config.Timeout].
 	LIFO
 	// CoDel is controlled delay with adaptive LIFO, as Facebook applied
 	// it to request queues ("Fail at Scale", Ben Maurer, ACM Queue, 2015;
@@ -106,9 +106,9 @@ func (r Reason) String() string {
 	return "reason(" + itoa(uint64(r)) + ")"
 }
 
-// Options configures a [Queue]. The zero value is a FIFO queue with the
+// Config configures a [Queue]. The zero value is a FIFO queue with the
 // defaults above and the real clock.
-type Options struct {
+type Config struct {
 	// Timeout is the longest an entry waits before it is rejected with
 	// [Timeout]. Zero or less means [DefaultTimeout].
 	Timeout time.Duration
@@ -244,7 +244,7 @@ func realClock() int64 { return int64(time.Since(epoch)) }
 
 // New returns an empty queue configured by opts (zero fields take the
 // defaults).
-func New(opts Options) *Queue {
+func New(opts Config) *Queue {
 	q := &Queue{
 		timeout: int64(opts.Timeout),
 		maxLen:  opts.MaxLen,
@@ -258,7 +258,7 @@ func New(opts Options) *Queue {
 		q.timeout = int64(DefaultTimeout)
 	}
 	if q.det == nil {
-		q.det = NewDetector(opts.Target, opts.Interval)
+		q.det = NewDetector(DetectorConfig{Target: opts.Target, Interval: opts.Interval})
 	}
 	q.target = min(q.det.target, q.timeout)
 	if q.maxLen <= 0 {
@@ -296,7 +296,7 @@ func (q *Queue) Timeout() time.Duration {
 func (q *Queue) Detector() *Detector { return q.det }
 
 // Now returns the queue's clock: the time base of deadlines given to
-// [Options.Arm] and returned by [Queue.Expire].
+// [Config.Arm] and returned by [Queue.Expire].
 func (q *Queue) Now() int64 { return q.clock() }
 
 // Len returns the number of waiting entries. It reads an atomic counter and
@@ -405,7 +405,7 @@ func (q *Queue) PushArrived(e *Entry, c Class, arrived int64, start func(), reje
 // is called; the first false ends the Pump. admit is called only when there
 // is an entry to start, and is given that entry, so a gate that reserves a
 // slot when it returns true (a concurrency limit) never reserves one for
-// nothing. admit nil means [Options.Admit]; if that is nil too, Pump only
+// nothing. admit nil means [Config.Admit]; if that is nil too, Pump only
 // rejects expired entries.
 //
 // admit runs with the queue's lock held: it must be quick and must not call
@@ -463,7 +463,7 @@ func (q *Queue) pump(admit func(*Entry) bool, limit int) int {
 // Expire rejects, with [Timeout], every entry whose deadline is at or before
 // the clock's current reading, then returns the earliest deadline still
 // waiting (ok false when the queue is empty), on Clock's time base, so that
-// the caller can set a timer; with [Options.Arm] set, it also reports that
+// the caller can set a timer; with [Config.Arm] set, it also reports that
 // deadline through Arm. It runs from the caller's timer: the queue has no
 // goroutine. It costs a lock and a look at the head of each non-empty
 // class list, so it may be called often.

@@ -10,7 +10,7 @@ import (
 )
 
 func TestDefaults(t *testing.T) {
-	q := New(Options{})
+	q := New(Config{})
 	assert.Equal(t, int64(100*time.Millisecond), q.timeout)
 	assert.Equal(t, int64(5*time.Millisecond), q.target)
 	assert.Equal(t, 100*time.Millisecond, q.Detector().Interval())
@@ -19,13 +19,13 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, FIFO, q.order)
 	assert.Positive(t, q.Now())
 
-	q = New(Options{Order: 7, MaxLen: -1, Timeout: -1})
+	q = New(Config{Order: 7, MaxLen: -1, Timeout: -1})
 	assert.Equal(t, FIFO, q.order)
 	assert.Equal(t, 4096, q.maxLen)
 	assert.Equal(t, int64(100*time.Millisecond), q.timeout)
 
 	// The short timeout never exceeds the full one.
-	q = New(Options{Timeout: 2 * time.Millisecond, Order: CoDel})
+	q = New(Config{Timeout: 2 * time.Millisecond, Order: CoDel})
 	assert.Equal(t, int64(2*time.Millisecond), q.target)
 
 	// The timeout changes live, for entries pushed afterwards.
@@ -36,14 +36,14 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, DefaultTimeout, q.Timeout())
 
 	// A Detector given replaces Target and Interval.
-	d := NewDetector(7*time.Millisecond, time.Second)
-	q = New(Options{Detector: d, Target: time.Millisecond, Interval: time.Millisecond})
+	d := NewDetector(DetectorConfig{Target: 7 * time.Millisecond, Interval: time.Second})
+	q = New(Config{Detector: d, Target: time.Millisecond, Interval: time.Millisecond})
 	assert.Same(t, d, q.Detector())
 	assert.Equal(t, int64(7*time.Millisecond), q.target)
 }
 
 func TestFIFOOrder(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	for _, n := range []string{"a", "b", "c", "d"} {
 		l.push(q, n, Default)
@@ -62,7 +62,7 @@ func TestFIFOOrder(t *testing.T) {
 }
 
 func TestLIFOOrder(t *testing.T) {
-	q, clk := newQueue(Options{Order: LIFO})
+	q, clk := newQueue(Config{Order: LIFO})
 	var l log
 	for _, n := range []string{"a", "b", "c"} {
 		l.push(q, n, Default)
@@ -89,7 +89,7 @@ func TestLIFOOrder(t *testing.T) {
 
 func TestEqualTimestampsKeepArrivalOrder(t *testing.T) {
 	// The fake clock stands still: order comes from arrival, not time.
-	q, _ := newQueue(Options{})
+	q, _ := newQueue(Config{})
 	var l log
 	for _, n := range []string{"a", "b", "c"} {
 		l.push(q, n, Default)
@@ -99,7 +99,7 @@ func TestEqualTimestampsKeepArrivalOrder(t *testing.T) {
 }
 
 func TestDeadlineIsExact(t *testing.T) {
-	q, clk := newQueue(Options{Timeout: 100 * time.Millisecond})
+	q, clk := newQueue(Config{Timeout: 100 * time.Millisecond})
 	var l log
 	clk.set(1000)
 	l.push(q, "a", Default) // deadline 1000 + 100 ms
@@ -135,7 +135,7 @@ func TestDeadlineIsExact(t *testing.T) {
 }
 
 func TestPumpSkipsExpiredAndStartsTheRest(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	l.push(q, "a", Default)
 	clk.set(50 * ms)
@@ -151,7 +151,7 @@ func TestPumpSkipsExpiredAndStartsTheRest(t *testing.T) {
 func TestPriorityClasses(t *testing.T) {
 	for _, o := range []Order{FIFO, LIFO, CoDel} {
 		t.Run(o.String(), func(t *testing.T) {
-			q, clk := newQueue(Options{Order: o})
+			q, clk := newQueue(Config{Order: o})
 			var l log
 			for _, p := range []struct {
 				name string
@@ -176,7 +176,7 @@ func TestPriorityClasses(t *testing.T) {
 func TestPriorityOneAtATime(t *testing.T) {
 	// A gate that opens one slot at a time always gives it to the most
 	// important class present, even to one that arrived last.
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	l.push(q, "s", Sheddable)
 	l.push(q, "d", Default)
@@ -191,7 +191,7 @@ func TestPriorityOneAtATime(t *testing.T) {
 }
 
 func TestFullRejectsAtOnce(t *testing.T) {
-	q, _ := newQueue(Options{MaxLen: 3})
+	q, _ := newQueue(Config{MaxLen: 3})
 	var l log
 	for _, n := range []string{"a", "b", "c"} {
 		l.push(q, n, Default)
@@ -207,7 +207,7 @@ func TestFullRejectsAtOnce(t *testing.T) {
 }
 
 func TestEvictionFIFO(t *testing.T) {
-	q, clk := newQueue(Options{MaxLen: 3})
+	q, clk := newQueue(Config{MaxLen: 3})
 	var l log
 	l.push(q, "d", Default)
 	l.push(q, "s1", Sheddable)
@@ -237,7 +237,7 @@ func TestEvictionFIFO(t *testing.T) {
 }
 
 func TestEvictionLIFO(t *testing.T) {
-	q, clk := newQueue(Options{MaxLen: 3, Order: LIFO})
+	q, clk := newQueue(Config{MaxLen: 3, Order: LIFO})
 	var l log
 	l.push(q, "s1", Sheddable)
 	clk.add(ms)
@@ -251,7 +251,7 @@ func TestEvictionLIFO(t *testing.T) {
 }
 
 func TestEvictedEntryIsReusableInItsCallback(t *testing.T) {
-	q, _ := newQueue(Options{MaxLen: 1})
+	q, _ := newQueue(Config{MaxLen: 1})
 	var l log
 	var e Entry
 	pushed := 0
@@ -271,7 +271,7 @@ func TestEvictedEntryIsReusableInItsCallback(t *testing.T) {
 }
 
 func TestRemove(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	a := l.push(q, "a", Default)
 	b := l.push(q, "b", Default)
@@ -287,7 +287,7 @@ func TestRemove(t *testing.T) {
 	assert.True(t, q.Remove(c))
 	assert.Equal(t, 0, q.Len())
 	assert.False(t, q.Remove(new(Entry)), "never pushed")
-	assert.False(t, New(Options{}).Remove(a), "another queue")
+	assert.False(t, New(Config{}).Remove(a), "another queue")
 
 	clk.add(time.Second.Nanoseconds())
 	_, ok := q.Expire()
@@ -307,7 +307,7 @@ func TestRemove(t *testing.T) {
 }
 
 func TestRemoveHeadTailAndOnly(t *testing.T) {
-	q, _ := newQueue(Options{})
+	q, _ := newQueue(Config{})
 	var l log
 	es := []*Entry{l.push(q, "a", Default), l.push(q, "b", Default), l.push(q, "c", Default)}
 	assert.True(t, q.Remove(es[2]))
@@ -323,7 +323,7 @@ func TestRemoveHeadTailAndOnly(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	l.push(q, "a", Default)
 	l.push(q, "b", Critical)
@@ -345,7 +345,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestPushMisuse(t *testing.T) {
-	q, _ := newQueue(Options{})
+	q, _ := newQueue(Config{})
 	var e Entry
 	q.Push(&e, Default, func() {}, func(Reason) {})
 	assert.PanicsWithValue(t, "queue: Push of an Entry that is already waiting", func() {
@@ -362,7 +362,7 @@ func TestPushMisuse(t *testing.T) {
 // inside the Pump call that follows the slot's release, with no timer and no
 // polling.
 func TestStartsWhenGateOpens(t *testing.T) {
-	q, _ := newQueue(Options{})
+	q, _ := newQueue(Config{})
 	free := 0 // the gate: slots free
 	admit := func(*Entry) bool {
 		if free == 0 {
@@ -391,7 +391,7 @@ func TestStartsWhenGateOpens(t *testing.T) {
 
 func TestPumpNilUsesOptionsAdmit(t *testing.T) {
 	open := false
-	q, _ := newQueue(Options{Admit: func(*Entry) bool { return open }})
+	q, _ := newQueue(Config{Admit: func(*Entry) bool { return open }})
 	var l log
 	l.push(q, "a", Default)
 	assert.Equal(t, 0, q.Pump(nil))
@@ -399,8 +399,8 @@ func TestPumpNilUsesOptionsAdmit(t *testing.T) {
 	assert.Equal(t, 1, q.Pump(nil))
 	assert.Equal(t, []string{"start a"}, l.take())
 
-	// Without Options.Admit, Pump(nil) only expires.
-	q2, clk := newQueue(Options{})
+	// Without Config.Admit, Pump(nil) only expires.
+	q2, clk := newQueue(Config{})
 	l.push(q2, "b", Default)
 	l.push(q2, "c", Default)
 	assert.Equal(t, 0, q2.Pump(nil))
@@ -411,7 +411,7 @@ func TestPumpNilUsesOptionsAdmit(t *testing.T) {
 }
 
 func TestAdmitCalledOnlyForAnEntry(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	calls := 0
 	admit := func(*Entry) bool { calls++; return true }
 	var l log
@@ -427,7 +427,7 @@ func TestAdmitCalledOnlyForAnEntry(t *testing.T) {
 
 func TestArm(t *testing.T) {
 	var armed []int64
-	q, clk := newQueue(Options{Order: CoDel, Arm: func(d int64) { armed = append(armed, d) }})
+	q, clk := newQueue(Config{Order: CoDel, Arm: func(d int64) { armed = append(armed, d) }})
 	var l log
 	l.push(q, "a", Default) // deadline 100 ms: the first, armed
 	clk.set(50 * ms)
@@ -499,7 +499,7 @@ func TestStrings(t *testing.T) {
 }
 
 func TestPanickingCallbackStrandsNoOther(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	l.push(q, "a", Default)
 	q.Push(new(Entry), Default, func() { panic("boom") }, func(Reason) { panic("boom") })
@@ -523,7 +523,7 @@ func TestPanickingCallbackStrandsNoOther(t *testing.T) {
 func TestGoexitInCallback(t *testing.T) {
 	// runtime.Goexit (t.FailNow, t.SkipNow) in a callback is not turned into
 	// a panic, and the other callbacks still run.
-	q, _ := newQueue(Options{})
+	q, _ := newQueue(Config{})
 	var l log
 	q.Push(new(Entry), Default, func() { runtime.Goexit() }, func(Reason) {})
 	l.push(q, "b", Default)
@@ -538,7 +538,7 @@ func TestGoexitInCallback(t *testing.T) {
 }
 
 func TestPushArrivedCountsFromArrival(t *testing.T) {
-	q, clk := newQueue(Options{Timeout: 100 * time.Millisecond})
+	q, clk := newQueue(Config{Timeout: 100 * time.Millisecond})
 	var l log
 	clk.set(int64(time.Second))
 	now := clk.now()
@@ -568,7 +568,7 @@ func TestPushArrivedCountsFromArrival(t *testing.T) {
 }
 
 func TestPushArrivedLIFOServesLatestArrival(t *testing.T) {
-	q, clk := newQueue(Options{Order: LIFO})
+	q, clk := newQueue(Config{Order: LIFO})
 	var l log
 	clk.set(int64(time.Second))
 	now := clk.now()
@@ -580,7 +580,7 @@ func TestPushArrivedLIFOServesLatestArrival(t *testing.T) {
 }
 
 func TestPumpNStartsAtMostN(t *testing.T) {
-	q, clk := newQueue(Options{})
+	q, clk := newQueue(Config{})
 	var l log
 	for _, n := range []string{"a", "b", "c"} {
 		l.push(q, n, Default)

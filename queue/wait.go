@@ -60,8 +60,8 @@ var waiters = sync.Pool{New: func() any {
 //     (nil when it was started), so that an admission is never lost.
 //
 // Wait returns ctx.Err() without pushing if ctx has already ended. With
-// [Options.Admit] set, Wait calls Pump(Admit) right after pushing. Deadlines
-// are enforced by whoever calls [Queue.Expire] (see [Options.Arm]), not by
+// [Config.Admit] set, Wait calls Pump(Admit) right after pushing. Deadlines
+// are enforced by whoever calls [Queue.Expire] (see [Config.Arm]), not by
 // Wait. Wait allocates nothing in steady state: its entries are pooled.
 func (q *Queue) Wait(ctx context.Context, c Class) error {
 	if err := ctx.Err(); err != nil {

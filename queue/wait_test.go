@@ -12,7 +12,7 @@ import (
 // armed returns a queue whose Arm hook signals on the returned channel, so
 // that a test learns without polling that Wait has pushed its entry into an
 // empty queue.
-func armed(t *testing.T, o Options) (*Queue, *fakeClock, <-chan int64) {
+func armed(t *testing.T, o Config) (*Queue, *fakeClock, <-chan int64) {
 	ch := make(chan int64, 16)
 	o.Arm = func(d int64) {
 		select {
@@ -32,7 +32,7 @@ func goWait(ctx context.Context, q *Queue, c Class) <-chan error {
 }
 
 func TestWaitStarted(t *testing.T) {
-	q, _, pushed := armed(t, Options{})
+	q, _, pushed := armed(t, Config{})
 	done := goWait(context.Background(), q, Default)
 	<-pushed
 	assert.Equal(t, 1, q.Len())
@@ -42,7 +42,7 @@ func TestWaitStarted(t *testing.T) {
 }
 
 func TestWaitTimeout(t *testing.T) {
-	q, clk, pushed := armed(t, Options{})
+	q, clk, pushed := armed(t, Config{})
 	done := goWait(context.Background(), q, Sheddable)
 	deadline := <-pushed
 	assert.Equal(t, 100*ms, deadline)
@@ -64,7 +64,7 @@ func TestWaitTimeout(t *testing.T) {
 }
 
 func TestWaitCancelled(t *testing.T) {
-	q, _, pushed := armed(t, Options{})
+	q, _, pushed := armed(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := goWait(ctx, q, Default)
 	<-pushed
@@ -91,7 +91,7 @@ func TestWaitCancelled(t *testing.T) {
 func TestWaitCancelledAfterStart(t *testing.T) {
 	for range 50 {
 		ctx, cancel := context.WithCancel(context.Background())
-		q, _ := newQueue(Options{Admit: func(*Entry) bool { cancel(); return true }})
+		q, _ := newQueue(Config{Admit: func(*Entry) bool { cancel(); return true }})
 		require.NoError(t, q.Wait(ctx, Default))
 		assert.Equal(t, uint64(1), q.Stats().Started)
 		assert.Equal(t, uint64(0), q.Stats().Removed)
@@ -100,15 +100,15 @@ func TestWaitCancelledAfterStart(t *testing.T) {
 
 func TestWaitAdmitPumpsAfterPush(t *testing.T) {
 	// The gate refused before the caller pushed, then opened: with
-	// Options.Admit the Wait starts at once instead of waiting its timeout.
+	// Config.Admit the Wait starts at once instead of waiting its timeout.
 	open := true
-	q, _ := newQueue(Options{Admit: func(*Entry) bool { return open }})
+	q, _ := newQueue(Config{Admit: func(*Entry) bool { return open }})
 	require.NoError(t, q.Wait(context.Background(), Default))
 	assert.Equal(t, uint64(1), q.Stats().Started)
 }
 
 func TestWaitFullAndClosed(t *testing.T) {
-	q, _ := newQueue(Options{MaxLen: 1})
+	q, _ := newQueue(Config{MaxLen: 1})
 	q.Push(new(Entry), Critical, func() {}, func(Reason) {})
 	err := q.Wait(context.Background(), Default)
 	var re *RejectedError
@@ -116,7 +116,7 @@ func TestWaitFullAndClosed(t *testing.T) {
 	assert.Equal(t, Full, re.Reason)
 
 	// A Wait evicted by a more important entry.
-	q2, _, pushed := armed(t, Options{MaxLen: 1})
+	q2, _, pushed := armed(t, Config{MaxLen: 1})
 	done := goWait(context.Background(), q2, Sheddable)
 	<-pushed
 	q2.Push(new(Entry), Critical, func() {}, func(Reason) {})
@@ -130,7 +130,7 @@ func TestWaitFullAndClosed(t *testing.T) {
 }
 
 func TestWaitCloseWakesWaiters(t *testing.T) {
-	q, _, pushed := armed(t, Options{})
+	q, _, pushed := armed(t, Config{})
 	var dones []<-chan error
 	for range 5 {
 		dones = append(dones, goWait(context.Background(), q, Default))

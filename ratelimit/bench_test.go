@@ -186,7 +186,7 @@ func BenchmarkPolicyAdmit(b *testing.B) {
 			return &admit.Attempt{Header: http.Header{"X-Api-Key": {fmt.Sprintf("key-%d", i)}}}
 		}},
 	} {
-		p, err := NewPolicy(l, PolicyOptions{Key: tc.key})
+		p, err := NewPolicy(l, PolicyConfig{Key: tc.key})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func BenchmarkReload(b *testing.B) {
 				b.Fatal(err)
 			}
 			src := &memSource{}
-			r, err := NewReloader(l, src, ReloadOptions{})
+			r, err := NewReloader(l, src, ReloadConfig{})
 			if err != nil {
 				b.Fatal(err)
 			}

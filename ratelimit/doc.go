@@ -16,14 +16,16 @@
 //		Overrides: map[string]int64{"partner": 6000}, // per-key quotas
 //	})
 //	if err != nil { ... }
-//	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{
+//	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyConfig{
 //		Key: admit.HeaderKey("X-Api-Key"), // or admit.ClientIP(), admit.KeyFunc(...)
 //	})
 //	if err != nil { ... }
+//	busy, err := gate.NewBusy(gate.BusyConfig{Fraction: 0.5})
+//	if err != nil { ... }
 //	cfg := admit.Config{
 //		Policies: []admit.Policy{quota},
-//		Gates:    []admit.Policy{gate.NewBusy(gate.BusyOptions{Fraction: 0.5})},
-//		Queue:    &admit.QueueOptions{},
+//		Gates:    []admit.Policy{busy},
+//		Queue:    &admit.QueueConfig{},
 //	}
 //	// sluice.Config{Admission: cfg}, or httpgate.New(cfg) for net/http
 //
@@ -76,7 +78,7 @@
 //
 // # Quota tables
 //
-// Quotas for many keys (up to ReloadOptions.MaxKeys, 100,000 by default)
+// Quotas for many keys (up to ReloadConfig.MaxKeys, 100,000 by default)
 // live in one table that whoever owns the configuration rewrites whole
 // (AppendTable writes it: a versioned text file with a CRC-32C), and a
 // Reloader reads it whole every period from a TableSource (FileSource, or

@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
+	quota, err := ratelimit.NewPolicy(lim, ratelimit.PolicyConfig{Key: admit.HeaderKey("X-Api-Key")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func ExampleReloader() {
 			log.Fatal(err)
 		}
 	}
-	r, err := ratelimit.NewReloader(lim, ratelimit.FileSource{Path: path}, ratelimit.ReloadOptions{Period: 10 * time.Second})
+	r, err := ratelimit.NewReloader(lim, ratelimit.FileSource{Path: path}, ratelimit.ReloadConfig{Period: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-go/sluice/reject"
 )
 
-// ContentLength is a PolicyOptions.Cost for a quota of bytes received: the
+// ContentLength is a PolicyConfig.Cost for a quota of bytes received: the
 // request's declared Content-Length (0 when it declares none, as a chunked
 // body does: charge the bytes read with Limiter.Charge if they must count).
 // Use it with Unit "content-bytes".
@@ -29,8 +29,8 @@ func ContentLength(a *admit.Attempt) int64 {
 	return 0
 }
 
-// PolicyOptions configures a Policy.
-type PolicyOptions struct {
+// PolicyConfig configures a Policy.
+type PolicyConfig struct {
 	// Name identifies the quota in the answer's RateLimit-Policy and
 	// RateLimit fields; zero means "default". It must be printable ASCII.
 	Name string
@@ -114,7 +114,7 @@ type cachedRefusal struct {
 // for a nil Limiter, a name or unit that cannot be written in the
 // RateLimit fields, or a Key that cannot work (admit.Key.Validate: a
 // prefix length out of range, a KeyFunc without a function).
-func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
+func NewPolicy(l *Limiter, opts PolicyConfig) (*Policy, error) {
 	var errs []error
 	if l == nil {
 		errs = append(errs, errors.New("the Limiter is nil"))
@@ -125,7 +125,7 @@ func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 	}
 	for _, c := range []byte(name) {
 		if c < 0x20 || c > 0x7e {
-			errs = append(errs, fmt.Errorf("PolicyOptions.Name %q: only printable ASCII can be written in a RateLimit field", opts.Name))
+			errs = append(errs, fmt.Errorf("PolicyConfig.Name %q: only printable ASCII can be written in a RateLimit field", opts.Name))
 			break
 		}
 	}
@@ -135,7 +135,7 @@ func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 	}
 	for _, c := range []byte(unit) {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			errs = append(errs, fmt.Errorf("PolicyOptions.Unit %q: use \"requests\", \"content-bytes\" or another lowercase token", opts.Unit))
+			errs = append(errs, fmt.Errorf("PolicyConfig.Unit %q: use \"requests\", \"content-bytes\" or another lowercase token", opts.Unit))
 			break
 		}
 	}
@@ -144,7 +144,7 @@ func NewPolicy(l *Limiter, opts PolicyOptions) (*Policy, error) {
 		by = admit.ClientIP()
 	}
 	if err := by.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("PolicyOptions.Key: %w", err))
+		errs = append(errs, fmt.Errorf("PolicyConfig.Key: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimit: NewPolicy: %w", err)

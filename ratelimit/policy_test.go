@@ -17,13 +17,14 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/reject"
 	"github.com/sluice-go/sluice/sched"
 	"github.com/sluice-go/sluice/server"
 )
 
-func newPolicy(t testing.TB, l *Limiter, opts PolicyOptions) *Policy {
+func newPolicy(t testing.TB, l *Limiter, opts PolicyConfig) *Policy {
 	t.Helper()
 	p, err := NewPolicy(l, opts)
 	require.NoError(t, err)
@@ -36,7 +37,7 @@ func fromIP(s string) *admit.Attempt {
 
 func TestRefusalHeadersExact(t *testing.T) {
 	l, clk := newLimiter(t, Config{Window: time.Minute, Quota: 2})
-	p := newPolicy(t, l, PolicyOptions{})
+	p := newPolicy(t, l, PolicyConfig{})
 	clk.set(30 * time.Second)
 	a := fromIP("203.0.113.7:5555")
 	assert.Nil(t, p.Admit(a))
@@ -78,7 +79,7 @@ func TestRefusalHeadersExact(t *testing.T) {
 func TestRefusalOfBytesAndNeverFits(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: 10 * time.Second, Quota: 1000,
 		Overrides: map[string]int64{"banned": 0}})
-	p := newPolicy(t, l, PolicyOptions{Name: `up"load`, Key: admit.HeaderKey("X-Tenant"), Cost: ContentLength, Unit: "content-bytes"})
+	p := newPolicy(t, l, PolicyConfig{Name: `up"load`, Key: admit.HeaderKey("X-Tenant"), Cost: ContentLength, Unit: "content-bytes"})
 	req := func(tenant string, n int64) *admit.Attempt {
 		r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", int(n))))
 		r.Header.Set("X-Tenant", tenant)
@@ -113,7 +114,7 @@ func TestRefusalOfBytesAndNeverFits(t *testing.T) {
 
 func TestSubSecondWindowHasNoW(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: 1500 * time.Millisecond, Quota: 1})
-	p := newPolicy(t, l, PolicyOptions{Name: "burst"})
+	p := newPolicy(t, l, PolicyConfig{Name: "burst"})
 	a := fromIP("192.0.2.1:1")
 	p.Admit(a)
 	r := p.Admit(a)
@@ -124,15 +125,15 @@ func TestNewPolicyNamesTheBadValue(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Second, Quota: 1})
 	for _, tc := range []struct {
 		l    *Limiter
-		opts PolicyOptions
+		opts PolicyConfig
 		want string
 	}{
-		{nil, PolicyOptions{}, "the Limiter is nil"},
-		{l, PolicyOptions{Name: "é"}, `PolicyOptions.Name "é"`},
-		{l, PolicyOptions{Unit: "Bytes"}, `PolicyOptions.Unit "Bytes"`},
-		{l, PolicyOptions{Key: admit.ClientPrefix(33, 64)}, "PolicyOptions.Key: admit: ClientPrefix(33, 64)"},
-		{l, PolicyOptions{Key: admit.HeaderKey("")}, `PolicyOptions.Key: admit: HeaderKey("")`},
-		{l, PolicyOptions{Key: admit.KeyFunc(nil)}, "PolicyOptions.Key: admit: KeyFunc(nil)"},
+		{nil, PolicyConfig{}, "the Limiter is nil"},
+		{l, PolicyConfig{Name: "é"}, `PolicyConfig.Name "é"`},
+		{l, PolicyConfig{Unit: "Bytes"}, `PolicyConfig.Unit "Bytes"`},
+		{l, PolicyConfig{Key: admit.ClientPrefix(33, 64)}, "PolicyConfig.Key: admit: ClientPrefix(33, 64)"},
+		{l, PolicyConfig{Key: admit.HeaderKey("")}, `PolicyConfig.Key: admit: HeaderKey("")`},
+		{l, PolicyConfig{Key: admit.KeyFunc(nil)}, "PolicyConfig.Key: admit: KeyFunc(nil)"},
 	} {
 		_, err := NewPolicy(tc.l, tc.opts)
 		if assert.Error(t, err) {
@@ -146,7 +147,7 @@ func TestNewPolicyNamesTheBadValue(t *testing.T) {
 // one IPv6 /64 share a quota; a request without a key is not limited.
 func TestPolicyKeys(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1})
-	byIP := newPolicy(t, l, PolicyOptions{})
+	byIP := newPolicy(t, l, PolicyConfig{})
 	assert.Nil(t, byIP.Admit(fromIP("[2001:db8:1:2::1]:1")))
 	assert.NotNil(t, byIP.Admit(fromIP("[2001:db8:1:2::2]:1")), "the same /64")
 	assert.Nil(t, byIP.Admit(fromIP("[2001:db8:1:3::1]:1")), "another /64")
@@ -154,11 +155,11 @@ func TestPolicyKeys(t *testing.T) {
 	assert.Nil(t, byIP.Admit(&admit.Attempt{}), "no address: not limited")
 	assert.Nil(t, byIP.Admit(&admit.Attempt{}))
 
-	byPrefix := newPolicy(t, l, PolicyOptions{Key: admit.ClientPrefix(24, 48)})
+	byPrefix := newPolicy(t, l, PolicyConfig{Key: admit.ClientPrefix(24, 48)})
 	assert.Nil(t, byPrefix.Admit(fromIP("198.51.100.1:1")))
 	assert.NotNil(t, byPrefix.Admit(fromIP("[::ffff:198.51.100.2]:1")), "the same /24")
 
-	byFunc := newPolicy(t, l, PolicyOptions{Key: admit.KeyFunc(func(a *admit.Attempt) (string, bool) {
+	byFunc := newPolicy(t, l, PolicyConfig{Key: admit.KeyFunc(func(a *admit.Attempt) (string, bool) {
 		return a.Path, a.Path != ""
 	})})
 	assert.Nil(t, byFunc.Admit(&admit.Attempt{Path: "/a"}))
@@ -169,8 +170,8 @@ func TestPolicyKeys(t *testing.T) {
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1 << 40})
-	byIP := newPolicy(t, l, PolicyOptions{})
-	byHeader := newPolicy(t, l, PolicyOptions{Key: admit.HeaderKey("X-Api-Key")})
+	byIP := newPolicy(t, l, PolicyConfig{})
+	byHeader := newPolicy(t, l, PolicyConfig{Key: admit.HeaderKey("X-Api-Key")})
 	a4 := fromIP("203.0.113.7:5555")
 	a6 := fromIP("[2001:db8::7]:5555")
 	ah := &admit.Attempt{Header: http.Header{"X-Api-Key": {"secret"}}}
@@ -185,7 +186,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { byIP.Admit(ar) }))
 	// A refusal already built.
 	lz, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1})
-	pz := newPolicy(t, lz, PolicyOptions{})
+	pz := newPolicy(t, lz, PolicyConfig{})
 	pz.Admit(a4)
 	pz.Admit(a4)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { pz.Admit(a4) }))
@@ -200,7 +201,7 @@ func (refuse) Done(*admit.Attempt, admit.Outcome)  {}
 // A request that a later policy refuses does not use the quota.
 func TestAdmissionTakenBackIsRefunded(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 2})
-	p := newPolicy(t, l, PolicyOptions{})
+	p := newPolicy(t, l, PolicyConfig{})
 	pl, err := admit.New(admit.Config{Policies: []admit.Policy{p, refuse{}}}, admit.Host{})
 	require.NoError(t, err)
 	defer pl.Close()
@@ -233,12 +234,12 @@ func newOverQuota(t *testing.T) *overQuota {
 	o := &overQuota{start: make(chan string, 8), unlock: make(chan struct{})}
 	o.lim, o.clk = newLimiter(t, Config{Window: time.Minute, Quota: 2})
 	o.clk.set(30 * time.Second)
-	pol := newPolicy(t, o.lim, PolicyOptions{Name: "per-key", Key: admit.HeaderKey("X-Api-Key")})
-	o.conc = gate.NewConcurrency(1)
+	pol := newPolicy(t, o.lim, PolicyConfig{Name: "per-key", Key: admit.HeaderKey("X-Api-Key")})
+	o.conc = gatetest.Concurrency(t, 1)
 	o.cfg = admit.Config{
 		Policies: []admit.Policy{pol},
 		Gates:    []admit.Policy{o.conc},
-		Queue:    &admit.QueueOptions{},
+		Queue:    &admit.QueueConfig{},
 		MaxAge:   time.Minute,
 	}
 	o.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -344,7 +345,7 @@ func TestOverQuotaTakesNoQueueSlotSluiceServer(t *testing.T) {
 func TestSluiceServerAnswersByClientIPOnTheWire(t *testing.T) {
 	l, clk := newLimiter(t, Config{Window: 10 * time.Second, Quota: 1})
 	clk.set(5 * time.Second)
-	pol := newPolicy(t, l, PolicyOptions{})
+	pol := newPolicy(t, l, PolicyConfig{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	srv, err := server.Listen(schedtest.Runtime(t, 2), "127.0.0.1:0", server.HTTPHandler(h),
 		server.Config{Admission: admit.Config{Policies: []admit.Policy{pol}}})
@@ -389,7 +390,7 @@ func TestSluiceServerAnswersByClientIPOnTheWire(t *testing.T) {
 // built: the pipeline's answer is one, the policy's fields are cached.
 func TestRefusalsThroughThePipelineDoNotAllocate(t *testing.T) {
 	l, clk := newLimiter(t, Config{Window: time.Minute, Quota: 1})
-	p := newPolicy(t, l, PolicyOptions{})
+	p := newPolicy(t, l, PolicyConfig{})
 	pl, err := admit.New(admit.Config{Policies: []admit.Policy{p}}, admit.Host{})
 	require.NoError(t, err)
 	defer pl.Close()

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-go/sluice/internal/redisopt"
 )
 
-// Defaults of RedisOptions.
+// Defaults of RedisConfig.
 const (
 	// DefaultRedisInterval is the time between two flushes to Redis.
 	DefaultRedisInterval = 100 * time.Millisecond
@@ -34,9 +34,9 @@ const (
 // disagree a little and flushes that come late.
 const redisTTLMargin = time.Second
 
-// RedisOptions configures a RedisSync. The zero value flushes every 100 ms,
+// RedisConfig configures a RedisSync. The zero value flushes every 100 ms,
 // gives each flush 50 ms, and names keys "sluice:rl:{key}:window".
-type RedisOptions struct {
+type RedisConfig struct {
 	// Interval is the time between two flushes: DefaultRedisInterval when
 	// zero. Each flush is one pipelined round trip, whatever the number of
 	// requests decided since the last one, so the load on Redis is about
@@ -86,7 +86,7 @@ type RedisStats struct {
 	// CommandsSent is the number of Redis commands sent, in all the flushes.
 	CommandsSent int64
 	// Deferred is the number of times a key was left for a later flush
-	// because the flush had RedisOptions.MaxBatch keys already.
+	// because the flush had RedisConfig.MaxBatch keys already.
 	Deferred int64
 	// TrackedKeys is the number of keys the last flush sent, read or left
 	// for later: those with local increments in the current window or the
@@ -101,7 +101,7 @@ type RedisStats struct {
 }
 
 // RedisSync makes a Limiter's quotas global: processes whose limiters
-// share a Redis (and a RedisOptions.Prefix) count each key's requests
+// share a Redis (and a RedisConfig.Prefix) count each key's requests
 // together.
 //
 // A request is never decided with a call to Redis. The limiter decides on
@@ -125,7 +125,7 @@ type RedisStats struct {
 // process to its share of the room until the next flush. Keys with local
 // increments in the current window or the two before it are read back
 // every flush, whether or not they have increments to send, up to
-// RedisOptions.MaxBatch keys a flush; other keys are not sent at all, so a
+// RedisConfig.MaxBatch keys a flush; other keys are not sent at all, so a
 // process with no traffic sends nothing.
 //
 // When Redis is down or slower than the Timeout the flush fails: the
@@ -255,7 +255,7 @@ func (c redisCount) value() (int64, error) {
 // than the Interval, or a go-redis client (Client, ClusterClient, Ring)
 // without ContextTimeoutEnabled, which would let a flush outlast its
 // Timeout by the client's own read timeout (3 s by default).
-func NewRedisSync(l *Limiter, client redis.UniversalClient, opts RedisOptions) (*RedisSync, error) {
+func NewRedisSync(l *Limiter, client redis.UniversalClient, opts RedisConfig) (*RedisSync, error) {
 	if l == nil || client == nil {
 		return nil, errors.New("ratelimit: NewRedisSync needs a limiter and a client")
 	}
@@ -343,7 +343,7 @@ func (s *RedisSync) Close() error {
 // counts now, in one round trip bounded by the Timeout (and ctx), and
 // returns its error, which the stats also record. It waits for a flush in
 // progress to end first. The goroutine calls it every Interval; with
-// RedisOptions.Manual only the caller does.
+// RedisConfig.Manual only the caller does.
 func (s *RedisSync) Flush(ctx context.Context) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()

@@ -150,11 +150,11 @@ func (c redisRun) start(t testing.TB, addr string, clk *redisClock) []*redisInst
 	in := make([]*redisInstance, c.instances)
 	for i := range in {
 		l := redisLimiter(t, c.window, c.quota, clk)
-		opts := RedisOptions{Interval: c.interval, Prefix: prefix}
+		opts := RedisConfig{Interval: c.interval, Prefix: prefix}
 		if clk != nil {
 			// The simulation schedules the flushes; the clock stands still
 			// during one, so it may take its time.
-			opts = RedisOptions{Manual: true, Interval: time.Second, Prefix: prefix}
+			opts = RedisConfig{Manual: true, Interval: time.Second, Prefix: prefix}
 		}
 		in[i] = &redisInstance{l: l, s: redisSync(t, l, redisClient(t, addr), opts),
 			due: (time.Duration(i) * c.interval / time.Duration(c.instances)).Truncate(time.Millisecond)}
@@ -382,7 +382,7 @@ func redisLoad(t testing.TB, addr string, useRate bool, keys, rate int) string {
 		decide = func(key string) bool { r, err := lim.Allow(ctx, key, limit); return err == nil && r.Allowed > 0 }
 	} else {
 		l := redisLimiter(t, time.Minute, 1<<40, nil)
-		s = redisSync(t, l, redisClient(t, addr), RedisOptions{Prefix: "load:" + strconv.FormatInt(redisRuns.Add(1), 10) + ":"})
+		s = redisSync(t, l, redisClient(t, addr), RedisConfig{Prefix: "load:" + strconv.FormatInt(redisRuns.Add(1), 10) + ":"})
 		decide = func(key string) bool { return l.Allow(key).Allowed }
 	}
 	decide(names[0]) // connect, load the script

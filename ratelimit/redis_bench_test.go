@@ -72,7 +72,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 					}
 					l := redisLimiter(b, time.Minute, huge, nil)
 					if k.redis {
-						syncs = append(syncs, redisSync(b, l, redisClient(b, addr), RedisOptions{}))
+						syncs = append(syncs, redisSync(b, l, redisClient(b, addr), RedisConfig{}))
 					}
 					deciders = append(deciders, func(_ context.Context, key string) bool { return l.Allow(key).Allowed })
 				}
@@ -122,8 +122,8 @@ func BenchmarkRedisDecision(b *testing.B) {
 // the number of keys it sends (MaxBatch lifted): every key has new
 // increments each time (INCRBY, GET of the previous window, SADD and two
 // SCARD of the sets of active processes). A flush must end within
-// RedisOptions.Timeout (50 ms by default), which is what
-// RedisOptions.MaxBatch (2048 keys by default) keeps it to.
+// RedisConfig.Timeout (50 ms by default), which is what
+// RedisConfig.MaxBatch (2048 keys by default) keeps it to.
 //
 //	go test -run '^$' -bench BenchmarkRedisFlush ./ratelimit/
 func BenchmarkRedisFlush(b *testing.B) {
@@ -135,7 +135,7 @@ func BenchmarkRedisFlush(b *testing.B) {
 				names[i] = "tenant-" + strconv.Itoa(i)
 			}
 			l := redisLimiter(b, time.Minute, 1<<40, nil)
-			s := redisSync(b, l, redisClient(b, addr), RedisOptions{Manual: true, Interval: 10 * time.Second, MaxBatch: keys})
+			s := redisSync(b, l, redisClient(b, addr), RedisConfig{Manual: true, Interval: 10 * time.Second, MaxBatch: keys})
 			ctx := context.Background()
 			for b.Loop() {
 				b.StopTimer()

@@ -23,7 +23,7 @@ func ExampleNewRedisSync() {
 		MaxRetries:            -1,   // the next flush is the retry
 	})
 	defer rdb.Close()
-	sync, err := ratelimit.NewRedisSync(l, rdb, ratelimit.RedisOptions{})
+	sync, err := ratelimit.NewRedisSync(l, rdb, ratelimit.RedisConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

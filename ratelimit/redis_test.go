@@ -47,7 +47,7 @@ func redisLimiter(t testing.TB, window time.Duration, quota int64, clk *redisClo
 
 // redisSync returns l's RedisSync through client, closed when the test
 // ends.
-func redisSync(t testing.TB, l *Limiter, client redis.UniversalClient, opts RedisOptions) *RedisSync {
+func redisSync(t testing.TB, l *Limiter, client redis.UniversalClient, opts RedisConfig) *RedisSync {
 	t.Helper()
 	s, err := NewRedisSync(l, client, opts)
 	require.NoError(t, err)
@@ -91,8 +91,8 @@ func TestRedisSyncSharesCounts(t *testing.T) {
 	check := redisClient(t, addr)
 	clk := &redisClock{}
 	a, b := redisLimiter(t, time.Second, 10, clk), redisLimiter(t, time.Second, 10, clk)
-	sa := redisSync(t, a, redisClient(t, addr), RedisOptions{Manual: true})
-	sb := redisSync(t, b, redisClient(t, addr), RedisOptions{Manual: true})
+	sa := redisSync(t, a, redisClient(t, addr), RedisConfig{Manual: true})
+	sb := redisSync(t, b, redisClient(t, addr), RedisConfig{Manual: true})
 	ctx := context.Background()
 
 	assert.Equal(t, 6, redisAllowed(a, "k", 6))
@@ -184,7 +184,7 @@ func TestRedisSyncOneRoundTripPerFlush(t *testing.T) {
 	client.AddHook(&hook)
 	clk := &redisClock{}
 	l := redisLimiter(t, time.Second, 1<<40, clk)
-	s := redisSync(t, l, client, RedisOptions{Manual: true})
+	s := redisSync(t, l, client, RedisConfig{Manual: true})
 
 	for i := range 100_000 {
 		l.Allow("tenant-" + strconv.Itoa(i%50))
@@ -225,7 +225,7 @@ func TestRedisSyncFailOpen(t *testing.T) {
 	a, b := redisLimiter(t, time.Minute, 1000, clk), redisLimiter(t, time.Minute, 1000, clk)
 	// Frequent flushes, with a timeout (25 ms) that a loaded machine under
 	// the race detector still meets.
-	opts := RedisOptions{Interval: 50 * time.Millisecond}
+	opts := RedisConfig{Interval: 50 * time.Millisecond}
 	sa := redisSync(t, a, redisClient(t, srv.Addr()), opts)
 	sb := redisSync(t, b, redisClient(t, srv.Addr()), opts)
 
@@ -279,7 +279,7 @@ func TestRedisSyncSlowRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	clk := &redisClock{}
 	l := redisLimiter(t, time.Minute, 1000, clk)
-	s := redisSync(t, l, redisClient(t, srv.Addr()), RedisOptions{Manual: true, Interval: 400 * time.Millisecond, Timeout: 200 * time.Millisecond})
+	s := redisSync(t, l, redisClient(t, srv.Addr()), RedisConfig{Manual: true, Interval: 400 * time.Millisecond, Timeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	require.Equal(t, 5, redisAllowed(l, "k", 5))
 	require.NoError(t, s.Flush(ctx))
@@ -312,7 +312,7 @@ func TestRedisSyncSlowRedis(t *testing.T) {
 func TestRedisSyncNeverBlocksDecisions(t *testing.T) {
 	srv := redistest.StartServer(t)
 	l := redisLimiter(t, time.Minute, 1<<40, nil)
-	s := redisSync(t, l, redisClient(t, srv.Addr()), RedisOptions{Interval: 200 * time.Millisecond, Timeout: 200 * time.Millisecond})
+	s := redisSync(t, l, redisClient(t, srv.Addr()), RedisConfig{Interval: 200 * time.Millisecond, Timeout: 200 * time.Millisecond})
 	l.Allow("k")
 	require.Eventually(t, func() bool { return s.Stats().Flushes > 0 }, 5*time.Second, time.Millisecond)
 
@@ -338,7 +338,7 @@ func TestRedisSyncPartialFailure(t *testing.T) {
 	check := redisClient(t, addr)
 	clk := &redisClock{}
 	l := redisLimiter(t, time.Second, 100, clk)
-	s := redisSync(t, l, redisClient(t, addr), RedisOptions{Manual: true})
+	s := redisSync(t, l, redisClient(t, addr), RedisConfig{Manual: true})
 	ctx := context.Background()
 	require.NoError(t, check.Set(ctx, "sluice:rl:{bad}:0", "not a number", time.Minute).Err())
 	require.NoError(t, check.Set(ctx, "sluice:rl:{prev}:-1", "nor this", time.Minute).Err())
@@ -375,7 +375,7 @@ func TestRedisSyncMaxBatch(t *testing.T) {
 	check := redisClient(t, addr)
 	clk := &redisClock{}
 	l := redisLimiter(t, time.Second, 100, clk)
-	s := redisSync(t, l, redisClient(t, addr), RedisOptions{Manual: true, MaxBatch: 10})
+	s := redisSync(t, l, redisClient(t, addr), RedisConfig{Manual: true, MaxBatch: 10})
 	ctx := context.Background()
 	for i := range 25 {
 		redisAllowed(l, "k"+strconv.Itoa(i), i+1)
@@ -413,7 +413,7 @@ func TestRedisSyncClose(t *testing.T) {
 
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	l := redisLimiter(t, time.Minute, 100, &redisClock{})
-	s, err := NewRedisSync(l, client, RedisOptions{Interval: time.Hour})
+	s, err := NewRedisSync(l, client, RedisConfig{Interval: time.Hour})
 	require.NoError(t, err)
 	redisAllowed(l, "k", 5)
 	require.NoError(t, s.Close())
@@ -436,22 +436,22 @@ func TestNewRedisSyncRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		l      *Limiter
 		client redis.UniversalClient
-		opts   RedisOptions
+		opts   RedisConfig
 		want   string
 	}{
-		{nil, good, RedisOptions{}, "needs a limiter and a client"},
-		{l, nil, RedisOptions{}, "needs a limiter and a client"},
-		{l, good, RedisOptions{Interval: -time.Second}, "negative Redis interval (-1s), timeout (0s) or batch (0)"},
-		{l, good, RedisOptions{MaxBatch: -1}, "negative Redis interval (0s), timeout (0s) or batch (-1)"},
-		{l, good, RedisOptions{Interval: 10 * time.Millisecond, Timeout: 20 * time.Millisecond}, "timeout 20ms is longer than the interval 10ms"},
-		{l, plain, RedisOptions{}, "needs ContextTimeoutEnabled for flushes to end within 50ms"},
+		{nil, good, RedisConfig{}, "needs a limiter and a client"},
+		{l, nil, RedisConfig{}, "needs a limiter and a client"},
+		{l, good, RedisConfig{Interval: -time.Second}, "negative Redis interval (-1s), timeout (0s) or batch (0)"},
+		{l, good, RedisConfig{MaxBatch: -1}, "negative Redis interval (0s), timeout (0s) or batch (-1)"},
+		{l, good, RedisConfig{Interval: 10 * time.Millisecond, Timeout: 20 * time.Millisecond}, "timeout 20ms is longer than the interval 10ms"},
+		{l, plain, RedisConfig{}, "needs ContextTimeoutEnabled for flushes to end within 50ms"},
 	} {
 		_, err := NewRedisSync(tc.l, tc.client, tc.opts)
 		if assert.Error(t, err, tc.want) {
 			assert.Contains(t, err.Error(), tc.want)
 		}
 	}
-	s, err := NewRedisSync(l, good, RedisOptions{Manual: true})
+	s, err := NewRedisSync(l, good, RedisConfig{Manual: true})
 	require.NoError(t, err)
 	assert.Equal(t, RedisStats{}, s.Stats())
 	require.NoError(t, s.Close(), "nothing to flush: no round trip")

@@ -32,7 +32,7 @@ func (f FileSource) Load(ctx context.Context) ([]byte, error) {
 	return os.ReadFile(f.Path)
 }
 
-// Defaults for the zero values of ReloadOptions.
+// Defaults for the zero values of ReloadConfig.
 const (
 	// DefaultReloadPeriod is how often a Reloader reads its table.
 	DefaultReloadPeriod = 10 * time.Second
@@ -41,8 +41,8 @@ const (
 	DefaultMaxTableKeys = 100_000
 )
 
-// ReloadOptions configures a Reloader.
-type ReloadOptions struct {
+// ReloadConfig configures a Reloader.
+type ReloadConfig struct {
 	// Period is the time between two reads of the table; zero means
 	// DefaultReloadPeriod.
 	Period time.Duration
@@ -78,16 +78,16 @@ type Reloader struct {
 // NewReloader returns a Reloader of l's quotas from src. It fails, naming
 // the value, for a nil Limiter or source, or a negative period or key
 // limit.
-func NewReloader(l *Limiter, src TableSource, opts ReloadOptions) (*Reloader, error) {
+func NewReloader(l *Limiter, src TableSource, opts ReloadConfig) (*Reloader, error) {
 	switch {
 	case l == nil:
 		return nil, fmt.Errorf("ratelimit: NewReloader: the Limiter is nil")
 	case src == nil:
 		return nil, fmt.Errorf("ratelimit: NewReloader: the TableSource is nil")
 	case opts.Period < 0:
-		return nil, fmt.Errorf("ratelimit: ReloadOptions.Period is %v: it must not be negative (zero means %v)", opts.Period, DefaultReloadPeriod)
+		return nil, fmt.Errorf("ratelimit: ReloadConfig.Period is %v: it must not be negative (zero means %v)", opts.Period, DefaultReloadPeriod)
 	case opts.MaxKeys < 0:
-		return nil, fmt.Errorf("ratelimit: ReloadOptions.MaxKeys is %d: it must not be negative (zero means %d)", opts.MaxKeys, DefaultMaxTableKeys)
+		return nil, fmt.Errorf("ratelimit: ReloadConfig.MaxKeys is %d: it must not be negative (zero means %d)", opts.MaxKeys, DefaultMaxTableKeys)
 	}
 	r := &Reloader{l: l, src: src, period: opts.Period, maxKeys: opts.MaxKeys, onError: opts.OnError}
 	if r.period == 0 {

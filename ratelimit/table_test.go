@@ -118,7 +118,7 @@ func TestReloaderKeepsThePreviousTableOnBadInput(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1})
 	src := &memSource{data: mustTable(t, map[string]int64{"gold": 3})}
 	var seen []error
-	r, err := NewReloader(l, src, ReloadOptions{MaxKeys: 10, OnError: func(err error) { seen = append(seen, err) }})
+	r, err := NewReloader(l, src, ReloadConfig{MaxKeys: 10, OnError: func(err error) { seen = append(seen, err) }})
 	require.NoError(t, err)
 	require.NoError(t, r.Reload(context.Background()))
 	assert.Equal(t, int64(3), l.Quota("gold"))
@@ -165,7 +165,7 @@ func TestReloaderRunsFromAFile(t *testing.T) {
 		require.NoError(t, os.Rename(tmp, path)) // replaced whole
 	}
 	write(map[string]int64{"k": 10})
-	r, err := NewReloader(l, FileSource{Path: path}, ReloadOptions{Period: time.Millisecond})
+	r, err := NewReloader(l, FileSource{Path: path}, ReloadConfig{Period: time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -183,14 +183,14 @@ func TestReloaderRunsFromAFile(t *testing.T) {
 
 func TestNewReloaderNamesTheBadValue(t *testing.T) {
 	l, _ := newLimiter(t, Config{Window: time.Minute, Quota: 1})
-	_, err := NewReloader(nil, FileSource{}, ReloadOptions{})
+	_, err := NewReloader(nil, FileSource{}, ReloadConfig{})
 	assert.ErrorContains(t, err, "the Limiter is nil")
-	_, err = NewReloader(l, nil, ReloadOptions{})
+	_, err = NewReloader(l, nil, ReloadConfig{})
 	assert.ErrorContains(t, err, "the TableSource is nil")
-	_, err = NewReloader(l, FileSource{}, ReloadOptions{Period: -time.Second})
-	assert.ErrorContains(t, err, "ReloadOptions.Period is -1s")
-	_, err = NewReloader(l, FileSource{}, ReloadOptions{MaxKeys: -1})
-	assert.ErrorContains(t, err, "ReloadOptions.MaxKeys is -1")
+	_, err = NewReloader(l, FileSource{}, ReloadConfig{Period: -time.Second})
+	assert.ErrorContains(t, err, "ReloadConfig.Period is -1s")
+	_, err = NewReloader(l, FileSource{}, ReloadConfig{MaxKeys: -1})
+	assert.ErrorContains(t, err, "ReloadConfig.MaxKeys is -1")
 	_, err = FileSource{Path: filepath.Join(t.TempDir(), "none")}.Load(context.Background())
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 // switchGate admits while open is set, and counts its calls.
@@ -113,7 +113,7 @@ func TestRejectionThroughNetHTTPClient(t *testing.T) {
 }
 
 func TestRejectionNamesTheGateThatRefused(t *testing.T) {
-	conc := gate.NewConcurrency(0) // admits nothing
+	conc := gatetest.Concurrency(t, 0) // admits nothing
 	open := &switchGate{}
 	open.open.Store(true)
 	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), gated(admit.Rejection{}, open, conc))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	srt "github.com/sluice-go/sluice/runtime"
 )
@@ -37,7 +38,7 @@ func TestAgeSettingsFromConfig(t *testing.T) {
 	}{
 		{"default", admit.Config{}, admit.DefaultMaxAge},
 		{"explicit", admit.Config{MaxAge: 50 * time.Millisecond}, 50 * time.Millisecond},
-		{"queue", admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1)}, Queue: &admit.QueueOptions{}, MaxAge: 30 * time.Millisecond},
+		{"queue", admit.Config{Gates: []admit.Policy{gatetest.Concurrency(t, 1)}, Queue: &admit.QueueConfig{}, MaxAge: 30 * time.Millisecond},
 			30 * time.Millisecond},
 		{"off", admit.Config{MaxAge: -1}, 0},
 	} {
@@ -60,11 +61,11 @@ func TestAgeSettingsFromConfig(t *testing.T) {
 func TestListenRefusesAdmissionThatCannotWork(t *testing.T) {
 	rt := schedtest.Runtime(t, 1)
 	h := HTTPHandler(http.NotFoundHandler())
-	_, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Queue: &admit.QueueOptions{}}})
+	_, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Queue: &admit.QueueConfig{}}})
 	assert.ErrorContains(t, err, "a queue needs a gate")
 
 	other := schedtest.Runtime(t, 2)
-	busy := gate.NewBusy(gate.BusyOptions{})
+	busy := gatetest.Busy(t, gate.BusyConfig{})
 	srv, err := Listen(rt, "127.0.0.1:0", h, Config{Admission: admit.Config{Gates: []admit.Policy{busy}}})
 	require.NoError(t, err)
 	defer srv.Close(context.Background())

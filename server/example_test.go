@@ -77,10 +77,14 @@ func ExampleLanes() {
 		}
 	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	exports, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := server.Listen(rt, "127.0.0.1:0", server.HTTPHandler(mux), server.Config{
 		Lanes: server.Lanes{Routes: map[string]string{"GET /export/": "background"}},
 		Admission: admit.Config{Gates: []admit.Policy{
-			gate.ForLanes(gate.NewConcurrency(2), "background"),
+			gate.ForLanes(exports, "background"),
 		}},
 	})
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	"github.com/sluice-go/sluice/lanes"
@@ -257,7 +257,7 @@ func TestH2MaxBodyBytes(t *testing.T) {
 // TestH2QueuedStream: a stream refused by a gate waits in the queue and
 // starts when the gate opens.
 func TestH2QueuedStream(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	release := make(chan struct{})
 	entered := make(chan string, 2)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -579,7 +579,7 @@ func TestH2Lanes(t *testing.T) {
 // queue, counted as canceled (not as a rejection: a Rapid Reset is not the
 // server shedding), and its connection serves on.
 func TestH2QueuedStreamReset(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {

@@ -25,7 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/internal/syncbuf"
 	srt "github.com/sluice-go/sluice/runtime"
@@ -286,7 +286,7 @@ func TestHijackErrors(t *testing.T) {
 // sched.Await, which releases the worker, as the Hijack documentation
 // recommends.
 func TestHijackedConnectionLeavesTheServersBooks(t *testing.T) {
-	g := gate.NewConcurrency(1)
+	g := gatetest.Concurrency(t, 1)
 	var statuses sync.Map // outcome status seen by a gate, by path
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/tunnel" {

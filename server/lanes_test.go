@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/queue"
@@ -109,8 +110,8 @@ func TestLanesClassifyByPatternHeaderClassAndFunc(t *testing.T) {
 		},
 		Admission: admit.Config{
 			Policies: []admit.Policy{rec},
-			Gates:    []admit.Policy{gate.NewConcurrency(1000)},
-			Queue:    &admit.QueueOptions{Classify: admit.ClassFromHeader("X-Class")},
+			Gates:    []admit.Policy{gatetest.Concurrency(t, 1000)},
+			Queue:    &admit.QueueConfig{Classify: admit.ClassFromHeader("X-Class")},
 		},
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 )
 
@@ -39,7 +40,7 @@ func TestOverloadKeepsServingAndRejectsTheRest(t *testing.T) {
 		deadline  = 30 * time.Second // a failure guard, not a measurement
 	)
 	rt := schedtest.Runtime(t, 2)
-	g := gate.NewBusy(gate.BusyOptions{})
+	g := gatetest.Busy(t, gate.BusyConfig{})
 	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
 		for start := time.Now(); time.Since(start) < work; {
 		}

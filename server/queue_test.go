@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/netpoll"
@@ -30,7 +31,7 @@ import (
 // queued is a Config whose admission asks gates and makes the refused wait
 // up to maxAge.
 func queued(maxAge time.Duration, gates ...admit.Policy) Config {
-	return Config{Admission: admit.Config{Gates: gates, Queue: &admit.QueueOptions{}, MaxAge: maxAge}}
+	return Config{Admission: admit.Config{Gates: gates, Queue: &admit.QueueConfig{}, MaxAge: maxAge}}
 }
 
 // qget sends one GET on its own connection and returns status, reason and
@@ -54,7 +55,7 @@ func qget(t *testing.T, addr, path string, hdr ...string) (int, string, string) 
 }
 
 func TestQueuedRequestStartsWhenTheGateOpens(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	entered := make(chan string, 4)
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +87,7 @@ func TestQueuedRequestStartsWhenTheGateOpens(t *testing.T) {
 }
 
 func TestQueueTimeoutRejects(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +110,7 @@ func TestQueueTimeoutRejects(t *testing.T) {
 }
 
 func TestQueueServesCriticalFirst(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	release := make(chan struct{})
 	order := make(chan string, 4)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +140,7 @@ func TestQueueServesCriticalFirst(t *testing.T) {
 }
 
 func TestCloseRejectsQueuedRequests(t *testing.T) {
-	conc := gate.NewConcurrency(1)
+	conc := gatetest.Concurrency(t, 1)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -188,14 +189,14 @@ func wait(ctx context.Context, release <-chan struct{}) {
 func TestQueuedRequestStartsWhenAWorkerGoesIdle(t *testing.T) {
 	rt := schedtest.Runtime(t, 2)
 	s := rt.Scheduler
-	busy := gate.NewBusy(gate.BusyOptions{}) // 2 workers: admit while the other is idle
+	busy := gatetest.Busy(t, gate.BusyConfig{}) // 2 workers: admit while the other is idle
 	h := HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "served")
 	}))
 	// One shared EPOLLEXCLUSIVE socket: the kernel wakes a worker that
 	// waits in epoll, so the connection goes to the worker not blocked.
 	cfg := queued(time.Minute, busy)
-	cfg.Listen = netpoll.Options{Shared: true}
+	cfg.Listen = netpoll.Config{Shared: true}
 	srv, err := Listen(rt, "127.0.0.1:0", h, cfg)
 	require.NoError(t, err)
 	defer func() {
@@ -253,7 +254,7 @@ func TestRequestOlderThanMaxAgeIsRejectedUnstarted(t *testing.T) {
 				io.WriteString(w, "ok")
 			})
 			srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(h), Config{Admission: admit.Config{
-				Gates:  []admit.Policy{gate.NewConcurrency(1000)},
+				Gates:  []admit.Policy{gatetest.Concurrency(t, 1000)},
 				MaxAge: tc.maxAge,
 			}})
 			require.NoError(t, err)

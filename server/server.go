@@ -130,8 +130,8 @@ type Config struct {
 	// sockets by default, or one shared EPOLLEXCLUSIVE socket). A port
 	// that another socket holds fails Listen with EADDRINUSE, as in
 	// net.Listen, unless Listen.ReusePort asks to share it (for a restart
-	// without downtime; see netpoll.Options.ReusePort for the risk).
-	Listen netpoll.Options
+	// without downtime; see netpoll.Config.ReusePort for the risk).
+	Listen netpoll.Config
 	// Logger receives handler panics and accept errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -299,7 +299,7 @@ func Listen(rt *srt.Runtime, addr string, h Handler, cfg Config) (*Server, error
 // be a TCP listener; the server listens on a duplicate of its socket, so
 // the caller closes l (at once, or when it likes) and Shutdown or Close
 // stop the server. Every worker watches the one socket, and the kernel
-// gives each new connection to an idle worker (netpoll.Options.Shared).
+// gives each new connection to an idle worker (netpoll.Config.Shared).
 func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, error) {
 	if err := supported(); err != nil {
 		return nil, err
@@ -341,15 +341,15 @@ func Serve(rt *srt.Runtime, l net.Listener, h Handler, cfg Config) (*Server, err
 
 // newServer checks the arguments, applies the defaults and builds the
 // admission pipeline on rt; the caller opens the listener.
-func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options, error) {
+func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Config, error) {
 	if rt == nil {
-		return nil, netpoll.Options{}, errors.New("server: nil runtime: create one with runtime.New and Start it")
+		return nil, netpoll.Config{}, errors.New("server: nil runtime: create one with runtime.New and Start it")
 	}
 	if h == nil {
-		return nil, netpoll.Options{}, errors.New("server: nil Handler")
+		return nil, netpoll.Config{}, errors.New("server: nil Handler")
 	}
 	if !reflect.ValueOf(cfg.Runtime).IsZero() {
-		return nil, netpoll.Options{}, errors.New("server: Config.Runtime configures the runtime that sluice.Listen starts; this server runs on the runtime it was given: set those fields in the runtime.Config given to runtime.New")
+		return nil, netpoll.Config{}, errors.New("server: Config.Runtime configures the runtime that sluice.Listen starts; this server runs on the runtime it was given: set those fields in the runtime.Config given to runtime.New")
 	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
@@ -385,10 +385,10 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	h2 := isHTTP && !cfg.DisableHTTP2
 	var err error
 	if srv.tls, err = serverTLS(cfg.TLS, h2); err != nil {
-		return nil, netpoll.Options{}, err
+		return nil, netpoll.Config{}, err
 	}
 	if srv.hsPerWorker, err = handshakesPerWorker(cfg, s.NumWorkers()); err != nil {
-		return nil, netpoll.Options{}, err
+		return nil, netpoll.Config{}, err
 	}
 	srv.hs = srv.describe(h)
 	srv.h2 = newH2Server(srv, h)
@@ -397,11 +397,11 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Options
 	}
 	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
-		return nil, netpoll.Options{}, fmt.Errorf("server: %w", err)
+		return nil, netpoll.Config{}, fmt.Errorf("server: %w", err)
 	}
 	if srv.lanes, err = newLaneRouter(cfg.Lanes, s.Lanes(), adm); err != nil {
 		adm.Close()
-		return nil, netpoll.Options{}, err
+		return nil, netpoll.Config{}, err
 	}
 	srv.adm = adm
 	srv.unhookIdle = s.OnIdle(srv.workerIdle)

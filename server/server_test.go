@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/netpoll"
 )
@@ -104,13 +105,13 @@ func TestServeOnAnInheritedListener(t *testing.T) {
 // collected.
 func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 	rt := schedtest.Runtime(t, 2)
-	busy := gate.NewBusy(gate.BusyOptions{Fraction: 1})
-	conc := gate.NewConcurrency(64)
+	busy := gatetest.Busy(t, gate.BusyConfig{Fraction: 1})
+	conc := gatetest.Concurrency(t, 64)
 	hooks := rt.IdleHooks()
 	pipeline := func() weak.Pointer[admit.Pipeline] {
 		srv, err := Listen(rt, "127.0.0.1:0", HTTPHandler(http.HandlerFunc(echoPath)), Config{Admission: admit.Config{
 			Gates: []admit.Policy{busy, conc},
-			Queue: &admit.QueueOptions{},
+			Queue: &admit.QueueConfig{},
 		}})
 		require.NoError(t, err)
 		assert.Equal(t, hooks+2, rt.IdleHooks(), "the busy gate wakes the server's queue; the server ends holds (park.go)")
@@ -141,7 +142,7 @@ func TestShutdownOnALiveRuntimeLeavesNothingBehind(t *testing.T) {
 }
 
 func TestSharedListener(t *testing.T) {
-	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Listen: netpoll.Options{Shared: true}})
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Listen: netpoll.Config{Shared: true}})
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	for i := range 10 {

@@ -14,9 +14,9 @@ import (
 	"github.com/sluice-go/sluice/internal/monotime"
 )
 
-// AgentOptions configures an Agent. Store is required; the rest has
+// AgentConfig configures an Agent. Store is required; the rest has
 // defaults.
-type AgentOptions struct {
+type AgentConfig struct {
 	// Store is where the fleet meets: NewMemoryStore for servers in one
 	// process, NewRedisStore for a fleet.
 	Store Store
@@ -85,7 +85,7 @@ type AgentOptions struct {
 // the table stops changing (no controller leads). Requests never wait for
 // the store.
 type Agent struct {
-	opts    AgentOptions
+	opts    AgentConfig
 	tracker *Tracker
 	ctrl    *Controller
 
@@ -122,21 +122,21 @@ type AgentStats struct {
 	Err error
 }
 
-// NewAgent returns an agent configured by opts; it fails for options that
+// NewAgent returns an agent configured by opts; it fails for settings that
 // cannot work, naming the value.
-func NewAgent(opts AgentOptions) (*Agent, error) {
+func NewAgent(opts AgentConfig) (*Agent, error) {
 	if opts.Store == nil {
-		return nil, errors.New("tenant: AgentOptions.Store is nil: give NewMemoryStore(nil) for servers in one process, or NewRedisStore for a fleet")
+		return nil, errors.New("tenant: AgentConfig.Store is nil: give NewMemoryStore(nil) for servers in one process, or NewRedisStore for a fleet")
 	}
 	if opts.Tracker == nil && opts.Controller == nil {
-		return nil, errors.New("tenant: AgentOptions has neither a Tracker nor a Controller: an agent serves a server (Tracker), leads the fleet (Controller), or both")
+		return nil, errors.New("tenant: AgentConfig has neither a Tracker nor a Controller: an agent serves a server (Tracker), leads the fleet (Controller), or both")
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"Period", opts.Period}, {"Timeout", opts.Timeout}, {"StaleAfter", opts.StaleAfter}, {"ReportTTL", opts.ReportTTL}, {"LeaseTTL", opts.LeaseTTL}} {
 		if d.v < 0 {
-			return nil, fmt.Errorf("tenant: AgentOptions.%s %v: must be zero (the default) or positive", d.name, d.v)
+			return nil, fmt.Errorf("tenant: AgentConfig.%s %v: must be zero (the default) or positive", d.name, d.v)
 		}
 	}
 	o := opts

@@ -64,10 +64,10 @@ func (f *flakyStore) Lead(ctx context.Context, id string, ttl time.Duration) (bo
 func TestAgentFailsOpen(t *testing.T) {
 	clock := &fakeClock{}
 	store := &flakyStore{Store: NewMemoryStore(clock.now)}
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	run(tr, "a", 10, 0)
 	tr.Collect(time.Second)
-	agent, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Clock: clock.now, ID: "s1"})
+	agent, err := NewAgent(AgentConfig{Store: store, Tracker: tr, Clock: clock.now, ID: "s1"})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -114,8 +114,8 @@ func TestAgentFailsOpen(t *testing.T) {
 func TestAgentControllerGone(t *testing.T) {
 	clock := &fakeClock{}
 	store := NewMemoryStore(clock.now)
-	tr := newTracker(t, Options{})
-	agent, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Clock: clock.now})
+	tr := newTracker(t, Config{})
+	agent, err := NewAgent(AgentConfig{Store: store, Tracker: tr, Clock: clock.now})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.SetTable(ctx, Table{Version: 3, Drops: map[string]float64{"a": 0.5}}))
@@ -141,11 +141,11 @@ func TestAgentLeaderFailover(t *testing.T) {
 	ctx := context.Background()
 	steps := map[string][]bool{} // per agent, OnStep's took
 	newAgent := func(id string) (*Agent, *Tracker) {
-		tr := newTracker(t, Options{})
-		c, err := NewController(ControllerOptions{})
+		tr := newTracker(t, Config{})
+		c, err := NewController(ControllerConfig{})
 		require.NoError(t, err)
 		onStep := func(_ Decision, took bool) { steps[id] = append(steps[id], took) }
-		a, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: c, Clock: clock.now, ID: id, OnStep: onStep})
+		a, err := NewAgent(AgentConfig{Store: store, Tracker: tr, Controller: c, Clock: clock.now, ID: id, OnStep: onStep})
 		require.NoError(t, err)
 		return a, tr
 	}
@@ -184,10 +184,10 @@ func TestAgentLeaderFailover(t *testing.T) {
 func TestAgentTookIsReportedAtTheFirstTable(t *testing.T) {
 	clock := &fakeClock{}
 	store := &flakyStore{Store: NewMemoryStore(clock.now)}
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	var steps []bool
-	a, err := NewAgent(AgentOptions{Store: store, Controller: c, Clock: clock.now, ID: "c1",
+	a, err := NewAgent(AgentConfig{Store: store, Controller: c, Clock: clock.now, ID: "c1",
 		OnStep: func(_ Decision, took bool) { steps = append(steps, took) }})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -213,12 +213,12 @@ func TestAgentTookIsReportedAtTheFirstTable(t *testing.T) {
 	assert.Equal(t, []bool{true, false, true}, steps)
 }
 
-func TestAgentOptionsErrors(t *testing.T) {
-	_, err := NewAgent(AgentOptions{})
+func TestAgentConfigErrors(t *testing.T) {
+	_, err := NewAgent(AgentConfig{})
 	require.ErrorContains(t, err, "Store is nil")
-	_, err = NewAgent(AgentOptions{Store: NewMemoryStore(nil)})
+	_, err = NewAgent(AgentConfig{Store: NewMemoryStore(nil)})
 	require.ErrorContains(t, err, "neither a Tracker nor a Controller")
-	_, err = NewAgent(AgentOptions{Store: NewMemoryStore(nil), Controller: &Controller{}, Period: -time.Second})
+	_, err = NewAgent(AgentConfig{Store: NewMemoryStore(nil), Controller: &Controller{}, Period: -time.Second})
 	require.ErrorContains(t, err, "Period -1s")
 }
 
@@ -228,11 +228,11 @@ func TestAgentStoppedIsNoStoreFailure(t *testing.T) {
 	clock := &fakeClock{}
 	store := &flakyStore{Store: NewMemoryStore(clock.now)}
 	store.down.Store(true) // every call fails, as a cancelled one would
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	var reported atomic.Int32
-	ctrl, err := NewController(ControllerOptions{})
+	ctrl, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
-	agent, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: ctrl,
+	agent, err := NewAgent(AgentConfig{Store: store, Tracker: tr, Controller: ctrl,
 		Clock: clock.now, ID: "s1", OnError: func(error) { reported.Add(1) }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 // BenchmarkTenantCost measures what tenant tracking adds to one request's
@@ -35,9 +35,9 @@ func BenchmarkTenantCost(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			// No age limit: the benchmark's requests have no kernel stamp.
-			cfg := admit.Config{Gates: []admit.Policy{gate.NewConcurrency(1 << 20)}, MaxAge: -1}
+			cfg := admit.Config{Gates: []admit.Policy{gatetest.Concurrency(b, 1<<20)}, MaxAge: -1}
 			if c.track {
-				tr, err := New(Options{})
+				tr, err := New(Config{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,8 +10,8 @@ import (
 	"sync"
 )
 
-// ControllerOptions configures a Controller. The zero value works.
-type ControllerOptions struct {
+// ControllerConfig configures a Controller. The zero value works.
+type ControllerConfig struct {
 	// Weights favours tenants on purpose: in an overload each tenant's
 	// fair share of the capacity is proportional to its weight. A tenant
 	// not in it (Other included) weighs DefaultWeight.
@@ -85,7 +85,7 @@ type ControllerOptions struct {
 // No drops are ever set while the fleet rejects nothing: a fleet that
 // keeps up is not overloaded, whatever any tenant sends.
 type Controller struct {
-	opts    ControllerOptions
+	opts    ControllerConfig
 	version uint64
 	drops   map[string]float64
 	hist    map[string]*history
@@ -155,9 +155,9 @@ type TenantDecision struct {
 	Drop float64
 }
 
-// NewController returns a Controller with opts; it fails for options that
+// NewController returns a Controller with opts; it fails for settings that
 // cannot work, naming the value.
-func NewController(opts ControllerOptions) (*Controller, error) {
+func NewController(opts ControllerConfig) (*Controller, error) {
 	o := opts
 	o.DefaultWeight = cmp.Or(o.DefaultWeight, 1)
 	o.Overloaded = cmp.Or(o.Overloaded, 0.005)
@@ -167,7 +167,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	o.Utilisation = cmp.Or(o.Utilisation, 0.97)
 	check := func(name string, v, lo, hi float64) error {
 		if math.IsNaN(v) || v < lo || v > hi {
-			return fmt.Errorf("tenant: ControllerOptions.%s %v: want a value in [%v, %v]", name, v, lo, hi)
+			return fmt.Errorf("tenant: ControllerConfig.%s %v: want a value in [%v, %v]", name, v, lo, hi)
 		}
 		return nil
 	}

@@ -52,7 +52,7 @@ func TestWaterFill(t *testing.T) {
 }
 
 func TestPredictionStepAndRamp(t *testing.T) {
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	// A step from 1 to 2: the first prediction after it covers most of
 	// the step, the trend overshoots by little, and the prediction
@@ -74,7 +74,7 @@ func TestPredictionStepAndRamp(t *testing.T) {
 
 	// A ramp: with a trend (Beta), the trend is learned, so the error of
 	// the predictions falls to almost nothing.
-	c2, err := NewController(ControllerOptions{Beta: 0.3})
+	c2, err := NewController(ControllerConfig{Beta: 0.3})
 	require.NoError(t, err)
 	for i := range 30 {
 		d = Decision{}
@@ -95,7 +95,7 @@ func report(server string, closed time.Duration, tenants ...Usage) Report {
 }
 
 func TestControllerNoFalseDrops(t *testing.T) {
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	// Heavy use, some blame, but nothing rejected: not overloaded.
 	for range 5 {
@@ -108,7 +108,7 @@ func TestControllerNoFalseDrops(t *testing.T) {
 }
 
 func TestControllerFloodThenDecay(t *testing.T) {
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	// The fleet admits 1000/s, rejects 5000/s. Heavy: 90% of the
 	// blame, 900 admitted of 5400; each light: 1%, 10 admitted of 60.
@@ -153,7 +153,7 @@ func TestControllerFloodThenDecay(t *testing.T) {
 }
 
 func TestControllerHoldsWhileFull(t *testing.T) {
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	tb := c.Step([]Report{report("s1", time.Second,
 		Usage{Tenant: "heavy", Admitted: 500, Rejected: 1500, Blame: 500 * time.Millisecond},
@@ -178,7 +178,7 @@ func TestControllerHoldsWhileFull(t *testing.T) {
 // it instead brought the overload back every third period (live, with the
 // age limit alone).
 func TestControllerKeepsTheDropsTheDemandStillAsks(t *testing.T) {
-	c, err := NewController(ControllerOptions{})
+	c, err := NewController(ControllerConfig{})
 	require.NoError(t, err)
 	lights := []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"}
 	us := []Usage{{Tenant: "heavy", Admitted: 900, Rejected: 4500, Blame: 900 * time.Millisecond}}
@@ -212,9 +212,9 @@ func TestControllerKeepsTheDropsTheDemandStillAsks(t *testing.T) {
 	}
 }
 
-func TestControllerOptionsErrors(t *testing.T) {
-	_, err := NewController(ControllerOptions{Hold: 2})
-	require.ErrorContains(t, err, "ControllerOptions.Hold 2")
-	_, err = NewController(ControllerOptions{Weights: map[string]float64{"a": -1}})
+func TestControllerConfigErrors(t *testing.T) {
+	_, err := NewController(ControllerConfig{Hold: 2})
+	require.ErrorContains(t, err, "ControllerConfig.Hold 2")
+	_, err = NewController(ControllerConfig{Weights: map[string]float64{"a": -1}})
 	require.ErrorContains(t, err, `Weights["a"]`)
 }

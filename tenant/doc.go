@@ -32,7 +32,7 @@
 //     one (the Tracker is an admit.ShareKeeper).
 //
 // When the store is down or slow, nothing waits for it: each server keeps
-// enforcing the last table it read for a while (AgentOptions.StaleAfter),
+// enforcing the last table it read for a while (AgentConfig.StaleAfter),
 // then stops dropping and relies on its own gates.
 //
 // # Using it
@@ -40,10 +40,10 @@
 // Put a Tracker among the admission policies of each server, after any
 // quota and before the gates, and run an Agent beside it:
 //
-//	tr, _ := tenant.New(tenant.Options{Key: admit.HeaderKey("X-Api-Key")})
-//	ctrl, _ := tenant.NewController(tenant.ControllerOptions{})
-//	store, _ := tenant.NewRedisStore(client, tenant.RedisOptions{Fleet: "api"})
-//	agent, _ := tenant.NewAgent(tenant.AgentOptions{
+//	tr, _ := tenant.New(tenant.Config{Key: admit.HeaderKey("X-Api-Key")})
+//	ctrl, _ := tenant.NewController(tenant.ControllerConfig{})
+//	store, _ := tenant.NewRedisStore(client, tenant.RedisConfig{Fleet: "api"})
+//	agent, _ := tenant.NewAgent(tenant.AgentConfig{
 //		Store:      store,
 //		Tracker:    tr,
 //		Controller: ctrl, // every server a candidate leader; or run sluice controller
@@ -52,11 +52,11 @@
 //	cfg := sluice.Config{Admission: admit.Config{
 //		Policies: []admit.Policy{tr},
 //		Gates:    gates,
-//		Queue:    &admit.QueueOptions{},
+//		Queue:    &admit.QueueConfig{},
 //	}}
 //
 // The tenant is named by a header (X-Tenant by default) or any admit.Key;
-// the heaviest Options.Tenants are followed by name and the rest pooled
+// the heaviest Config.Tenants are followed by name and the rest pooled
 // under Other, so a flood of random names costs bounded memory.
 // Enforcement can be switched off and on live (Tracker.SetEnforce): off,
 // the tracker still reports, which shows what it would do.

@@ -14,8 +14,8 @@ import (
 // are dropped evenly, the light tenant's not at all. An Agent does the
 // same once a period, through a store.
 func Example() {
-	tr, _ := tenant.New(tenant.Options{}) // tenants named by X-Tenant
-	ctrl, _ := tenant.NewController(tenant.ControllerOptions{})
+	tr, _ := tenant.New(tenant.Config{}) // tenants named by X-Tenant
+	ctrl, _ := tenant.NewController(tenant.ControllerConfig{})
 
 	send := func(name string, n int) (dropped int) {
 		a := &admit.Attempt{Header: http.Header{"X-Tenant": {name}}}
@@ -36,7 +36,7 @@ func Example() {
 	// caused 90% of the closed time and had 5 of 6 requests rejected. Its
 	// demand is 0.9 × 5400/900 = 5.4 times the capacity served, light's
 	// 0.1 × 120/100 = 0.12. The controller shares out 0.97 of the
-	// capacity (ControllerOptions.Utilisation): light is met, heavy gets
+	// capacity (ControllerConfig.Utilisation): light is met, heavy gets
 	// the other 0.85.
 	table := ctrl.Step([]tenant.Report{{
 		Server: "s1", Period: time.Second, Closed: time.Second,

@@ -14,12 +14,12 @@ import (
 	"github.com/sluice-go/sluice/internal/redisopt"
 )
 
-// Defaults of RedisOptions.
+// Defaults of RedisConfig.
 const (
 	// DefaultRedisPrefix starts the name of every key a RedisStore uses.
 	DefaultRedisPrefix = "sluice:tenant:"
 	// DefaultRedisFleet is the fleet a RedisStore serves when
-	// RedisOptions.Fleet is empty.
+	// RedisConfig.Fleet is empty.
 	DefaultRedisFleet = "default"
 )
 
@@ -32,9 +32,9 @@ const (
 // others' by less than the grace never prunes a live report's entry.
 const redisIndexGrace = time.Minute
 
-// RedisOptions configures a RedisStore. The zero value names the keys
+// RedisConfig configures a RedisStore. The zero value names the keys
 // "sluice:tenant:{default}:…".
-type RedisOptions struct {
+type RedisConfig struct {
 	// Prefix starts every key name: DefaultRedisPrefix when empty. It must
 	// not contain '{' or '}', which would move the Redis Cluster hash tag
 	// off the fleet's name.
@@ -102,7 +102,7 @@ var _ Store = (*RedisStore)(nil)
 // without ContextTimeoutEnabled, whose calls could outlast their context
 // by the client's own read timeout (3 s by default). It sends nothing to
 // Redis.
-func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore, error) {
+func NewRedisStore(client redis.UniversalClient, opts RedisConfig) (*RedisStore, error) {
 	if client == nil {
 		return nil, errors.New("tenant: NewRedisStore needs a Redis client: pass a redis.UniversalClient (redis.NewUniversalClient)")
 	}
@@ -113,10 +113,10 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) (*RedisStore
 		opts.Fleet = DefaultRedisFleet
 	}
 	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("tenant: RedisOptions.Prefix %q contains a brace: remove '{' and '}' from it (the store puts the fleet's name in braces, as the Redis Cluster hash tag)", opts.Prefix)
+		return nil, fmt.Errorf("tenant: RedisConfig.Prefix %q contains a brace: remove '{' and '}' from it (the store puts the fleet's name in braces, as the Redis Cluster hash tag)", opts.Prefix)
 	}
 	if strings.ContainsAny(opts.Fleet, "{}") {
-		return nil, fmt.Errorf("tenant: RedisOptions.Fleet %q contains a brace: name the fleet without '{' or '}' (the store puts the name in braces itself, as the Redis Cluster hash tag)", opts.Fleet)
+		return nil, fmt.Errorf("tenant: RedisConfig.Fleet %q contains a brace: name the fleet without '{' or '}' (the store puts the name in braces itself, as the Redis Cluster hash tag)", opts.Fleet)
 	}
 	if !redisopt.ContextTimeoutEnabled(client) {
 		return nil, errors.New("tenant: the Redis client has ContextTimeoutEnabled off, so a call could outlast its context by the client's read timeout: set ContextTimeoutEnabled: true in its options")

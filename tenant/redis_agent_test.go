@@ -21,7 +21,7 @@ func TestAgentRedisKilledAndBack(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := NewRedisStore(rdb, RedisOptions{Fleet: "agenttest"})
+	store, err := NewRedisStore(rdb, RedisConfig{Fleet: "agenttest"})
 	require.NoError(t, err)
 	clock := &fakeClock{}
 	ctx := context.Background()
@@ -32,10 +32,10 @@ func TestAgentRedisKilledAndBack(t *testing.T) {
 	}
 	var fleet []member
 	for _, id := range []string{"s1", "s2"} {
-		tr := newTracker(t, Options{})
-		ctrl, err := NewController(ControllerOptions{})
+		tr := newTracker(t, Config{})
+		ctrl, err := NewController(ControllerConfig{})
 		require.NoError(t, err)
-		a, err := NewAgent(AgentOptions{Store: store, Tracker: tr, Controller: ctrl, Clock: clock.now, ID: id, Timeout: time.Second})
+		a, err := NewAgent(AgentConfig{Store: store, Tracker: tr, Controller: ctrl, Clock: clock.now, ID: id, Timeout: time.Second})
 		require.NoError(t, err)
 		fleet = append(fleet, member{tr, a})
 	}

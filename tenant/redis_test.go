@@ -40,7 +40,7 @@ func redisStoreClient(t testing.TB, addr string) *redis.Client {
 
 // newTestRedisStore returns a RedisStore through client for opts, failing
 // the test on error.
-func newTestRedisStore(t testing.TB, client redis.UniversalClient, opts RedisOptions) *RedisStore {
+func newTestRedisStore(t testing.TB, client redis.UniversalClient, opts RedisConfig) *RedisStore {
 	t.Helper()
 	s, err := NewRedisStore(client, opts)
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func newTestRedisStore(t testing.TB, client redis.UniversalClient, opts RedisOpt
 func redisStoreMaker(client redis.UniversalClient) storeMaker {
 	return func(t *testing.T) storeUnderTest {
 		return storeUnderTest{
-			store: newTestRedisStore(t, client, RedisOptions{Fleet: t.Name()}),
+			store: newTestRedisStore(t, client, RedisConfig{Fleet: t.Name()}),
 			ttl:   redisStoreTTL,
 			wait:  time.Sleep,
 		}
@@ -76,7 +76,7 @@ func TestRedisStoreClusterConformance(t *testing.T) {
 
 	// Every key of a fleet is in the slot of its name.
 	ctx := context.Background()
-	s := newTestRedisStore(t, client, RedisOptions{Fleet: "f"})
+	s := newTestRedisStore(t, client, RedisConfig{Fleet: "f"})
 	want, err := client.ClusterKeySlot(ctx, "f").Result()
 	require.NoError(t, err)
 	for _, key := range []string{s.reportKey("a"), s.index, s.table, s.leader} {
@@ -92,7 +92,7 @@ func TestRedisStoreUniversalClient(t *testing.T) {
 	addr := redistest.Start(t)
 	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	s := newTestRedisStore(t, client, RedisOptions{})
+	s := newTestRedisStore(t, client, RedisConfig{})
 	ctx := context.Background()
 	require.NoError(t, s.Push(ctx, testReport("a", 1), time.Minute))
 	reports, err := s.Reports(ctx)
@@ -109,15 +109,15 @@ func TestNewRedisStoreRefuses(t *testing.T) {
 	t.Cleanup(func() { cluster.Close() })
 	for _, tc := range []struct {
 		client redis.UniversalClient
-		opts   RedisOptions
+		opts   RedisConfig
 		want   string
 	}{
-		{nil, RedisOptions{}, "needs a Redis client"},
-		{good, RedisOptions{Fleet: "a{b}"}, `RedisOptions.Fleet "a{b}" contains a brace: name the fleet without '{' or '}'`},
-		{good, RedisOptions{Fleet: "}"}, `RedisOptions.Fleet "}" contains a brace`},
-		{good, RedisOptions{Prefix: "app:{x}:"}, `RedisOptions.Prefix "app:{x}:" contains a brace: remove '{' and '}'`},
-		{plain, RedisOptions{}, "ContextTimeoutEnabled off"},
-		{cluster, RedisOptions{}, "set ContextTimeoutEnabled: true"},
+		{nil, RedisConfig{}, "needs a Redis client"},
+		{good, RedisConfig{Fleet: "a{b}"}, `RedisConfig.Fleet "a{b}" contains a brace: name the fleet without '{' or '}'`},
+		{good, RedisConfig{Fleet: "}"}, `RedisConfig.Fleet "}" contains a brace`},
+		{good, RedisConfig{Prefix: "app:{x}:"}, `RedisConfig.Prefix "app:{x}:" contains a brace: remove '{' and '}'`},
+		{plain, RedisConfig{}, "ContextTimeoutEnabled off"},
+		{cluster, RedisConfig{}, "set ContextTimeoutEnabled: true"},
 	} {
 		s, err := NewRedisStore(tc.client, tc.opts)
 		if assert.Error(t, err, tc.want) {
@@ -131,7 +131,7 @@ func TestNewRedisStoreRefuses(t *testing.T) {
 func TestRedisStoreRefusesArguments(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	s := newTestRedisStore(t, client, RedisOptions{})
+	s := newTestRedisStore(t, client, RedisConfig{})
 	ctx := context.Background()
 	err := s.Push(ctx, testReport("a", 1), 0)
 	if assert.Error(t, err) {
@@ -156,7 +156,7 @@ func TestRedisStoreKeys(t *testing.T) {
 	addr := redistest.Start(t)
 	check := redisStoreClient(t, addr)
 	ctx := context.Background()
-	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisOptions{})
+	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisConfig{})
 	before := time.Now()
 	require.NoError(t, s.Push(ctx, testReport("s1", 1), 10*time.Second))
 	require.NoError(t, s.SetTable(ctx, Table{Version: 3, Drops: map[string]float64{"bob": 0.5}}))
@@ -218,9 +218,9 @@ func TestRedisStoreFleets(t *testing.T) {
 	addr := redistest.Start(t)
 	client, check := redisStoreClient(t, addr), redisStoreClient(t, addr)
 	ctx := context.Background()
-	a := newTestRedisStore(t, client, RedisOptions{})
-	b := newTestRedisStore(t, client, RedisOptions{Fleet: "blue"})
-	c := newTestRedisStore(t, client, RedisOptions{Prefix: "app:", Fleet: "blue"})
+	a := newTestRedisStore(t, client, RedisConfig{})
+	b := newTestRedisStore(t, client, RedisConfig{Fleet: "blue"})
+	c := newTestRedisStore(t, client, RedisConfig{Prefix: "app:", Fleet: "blue"})
 	for i, s := range []*RedisStore{a, b, c} {
 		require.NoError(t, s.Push(ctx, testReport("s", uint64(i+1)), time.Minute))
 		require.NoError(t, s.SetTable(ctx, Table{Version: uint64(i + 1)}))
@@ -248,7 +248,7 @@ func TestRedisStoreIndex(t *testing.T) {
 	addr := redistest.Start(t)
 	check := redisStoreClient(t, addr)
 	ctx := context.Background()
-	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisOptions{})
+	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisConfig{})
 	require.NoError(t, s.Push(ctx, testReport("short", 1), 100*time.Millisecond))
 	require.Eventually(t, func() bool {
 		return check.Exists(ctx, s.reportKey("short")).Val() == 0
@@ -276,7 +276,7 @@ func TestRedisStoreBadValues(t *testing.T) {
 	addr := redistest.Start(t)
 	check := redisStoreClient(t, addr)
 	ctx := context.Background()
-	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisOptions{})
+	s := newTestRedisStore(t, redisStoreClient(t, addr), RedisConfig{})
 	require.NoError(t, s.Push(ctx, testReport("a", 1), time.Minute))
 	require.NoError(t, check.Set(ctx, s.reportKey("bad"), "not json", time.Minute).Err())
 	require.NoError(t, check.ZAdd(ctx, s.index, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "bad"}).Err())
@@ -337,7 +337,7 @@ func TestRedisStoreRoundTrips(t *testing.T) {
 	require.NoError(t, client.Ping(ctx).Err())
 	var trips redisRoundTrips
 	client.AddHook(&trips)
-	s := newTestRedisStore(t, client, RedisOptions{})
+	s := newTestRedisStore(t, client, RedisConfig{})
 	count := func(call func() error) int64 {
 		t.Helper()
 		before := trips.n.Load()
@@ -386,8 +386,8 @@ func TestRedisStoreDown(t *testing.T) {
 	// go-redis's defaults: retries, which the context bounds.
 	retrying := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { retrying.Close() })
-	s := newTestRedisStore(t, fast, RedisOptions{})
-	sr := newTestRedisStore(t, retrying, RedisOptions{})
+	s := newTestRedisStore(t, fast, RedisConfig{})
+	sr := newTestRedisStore(t, retrying, RedisConfig{})
 	ctx := context.Background()
 	require.NoError(t, s.Push(ctx, testReport("a", 1), time.Minute))
 	ok, err := s.Lead(ctx, "a", time.Minute)
@@ -434,7 +434,7 @@ func TestRedisStoreHung(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	s := newTestRedisStore(t, client, RedisOptions{})
+	s := newTestRedisStore(t, client, RedisConfig{})
 	ctx := context.Background()
 	require.NoError(t, s.Push(ctx, testReport("a", 1), time.Minute))
 
@@ -465,8 +465,8 @@ func TestRedisStoreLeaderFailover(t *testing.T) {
 	const ttl = 200 * time.Millisecond
 	ctx := context.Background()
 	holderClient := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	holder := newTestRedisStore(t, holderClient, RedisOptions{})
-	candidate := newTestRedisStore(t, redisStoreClient(t, addr), RedisOptions{})
+	holder := newTestRedisStore(t, holderClient, RedisConfig{})
+	candidate := newTestRedisStore(t, redisStoreClient(t, addr), RedisConfig{})
 	ok, err := holder.Lead(ctx, "holder", ttl)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -562,7 +562,7 @@ func ExampleNewRedisStore() {
 		DialerRetries:         1,    // with Redis down, fail at once
 	})
 	defer client.Close()
-	store, err := NewRedisStore(client, RedisOptions{Fleet: "checkout"}) // keys sluice:tenant:{checkout}:…
+	store, err := NewRedisStore(client, RedisConfig{Fleet: "checkout"}) // keys sluice:tenant:{checkout}:…
 	if err != nil {
 		log.Fatal(err)
 	}

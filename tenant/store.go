@@ -6,7 +6,7 @@ import (
 )
 
 // Other names the tenants that are not tracked by name (beyond the
-// heaviest Options.Tenants, or without a key): their counts and their drop
+// heaviest Config.Tenants, or without a key): their counts and their drop
 // fraction are pooled under it.
 const Other = "~other"
 

@@ -29,9 +29,9 @@ const Reason = "tenant-share"
 // that they can be Prometheus labels and JSON strings.
 const MaxNameLen = 256
 
-// Options configures a Tracker. The zero value works: tenants named by the
+// Config configures a Tracker. The zero value works: tenants named by the
 // X-Tenant header, the 128 heaviest tracked by name, enforcement on.
-type Options struct {
+type Config struct {
 	// Key names a request's tenant; zero means admit.HeaderKey("X-Tenant").
 	// A request without one counts under Other.
 	Key admit.Key
@@ -226,18 +226,18 @@ const (
 	defaultKeyField = "X-Tenant"
 )
 
-// New returns a Tracker configured by opts; it fails for options that
+// New returns a Tracker configured by opts; it fails for settings that
 // cannot work.
-func New(opts Options) (*Tracker, error) {
+func New(opts Config) (*Tracker, error) {
 	if opts.Tenants < 0 {
-		return nil, fmt.Errorf("tenant: Options.Tenants %d: must be zero (the default, %d) or positive", opts.Tenants, defaultTenants)
+		return nil, fmt.Errorf("tenant: Config.Tenants %d: must be zero (the default, %d) or positive", opts.Tenants, defaultTenants)
 	}
 	key := opts.Key
 	if key.IsZero() {
 		key = admit.HeaderKey(defaultKeyField)
 	}
 	if err := key.Validate(); err != nil {
-		return nil, fmt.Errorf("tenant: Options.Key: %w", err)
+		return nil, fmt.Errorf("tenant: Config.Key: %w", err)
 	}
 	size := cmp.Or(opts.Tenants, defaultTenants)
 	retry := opts.RetryAfter
@@ -506,7 +506,7 @@ func (t *Tracker) Enforcing() bool { return t.enforce.Load() }
 // report for a period of the given length (Server and Seq are the
 // agent's), and chooses the tenants followed by name for the next period:
 // those the drop table names first, then the most requested, up to
-// Options.Tenants.
+// Config.Tenants.
 func (t *Tracker) Collect(period time.Duration) Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()

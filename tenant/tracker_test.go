@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
-	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 func attempt(tenant string) *admit.Attempt {
@@ -27,7 +27,7 @@ func attempt(tenant string) *admit.Attempt {
 	return &admit.Attempt{Method: "GET", Path: "/", Header: h}
 }
 
-func newTracker(t *testing.T, opts Options) *Tracker {
+func newTracker(t *testing.T, opts Config) *Tracker {
 	t.Helper()
 	tr, err := New(opts)
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func run(tr *Tracker, tenant string, n int, blame time.Duration) []bool {
 }
 
 func TestDropsSpreadEvenly(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	run(tr, "a", 10, 0)
 	tr.Collect(time.Second) // "a" is followed by name from now on
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.25, "b": 0.01}}))
@@ -97,7 +97,7 @@ func usageOf(r Report, name string) Usage {
 }
 
 func TestRefusal(t *testing.T) {
-	tr := newTracker(t, Options{RetryAfter: 3 * time.Second})
+	tr := newTracker(t, Config{RetryAfter: 3 * time.Second})
 	run(tr, "a", 10, 0)
 	tr.Collect(time.Second)
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1}}))
@@ -118,7 +118,7 @@ func TestRefusal(t *testing.T) {
 // is dropped and enforcement is on; a dropped one, or anyone when nothing
 // is dropped or enforcement is off, is not.
 func TestWithinShare(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	var _ admit.ShareKeeper = tr
 	run(tr, "heavy", 10, 0)
 	run(tr, "light", 10, 0)
@@ -146,7 +146,7 @@ func TestWithinShare(t *testing.T) {
 // asked about often, but never admitted or refused, is not followed by
 // name for it.
 func TestWithinShareCountsNothing(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{Other: 0.5}}))
 	for range 10 * nameAfter {
 		assert.False(t, tr.WithinShare(attempt("asked")), "pooled under Other, which is dropped")
@@ -159,7 +159,7 @@ func TestWithinShareCountsNothing(t *testing.T) {
 }
 
 func TestApplyRejectsBadFractions(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	err := tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 1.5}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"a"`)
@@ -172,7 +172,7 @@ func TestApplyRejectsBadFractions(t *testing.T) {
 }
 
 func TestCollectCounts(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	run(tr, "a", 10, 2*time.Millisecond)
 	run(tr, "", 3, time.Millisecond) // no tenant: Other
 	a := attempt("b")
@@ -207,7 +207,7 @@ func TestCollectCounts(t *testing.T) {
 // allocate per request, and the heavy tenant is followed by name.
 func TestBoundedTenants(t *testing.T) {
 	const size = 16
-	tr := newTracker(t, Options{Tenants: size})
+	tr := newTracker(t, Config{Tenants: size})
 	rng := rand.New(rand.NewPCG(3, 4))
 	names := make([]*admit.Attempt, 4096)
 	for i := range names {
@@ -255,7 +255,7 @@ func TestBoundedTenants(t *testing.T) {
 // does: its next request takes its last request's counters only while they
 // are what a lookup would give (the same tenant, not retired by Collect).
 func TestAttemptKeepsItsSlot(t *testing.T) {
-	tr := newTracker(t, Options{Tenants: 1})
+	tr := newTracker(t, Config{Tenants: 1})
 	once := func(a *admit.Attempt) {
 		if tr.Admit(a) == nil {
 			tr.Done(a, admit.Outcome{})
@@ -290,13 +290,13 @@ func TestAttemptKeepsItsSlot(t *testing.T) {
 // with four shards, its drop fraction kept, and a Collect sums the shards
 // and the counts made before.
 func TestShardedCounts(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	run(tr, "a", 10, 0)
 	tr.Collect(time.Second)
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.5}}))
 	run(tr, "a", 1, 0) // before Attach, in the one shard
 
-	p, err := admit.New(admit.Config{Gates: []admit.Policy{gate.NewConcurrency(10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
+	p, err := admit.New(admit.Config{Gates: []admit.Policy{gatetest.Concurrency(t, 10)}, Policies: []admit.Policy{tr}, MaxAge: -1}, admit.Host{Shards: 4})
 	require.NoError(t, err)
 	defer p.Close()
 	require.Len(t, tr.roster.Load().slots["a"].shards, 4)
@@ -315,7 +315,7 @@ func TestShardedCounts(t *testing.T) {
 }
 
 func TestTrackerAttachOnce(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	p1, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
 	require.NoError(t, err)
 	_, err = admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
@@ -327,17 +327,17 @@ func TestTrackerAttachOnce(t *testing.T) {
 }
 
 func TestOptionsErrors(t *testing.T) {
-	_, err := New(Options{Tenants: -1})
-	require.ErrorContains(t, err, "Options.Tenants -1")
-	_, err = New(Options{Key: admit.HeaderKey("")})
-	require.ErrorContains(t, err, "Options.Key")
+	_, err := New(Config{Tenants: -1})
+	require.ErrorContains(t, err, "Config.Tenants -1")
+	_, err = New(Config{Key: admit.HeaderKey("")})
+	require.ErrorContains(t, err, "Config.Key")
 }
 
 // TestRefusedBeforeAsked: requests the age limit refuses before the
 // tracker is asked still count as their tenant's, rejected (with the age
 // limit alone they are all an overloaded server refuses).
 func TestRefusedBeforeAsked(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	p, err := admit.New(admit.Config{Policies: []admit.Policy{tr}}, admit.Host{})
 	require.NoError(t, err)
 	defer p.Close()
@@ -444,7 +444,7 @@ func TestEndedCounts(t *testing.T) {
 // most MaxNameLen bytes, so that reports, the store, the metrics and the
 // dashboard carry them safely and bounded.
 func TestNamesAreValidAndBounded(t *testing.T) {
-	tr := newTracker(t, Options{})
+	tr := newTracker(t, Config{})
 	long := strings.Repeat("n", 64<<10)
 	for range 2 {
 		run(tr, "\xff\xfe", 10, time.Millisecond)

@@ -118,11 +118,11 @@ func Serve(target string, https bool) (*Server, error) {
 // a tenant tracker (names from X-Tenant) and its metrics at /metrics,
 // where an invalid series fails the scrape as Prometheus would see it.
 func serveSluice(cfg *tls.Config) (*Server, error) {
-	tracker, err := tenant.New(tenant.Options{})
+	tracker, err := tenant.New(tenant.Config{})
 	if err != nil {
 		return nil, err
 	}
-	col, err := metrics.New(metrics.Options{}, metrics.Tenants("attack", tracker))
+	col, err := metrics.New(metrics.Config{}, metrics.Tenants("attack", tracker))
 	if err != nil {
 		return nil, err
 	}

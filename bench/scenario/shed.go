@@ -165,7 +165,10 @@ func (sh *Shed) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	s := t.Sample()
 	s.Capacity, s.CapacityCPU, s.Multiple = capacity, capCPU, sh.High
 	s.Step = &bench.StepInfo{Low: sh.Low, High: sh.High, Up: sh.Before, Down: sh.Before + sh.During, End: sh.window()}
-	host := gate.NewCPU(gate.CPUOptions{Interval: gate.Manual, Window: 1}) // its first reading: now
+	host, err := gate.NewCPU(gate.CPUConfig{Interval: gate.Manual, Window: 1}) // its first reading: now
+	if err != nil {
+		return nil, err
+	}
 	defer host.Close()
 	m := bench.MeterCPU(proc)
 	res, err := bench.Run(ctx, rc)

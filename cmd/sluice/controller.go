@@ -24,7 +24,7 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	describe(fs, stderr)
 	addr := fs.String("redis", "", "Redis address (host:port); a comma-separated list for a Cluster or Sentinel (required)")
 	master := fs.String("sentinel-master", "", "with Sentinel addresses in -redis, the master's name")
-	fleet := fs.String("fleet", "", "the fleet's name in Redis (its servers' RedisOptions.Fleet; empty: the default)")
+	fleet := fs.String("fleet", "", "the fleet's name in Redis (its servers' RedisConfig.Fleet; empty: the default)")
 	period := fs.Duration("period", time.Second, "control period (the servers' agents use the same)")
 	weights := fs.String("weights", "", "tenant weights, name=weight,... (a tenant not named weighs 1)")
 	id := fs.String("id", "", "this controller's name in the lease (empty: host, process and a random suffix)")
@@ -47,15 +47,15 @@ func controllerCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		MaxRetries:            -1,
 	})
 	defer client.Close()
-	store, err := tenant.NewRedisStore(client, tenant.RedisOptions{Fleet: *fleet})
+	store, err := tenant.NewRedisStore(client, tenant.RedisConfig{Fleet: *fleet})
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	ctrl, err := tenant.NewController(tenant.ControllerOptions{Weights: w})
+	ctrl, err := tenant.NewController(tenant.ControllerConfig{Weights: w})
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	agent, err := tenant.NewAgent(tenant.AgentOptions{
+	agent, err := tenant.NewAgent(tenant.AgentConfig{
 		Store: store, Controller: ctrl, Period: *period, ID: *id,
 		OnError: func(err error) { fmt.Fprintln(stderr, err) },
 		OnStep: func(d tenant.Decision, took bool) {

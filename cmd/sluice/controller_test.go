@@ -21,7 +21,7 @@ func TestControllerCommand(t *testing.T) {
 	addr := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, err := tenant.NewRedisStore(client, tenant.RedisOptions{Fleet: "cmdtest"})
+	store, err := tenant.NewRedisStore(client, tenant.RedisConfig{Fleet: "cmdtest"})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.Push(ctx, tenant.Report{Server: "s1", Seq: 1, Period: time.Second, Closed: time.Second, Tenants: []tenant.Usage{

@@ -25,8 +25,8 @@ import (
 	"github.com/sluice-go/sluice/await"
 )
 
-// Options shape the service's work per request.
-type Options struct {
+// Config shapes the service's work per request.
+type Config struct {
 	// CPU is the CPU time each request spends computing, busy-waiting
 	// on the clock (so it is the same on every machine). Zero means none.
 	CPU time.Duration
@@ -50,7 +50,7 @@ type Forecast struct {
 var summaries = [...]string{"sunny", "cloudy", "rain", "showers", "wind", "fog"}
 
 // Handler returns the service's http.Handler: GET /forecast?city=NAME.
-func Handler(opts Options) http.Handler {
+func Handler(opts Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /forecast", func(w http.ResponseWriter, r *http.Request) {
 		city := r.URL.Query().Get("city")
@@ -72,7 +72,7 @@ func Handler(opts Options) http.Handler {
 
 // query is the simulated database: it waits opts.DB, then derives a
 // forecast from the city's name, so the same city always gets the same one.
-func query(ctx context.Context, opts Options, city string) (Forecast, error) {
+func query(ctx context.Context, opts Config, city string) (Forecast, error) {
 	if opts.DB > 0 {
 		if opts.Blocking {
 			time.Sleep(opts.DB)

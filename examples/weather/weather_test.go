@@ -22,7 +22,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestForecastIsStablePerCity(t *testing.T) {
-	h := Handler(Options{})
+	h := Handler(Config{})
 	get := func(q string) (int, Forecast) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/forecast"+q, nil))
@@ -58,7 +58,7 @@ func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rt.Start())
 		var inDB, peak atomic.Int32
-		opts := Options{DB: 50 * time.Millisecond, Blocking: blocking}
+		opts := Config{DB: 50 * time.Millisecond, Blocking: blocking}
 		inner := Handler(opts)
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n := inDB.Add(1)

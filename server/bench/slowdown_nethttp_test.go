@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/httpgate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 )
 
 // BenchmarkIOSlowdownNetHTTP is BenchmarkIOSlowdown's case for plain
@@ -45,7 +46,7 @@ func runSlowdownNetHTTP(b *testing.B, rate int, d time.Duration, fraction float6
 	defer stopDown()
 	downTr := &http.Transport{MaxIdleConnsPerHost: 1024}
 	defer downTr.CloseIdleConnections()
-	adm, err := httpgate.New(admit.Config{Gates: []admit.Policy{gate.NewGoSched(gate.GoSchedOptions{Fraction: fraction})}})
+	adm, err := httpgate.New(admit.Config{Gates: []admit.Policy{gatetest.GoSched(b, gate.GoSchedConfig{Fraction: fraction})}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/await"
 	"github.com/sluice-go/sluice/gate"
+	"github.com/sluice-go/sluice/internal/gatetest"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
@@ -72,7 +73,7 @@ func slowLimit(rate int) int {
 // BenchmarkIOSlowdown runs the I/O-bound handler (slowCPU of CPU, then a
 // call through await.NewClient to a downstream net/http server that answers
 // after D) on sluice behind two gates, busy (gate.NewBusy, the default 50%)
-// and concurrency (gate.NewConcurrency(slowLimit(rate)), tuned for D = 10 ms),
+// and concurrency (gate.NewConcurrency with slowLimit(rate), tuned for D = 10 ms),
 // each with D = 10 ms (normal) and D = 20 ms (slow, the database twice as
 // slow).
 //
@@ -109,8 +110,8 @@ func BenchmarkIOSlowdown(b *testing.B) {
 		name string
 		make func() admit.Policy
 	}{
-		{"busy", func() admit.Policy { return gate.NewBusy(gate.BusyOptions{}) }},
-		{"concurrency", func() admit.Policy { return gate.NewConcurrency(limit) }},
+		{"busy", func() admit.Policy { return gatetest.Busy(b, gate.BusyConfig{}) }},
+		{"concurrency", func() admit.Policy { return gatetest.Concurrency(b, limit) }},
 	}
 	latencies := []struct {
 		name string

@@ -74,7 +74,7 @@ type TenantSpec struct {
 	// scenario's Cost; zero means 1.
 	Cost float64 `json:"cost,omitempty"`
 	// Weight is its weight in the controller's water-filling
-	// (tenant.ControllerOptions.Weights); zero means 1.
+	// (tenant.ControllerConfig.Weights); zero means 1.
 	Weight float64 `json:"weight,omitempty"`
 	// Start and End bound when it sends; a zero End means the end of the
 	// run.
@@ -83,7 +83,7 @@ type TenantSpec struct {
 }
 
 // ControllerSpec overrides the controller's options in a scenario (the
-// fields of tenant.ControllerOptions of the same names); zero fields keep
+// fields of tenant.ControllerConfig of the same names); zero fields keep
 // their defaults. The weights come from the tenants' specs.
 type ControllerSpec struct {
 	Overloaded  float64 `json:"overloaded,omitempty"`

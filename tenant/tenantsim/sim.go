@@ -137,7 +137,7 @@ func newSim(sc Scenario) (*sim, error) {
 			}
 		}
 	}
-	copts := tenant.ControllerOptions{
+	copts := tenant.ControllerConfig{
 		Weights:     weights,
 		Overloaded:  sc.Controller.Overloaded,
 		Hold:        sc.Controller.Hold,
@@ -155,16 +155,21 @@ func newSim(sc Scenario) (*sim, error) {
 		return a.Request.(*request).ten.name, true
 	})
 	for i := range sc.Servers {
-		tr, err := tenant.New(tenant.Options{Key: key, Off: off, HashSeed: (uint64(sc.Seed)<<8 | uint64(i)) + 1})
+		tr, err := tenant.New(tenant.Config{Key: key, Off: off, HashSeed: (uint64(sc.Seed)<<8 | uint64(i)) + 1})
 		if err != nil {
 			s.close()
 			return nil, err
 		}
 		srv := &server{id: fmt.Sprintf("server-%d", i+1), tracker: tr}
+		workers, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: sc.Workers})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
 		srv.pipe, err = admit.New(admit.Config{
 			Policies:  []admit.Policy{tr, recorder{s}},
-			Gates:     []admit.Policy{gate.NewConcurrency(sc.Workers)},
-			Queue:     &admit.QueueOptions{},
+			Gates:     []admit.Policy{workers},
+			Queue:     &admit.QueueConfig{},
 			MaxAge:    time.Duration(sc.MaxAge),
 			Rejection: admit.Rejection{OnReject: s.rejected},
 		}, host)
@@ -180,7 +185,7 @@ func newSim(sc Scenario) (*sim, error) {
 		}
 		a := newAgentRun(s, srv)
 		a.ctrl = ctrl
-		a.agent, err = tenant.NewAgent(tenant.AgentOptions{
+		a.agent, err = tenant.NewAgent(tenant.AgentConfig{
 			Store:      &storeClient{st: s.store, a: a},
 			Tracker:    tr,
 			Controller: ctrl,

@@ -33,7 +33,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	target := flag.String("target", "sluice", "server: sluice or nethttp")
-	var opts weather.Options
+	var opts weather.Config
 	flag.DurationVar(&opts.CPU, "cpu", time.Millisecond, "CPU time per request")
 	flag.DurationVar(&opts.DB, "db", 10*time.Millisecond, "database wait per request")
 	flag.BoolVar(&opts.Blocking, "blocking", false, "the database wait holds the worker (time.Sleep)")
@@ -61,8 +61,12 @@ func main() {
 func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, hold time.Duration) error {
 	cfg := sluice.Config{Admission: admit.Config{MaxAge: 100 * time.Millisecond}, HoldRefused: hold}
 	if busy {
-		cfg.Admission.Gates = []admit.Policy{gate.NewBusy(gate.BusyOptions{})}
-		cfg.Admission.Queue = &admit.QueueOptions{Order: queue.CoDel}
+		g, err := gate.NewBusy(gate.BusyConfig{})
+		if err != nil {
+			return err
+		}
+		cfg.Admission.Gates = []admit.Policy{g}
+		cfg.Admission.Queue = &admit.QueueConfig{Order: queue.CoDel}
 	}
 	srv, err := sluice.Listen(addr, h, cfg)
 	if err != nil {
