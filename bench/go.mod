@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluice-go/sluice/examples v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	github.com/valyala/fasthttp v1.78.0
 	go.uber.org/goleak v1.3.0
@@ -41,3 +42,5 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/sluice-go/sluice/examples => ../examples

@@ -11,6 +11,7 @@ require (
 	github.com/gorilla/websocket v1.5.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluice-go/sluice/examples v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
@@ -35,3 +36,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/sluice-go/sluice/examples => ../examples
