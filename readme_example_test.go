@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
-	_ "modernc.org/sqlite" // the sqlite driver, registered as "sqlite"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"

@@ -12,15 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/internal/redistest"
 )
 
 // redisReport runs the long measurements of docs/benchmarks.md ("Rate
-// limits: distributed over Redis") and prints their tables:
+// limits: distributed over Redis") and prints their tables (the Redis load
+// table, against redis_rate, is e2e/ratelimit's TestRedisLoadReport):
 //
 //	go test -run TestRedisReport -v ./ratelimit/ -args -ratelimit.redis-report
 var redisReport = flag.Bool("ratelimit.redis-report", false, "run the distributed mode's accuracy and Redis load measurements (about 2 minutes) and print their tables")
@@ -333,16 +332,6 @@ func TestRedisReport(t *testing.T) {
 		}
 	}
 
-	b.WriteString("\nRedis load, one process, 100 ms interval (2 s per row):\n\n")
-	b.WriteString("| decider | keys | requests / s (offered) | decisions / s | round trips / s | commands / s (sent) | commands / s (Redis INFO) |\n|---|---|---|---|---|---|---|\n")
-	for _, keys := range []int{1, 100} {
-		for _, rate := range []int{1_000, 10_000, 100_000} {
-			b.WriteString(redisLoad(t, addr, false, keys, rate))
-		}
-	}
-	for _, keys := range []int{1, 100} {
-		b.WriteString(redisLoad(t, addr, true, keys, 1_000))
-	}
 	t.Log(b.String())
 }
 
@@ -358,74 +347,4 @@ func redisRow(c redisRun, r redisResult) string {
 	secs := c.length().Seconds()
 	return fmt.Sprintf("| %v | %s | %d | %v | %+.1f%% | %+.1f%% | %s | %.0f | %.0f |\n",
 		c.window, load, c.instances, c.interval, 100*r.mean, 100*r.worst, sliding, float64(r.flushes)/secs, float64(r.commands)/secs)
-}
-
-// redisLoad offers rate decisions a second over keys for 2 s to one process
-// (a synced limiter, or redis_rate when rate is set) and returns its row of
-// the load table: what it sent, and what Redis counted.
-func redisLoad(t testing.TB, addr string, useRate bool, keys, rate int) string {
-	t.Helper()
-	const length = 2 * time.Second
-	check := redisClient(t, addr)
-	ctx := context.Background()
-	names := make([]string, keys)
-	for i := range names {
-		names[i] = "load-" + strconv.Itoa(i)
-	}
-	var decide func(key string) bool
-	var s *RedisSync
-	name := "sliding + RedisSync"
-	if useRate {
-		name = "redis_rate"
-		lim := redis_rate.NewLimiter(redisClient(t, addr))
-		limit := redis_rate.Limit{Rate: 1 << 30, Burst: 1 << 30, Period: time.Minute}
-		decide = func(key string) bool { r, err := lim.Allow(ctx, key, limit); return err == nil && r.Allowed > 0 }
-	} else {
-		l := redisLimiter(t, time.Minute, 1<<40, nil)
-		s = redisSync(t, l, redisClient(t, addr), RedisConfig{Prefix: "load:" + strconv.FormatInt(redisRuns.Add(1), 10) + ":"})
-		decide = func(key string) bool { return l.Allow(key).Allowed }
-	}
-	decide(names[0]) // connect, load the script
-	served := func() int64 {
-		v, err := check.Info(ctx, "stats").Result()
-		require.NoError(t, err)
-		for line := range strings.Lines(v) {
-			if n, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-				c, err := strconv.ParseInt(n, 10, 64)
-				require.NoError(t, err)
-				return c
-			}
-		}
-		t.Fatal("no total_commands_processed in INFO")
-		return 0
-	}
-	var before RedisStats
-	if s != nil {
-		before = s.Stats()
-	}
-	server := served()
-	start := time.Now()
-	decided := 0
-	for {
-		now := time.Since(start)
-		if now >= length {
-			break
-		}
-		for due := int(float64(rate) * now.Seconds()); decided < due; decided++ {
-			decide(names[decided%keys])
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	secs := time.Since(start).Seconds()
-	server = served() - server - 1 // less the INFO itself
-	trips, sent := "–", "–"
-	if s != nil {
-		after := s.Stats()
-		s.Close() // its keys would be read back for two more windows
-		trips = fmt.Sprintf("%.0f", float64(after.Flushes-before.Flushes)/secs)
-		sent = fmt.Sprintf("%.0f", float64(after.CommandsSent-before.CommandsSent)/secs)
-	} else {
-		trips = fmt.Sprintf("%.0f", float64(decided)/secs)
-	}
-	return fmt.Sprintf("| %s | %d | %d | %.0f | %s | %s | %.0f |\n", name, keys, rate, float64(decided)/secs, trips, sent, float64(server)/secs)
 }

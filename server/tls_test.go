@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -402,52 +401,6 @@ func TestTLSIncompleteHellosHoldNoPlace(t *testing.T) {
 	require.Eventually(t, func() bool { return srv.OpenConns() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the stalled connections close at the header timeout")
 	assert.Equal(t, uint64(stalled), srv.TLSStats().Failed)
-}
-
-// TestTLSWebSocket: a WebSocket over TLS (wss) hijacks the TLS session
-// with the connection.
-func TestTLSWebSocket(t *testing.T) {
-	scfg, ccfg := testTLS(t)
-	ended := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			ended <- err
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil {
-				ended <- err
-				return
-			}
-			if err := c.Write(r.Context(), typ, msg); err != nil {
-				ended <- err
-				return
-			}
-		}
-	})
-	_, addr := serveHTTP(t, h, Config{TLS: scfg})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "wss://"+addr+"/echo", &websocket.DialOptions{HTTPClient: tlsClient(t, ccfg)})
-	require.NoError(t, err)
-	defer c.CloseNow()
-	for i := range 1000 {
-		msg := fmt.Sprintf("message %d", i)
-		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(msg)))
-		_, got, err := c.Read(ctx)
-		require.NoError(t, err)
-		require.Equal(t, msg, string(got))
-	}
-	require.NoError(t, c.Close(websocket.StatusNormalClosure, "done"))
-	select {
-	case err := <-ended:
-		assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "%v", err)
-	case <-ctx.Done():
-		t.Fatal("the handler did not see the close")
-	}
 }
 
 // TestTLSHijackedDeadlines: the deadlines of a hijacked TLS connection

@@ -1,4 +1,4 @@
-package dashboard
+package dashboard_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/dashboard"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/gatetest"
@@ -31,7 +32,7 @@ import (
 
 // The browser test's flags: -screenshot writes the page's picture there
 // (docs/img/dashboard.png is made with
-// `go test ./dashboard -run Browser -screenshot ../docs/img/dashboard.png -browser-load 40s`),
+// `go test ./e2e/dashboard -run Browser -screenshot ../../docs/img/dashboard.png -browser-load 40s`),
 // -browser-load sets how long the load runs before the picture.
 var (
 	screenshotPath = flag.String("screenshot", "", "write the browser test's screenshot to this PNG file")
@@ -121,9 +122,9 @@ func TestBrowser(t *testing.T) {
 	agent, err := tenant.NewAgent(tenant.AgentConfig{Store: tenant.NewMemoryStore(nil), Tracker: tracker, Controller: ctrl, Period: 500 * time.Millisecond})
 	require.NoError(t, err)
 
-	d, err := New(Config{
+	d, err := dashboard.New(dashboard.Config{
 		Server: srv, Tenants: tracker, Title: "weather", Interval: interval, Controls: true,
-		Knobs: []Knob{BusyKnob(busy, srv.Runtime().NumWorkers()), MaxAgeKnob(srv.Server().Pipeline())},
+		Knobs: []dashboard.Knob{dashboard.BusyKnob(busy, srv.Runtime().NumWorkers()), dashboard.MaxAgeKnob(srv.Server().Pipeline())},
 	})
 	require.NoError(t, err)
 	defer d.Close()

@@ -1,4 +1,4 @@
-// Package bench holds the side-by-side benchmarks of the HTTP server
+// Package hello holds the side-by-side benchmarks of sluice's HTTP server
 // against net/http and fasthttp; it has no API, only tests.
 //
 // BenchmarkHello serves a hello-world response from each server and drives
@@ -26,7 +26,8 @@
 // response, then holds them until its standard input closes. The child
 // keeps the client's descriptors out of the server's process.
 //
-// The benchmarks live in their own package, not in server's tests, because
+// The benchmarks live in their own package, not in server's tests (and in
+// the bench module, whose go.mod alone requires fasthttp), because
 // fasthttp leaves goroutines behind (its Date header refresher, which never
 // ends, and its worker pool's cleaner, which ends up to 10 seconds after its
 // server), which the goleak check of this package's TestMain ignores by
@@ -35,4 +36,4 @@
 //
 // scripts/bench-server runs them in alternating rounds and prints medians
 // and ratios; docs/benchmarks.md has the figures.
-package bench
+package hello
