@@ -7,15 +7,15 @@ import (
 )
 
 // The scenarios whose run still lives in this package, with their
-// settings in SuiteConfig (Soak, Tenants, Lanes), until each
+// settings in SuiteConfig (Tenants, Lanes), until each
 // moves to a file of its own in package bench/scenario. Package scenario
 // lists them through BuiltIn.
 
-// BuiltIn returns the scenario of this package with that name: soak,
-// tenants or lanes.
+// BuiltIn returns the scenario of this package with that name: tenants
+// or lanes.
 func BuiltIn(name string) (Scenario, bool) {
 	switch name {
-	case ScenarioSoak, ScenarioTenants, ScenarioLanes:
+	case ScenarioTenants, ScenarioLanes:
 		return builtIn(name), true
 	}
 	return nil, false
@@ -34,8 +34,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 		return fmt.Errorf("bench: Clients does not apply to the %s scenario", b)
 	}
 	switch b {
-	case ScenarioSoak:
-		return c.Soak.defaults()
 	case ScenarioTenants:
 		if err := c.Tenants.defaults(); err != nil {
 			return err
@@ -55,8 +53,6 @@ func (b builtIn) Check(c *SuiteConfig) error {
 func (b builtIn) Points(c *SuiteConfig) []Point {
 	var ps []Point
 	switch b {
-	case ScenarioSoak:
-		ps = append(ps, Point{Shape: c.Shape, Spec: c.Shape.Spec, Multiple: c.Soak.Multiple, Window: c.Soak.Duration})
 	case ScenarioTenants:
 		sh := c.Tenants.shape()
 		for _, part := range TenantsParts {
@@ -74,8 +70,6 @@ func (b builtIn) Points(c *SuiteConfig) []Point {
 func (b builtIn) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	cfg, p := t.Suite, t.Point
 	switch b {
-	case ScenarioSoak:
-		return cfg.soak(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioTenants:
 		return cfg.tenants(ctx, t.Target, p, t.Capacity, t.Repeat, t.Index)
 	case ScenarioLanes:

@@ -19,7 +19,7 @@
 // and step-response charts. The scenarios of package bench/scenario write
 // their own tables and plots with this package's helpers (NewTab, Line,
 // Median, FormatMS, TargetRanks, PlacementOf, HandlerOf, BucketWidth,
-// StepPlots).
+// StepPlots, ShapePlots, NewPlot, PlotFile).
 package report
 
 import (

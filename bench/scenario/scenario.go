@@ -33,7 +33,7 @@ func All() []bench.Scenario {
 		&Mix{},
 		&Step{},
 		&Closed{},
-		builtIn(bench.ScenarioSoak),
+		&Soak{},
 		&Noisy{},
 		&Stray{},
 		&LongLived{},
@@ -187,6 +187,14 @@ type Plotter interface {
 // and Check (bench.Scenario's) checks what they were given.
 type Flagger interface {
 	Flags(fs *flag.FlagSet)
+}
+
+// An Enforcer is a scenario whose runs are checked against rules of its
+// own, some of them enforced: Failures returns the enforced checks of
+// rep's samples that failed, one line each, or an error naming a sample
+// it cannot read.
+type Enforcer interface {
+	Failures(rep *bench.Report) ([]string, error)
 }
 
 // WriteReport writes rep to w: the suite's tables (report.WriteLanesReport)
