@@ -210,24 +210,31 @@ func (t *Trial) Measure(ctx context.Context, proc *Process, rc Config, s *Sample
 // A CPUMeter brackets a run: the CPU time this process (the load
 // generator) and the target processes use during it.
 type CPUMeter struct {
-	procs         []*Process
+	targetCPU     func() time.Duration // the targets' CPU time so far
 	self0, target time.Duration
 	start         time.Time
 }
 
 // MeterCPU starts metering now, the targets being procs.
 func MeterCPU(procs ...*Process) *CPUMeter {
-	m := &CPUMeter{procs: procs, self0: selfCPU(), start: time.Now()}
-	m.target = m.targetCPU()
-	return m
+	return meterCPU(func() time.Duration {
+		var d time.Duration
+		for _, p := range procs {
+			d += p.cpu()
+		}
+		return d
+	})
 }
 
-func (m *CPUMeter) targetCPU() time.Duration {
-	var d time.Duration
-	for _, p := range m.procs {
-		d += p.cpu()
-	}
-	return d
+// MeterCPU starts metering now, the targets being the running backends
+// (Backends.CPU).
+func (b *Backends) MeterCPU() *CPUMeter { return meterCPU(b.CPU) }
+
+// meterCPU starts metering now, targetCPU reading the targets' CPU time.
+func meterCPU(targetCPU func() time.Duration) *CPUMeter {
+	m := &CPUMeter{targetCPU: targetCPU, self0: selfCPU(), start: time.Now()}
+	m.target = m.targetCPU()
+	return m
 }
 
 // Stop ends the bracket and sets s.TargetCPU and s.GeneratorCPU, CPU-seconds

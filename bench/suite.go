@@ -117,8 +117,6 @@ type SuiteConfig struct {
 	// NewFraction is the share of requests on new connections in the mix
 	// scenario, the rest on kept-alive ones; default 0.5.
 	NewFraction float64
-	// Tenants shapes the tenants scenario.
-	Tenants TenantsConfig
 	// Lanes shapes the lanes scenario.
 	Lanes LanesConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split

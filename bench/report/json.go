@@ -16,9 +16,6 @@ type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
-	// Tenants is the rows of the tenants scenario, absent when it has
-	// none.
-	Tenants []TenantsRow `json:"tenants,omitempty"`
 	// Scenarios holds the rows of the scenarios with reports of their
 	// own (package bench/scenario), by scenario name; absent when none
 	// has any.
@@ -27,7 +24,7 @@ type Document struct {
 
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
-	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep), Tenants: SummarizeTenants(rep)}
+	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}

@@ -42,9 +42,6 @@ const (
 //     lowest repeat index, named in the title), with the step up and down
 //     marked (StepPlots draws the same for another scenario whose load is
 //     a step);
-//   - tenants.png for the tenants scenario: the heavy tenant's goodput and
-//     the light tenants' together against time, in multiples of C, with
-//     enforcement on (solid) and off (dashed), for the first target.
 //
 // The shape's part of a name is reduced to letters, digits, '-' and '_';
 // a sample without a shape gives goodput.png, latency.png and step.png. A
@@ -99,9 +96,6 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 		if err := save(stepPlot(rep, bench.ScenarioStep, "Step response", shape, ranks, keepAll)); err != nil {
 			return paths, err
 		}
-	}
-	if err := save(tenantsPlot(rep)); err != nil {
-		return paths, err
 	}
 	return paths, nil
 }

@@ -39,7 +39,7 @@ func All() []bench.Scenario {
 		&LongLived{},
 		&Cluster{},
 		&Shed{},
-		builtIn(bench.ScenarioTenants),
+		&Tenants{},
 		builtIn(bench.ScenarioLanes),
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,16 +74,11 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.BoolVar(&c.NewConns, "newconns", false, "send every request, in the capacity measurement too, on a new connection of its own (with -tls, a full handshake each), in the sweep, shapes, slowdown and step scenarios")
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
-		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
-		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
-		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
-		fs.IntVar(&c.Tenants.Servers, "tenants-servers", bench.DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
 		for _, sc := range f.all {
 			if fl, ok := sc.(scenario.Flagger); ok {
 				fl.Flags(fs)
 			}
 		}
-		fs.StringVar(&c.Tenants.Protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections, ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
 	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned, sluice-hold (holds the clients that resend at once); for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone)")
@@ -146,16 +140,6 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 		names = []string{so.Name()}
 	} else {
 		switch {
-		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
-			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
-		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
-			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
-		case c.Tenants.Utilisation < 0 || c.Tenants.Utilisation > 1 || math.IsNaN(c.Tenants.Utilisation):
-			return fmt.Errorf("-tenants-utilisation must be in (0, 1], or 0 for the default, got %v", c.Tenants.Utilisation)
-		case c.Tenants.Servers < 1 || c.Tenants.Servers > 16:
-			return fmt.Errorf("-tenants-servers must be in [1, 16], got %d", c.Tenants.Servers)
-		case !slices.Contains(bench.TenantsProtections, c.Tenants.Protection):
-			return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(bench.TenantsProtections, ", "), c.Tenants.Protection)
 		case c.Conns < 0 || c.Conns > 65536:
 			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
 		case c.Clients < 0 || c.Clients > 65536:
