@@ -115,8 +115,6 @@ type Sample struct {
 	// scenarios.
 	Step   *StepInfo `json:"step,omitempty"`
 	Series []Bucket  `json:"series,omitempty"`
-	// Lanes is set for the lanes scenario.
-	Lanes *LanesInfo `json:"lanes,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
@@ -127,9 +125,9 @@ type Sample struct {
 
 // UnmarshalJSON decodes a sample. Reports written before a scenario kept
 // its own figures in Detail hold them in a field named after the scenario
-// ("noisy", "stray", "cluster", "shed", "soak", "tenants"): that field becomes the sample's
-// Detail, so that the scenario's report reads such a sample as one
-// written now.
+// ("noisy", "stray", "cluster", "shed", "soak", "tenants", "lanes"): that
+// field becomes the sample's Detail, so that the scenario's report reads
+// such a sample as one written now.
 func (s *Sample) UnmarshalJSON(b []byte) error {
 	type sample Sample // the fields, without this method
 	if err := json.Unmarshal(b, (*sample)(s)); err != nil {
@@ -151,7 +149,11 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 // detailOnceNamed reports whether reports written before Sample.Detail
 // hold the scenario's figures in a field named after it.
 func detailOnceNamed(scenario string) bool {
-	return scenario == "noisy" || scenario == "stray" || scenario == "cluster" || scenario == "shed" || scenario == "soak" || scenario == "tenants"
+	switch scenario {
+	case "noisy", "stray", "cluster", "shed", "soak", "tenants", "lanes":
+		return true
+	}
+	return false
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

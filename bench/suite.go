@@ -117,8 +117,6 @@ type SuiteConfig struct {
 	// NewFraction is the share of requests on new connections in the mix
 	// scenario, the rest on kept-alive ones; default 0.5.
 	NewFraction float64
-	// Lanes shapes the lanes scenario.
-	Lanes LanesConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and

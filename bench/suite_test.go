@@ -172,7 +172,6 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
 		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
 		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
-		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []Scenario{builtIn(ScenarioLanes)} },
 		"negative clients":        func(c *SuiteConfig) { c.Clients = -1 },
 		"clients and new conns":   func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
 	} {

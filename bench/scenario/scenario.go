@@ -40,17 +40,8 @@ func All() []bench.Scenario {
 		&Cluster{},
 		&Shed{},
 		&Tenants{},
-		builtIn(bench.ScenarioLanes),
+		&Lanes{},
 	}
-}
-
-// builtIn returns a scenario that still runs inside package bench.
-func builtIn(name string) bench.Scenario {
-	s, ok := bench.BuiltIn(name)
-	if !ok {
-		panic("scenario: no built-in scenario " + name)
-	}
-	return s
 }
 
 // Default names the scenarios `sluice bench` runs when -scenarios is not
@@ -197,10 +188,10 @@ type Enforcer interface {
 	Failures(rep *bench.Report) ([]string, error)
 }
 
-// WriteReport writes rep to w: the suite's tables (report.WriteLanesReport)
+// WriteReport writes rep to w: the suite's tables (report.WriteTable)
 // and then each reporting scenario's of all.
 func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
-	if err := writeSuiteTables(w, rep); err != nil {
+	if err := report.WriteTable(w, rep); err != nil {
 		return err
 	}
 	for _, s := range all {
@@ -211,13 +202,6 @@ func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 		}
 	}
 	return nil
-}
-
-// writeSuiteTables writes the suite's own tables: the header, the table of
-// rates by offered load and the tables of the scenarios that still report
-// inside package bench/report.
-func writeSuiteTables(w io.Writer, rep *bench.Report) error {
-	return report.WriteLanesReport(w, rep)
 }
 
 // WriteJSON writes rep to w as the report's JSON document
@@ -242,16 +226,10 @@ func WriteJSON(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 	return report.WriteDocument(w, d)
 }
 
-// Plots draws every plot of rep in dir, the suite's (report.Plots,
-// report.LanesPlots) and each plotting scenario's of all, and returns
-// their files.
+// Plots draws every plot of rep in dir, the suite's (report.Plots) and
+// each plotting scenario's of all, and returns their files.
 func Plots(dir string, rep *bench.Report, all []bench.Scenario) ([]string, error) {
 	plots, err := report.Plots(dir, rep)
-	if err != nil {
-		return plots, err
-	}
-	lanes, err := report.LanesPlots(dir, rep)
-	plots = append(plots, lanes...)
 	if err != nil {
 		return plots, err
 	}
