@@ -417,16 +417,15 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 	var best Calibration
 	for _, n := range cfg.CalibrateConns {
 		cc.Conns = n
-		tcpu0, t0 := p.cpu(), time.Now()
+		m := MeterCPU(p)
 		cal, cerr := Calibrate(ctx, cc)
-		tcpu, elapsed := p.cpu()-tcpu0, time.Since(t0)
+		tcpu, _, _ := m.Read()
 		if cerr != nil {
 			err = cerr
 			break
 		}
 		if cal.Goodput > best.Goodput {
-			best = cal
-			cpu = tcpu.Seconds() / elapsed.Seconds()
+			best, cpu = cal, tcpu
 		}
 	}
 	err = errors.Join(err, p.Stop())
