@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-go/sluice/bench"
-	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -339,29 +337,7 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		return err
 	}
 	fmt.Fprintln(stdout)
-	jsonPath := filepath.Join(out, "report.json")
-	jf, jerr := os.Create(jsonPath)
-	if jerr == nil {
-		jerr = errors.Join(scenario.WriteJSON(jf, rep, f.all), jf.Close())
-	}
-	if jerr != nil {
-		return errors.Join(err, jerr)
-	}
-	return errors.Join(err, printReport(stdout, rep, out, jsonPath, f.all, true))
-}
-
-// writeSummary ends the output with what the table shows, in plain words
-// (report.PlainSummary), after a blank line; nothing when it has nothing
-// to say.
-func writeSummary(w io.Writer, rep *bench.Report) {
-	lines := report.PlainSummary(rep)
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
+	return errors.Join(err, saveAndPrintReport(stdout, rep, out, f.all))
 }
 
 // startProgress reports the suite's progress on stderr while it runs;

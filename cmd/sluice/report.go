@@ -62,6 +62,21 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	return printReport(stdout, doc.Report, dir, "", scenario.All(), false)
 }
 
+// saveAndPrintReport writes the report of a run that just ended: its JSON
+// document (scenario.WriteJSON) as report.json in dir, then the text and
+// plots of printReport, whose enforced checks it enforces.
+func saveAndPrintReport(w io.Writer, rep *bench.Report, dir string, all []bench.Scenario) error {
+	jsonPath := filepath.Join(dir, "report.json")
+	jf, err := os.Create(jsonPath)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(scenario.WriteJSON(jf, rep, all), jf.Close()); err != nil {
+		return err
+	}
+	return printReport(w, rep, dir, jsonPath, all, true)
+}
+
 // printReport writes the one report of a run, whether it just ran or was
 // read back: every scenario's tables (the soak's checks among them), the
 // path of the JSON (when given), the plots drawn in dir and the plain
@@ -122,5 +137,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+}
+
+// writeSummary ends the output with what the table shows, in plain words
+// (report.PlainSummary), after a blank line; nothing when it has nothing
+// to say.
+func writeSummary(w io.Writer, rep *bench.Report) {
+	lines := report.PlainSummary(rep)
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }
