@@ -10,8 +10,11 @@ import (
 )
 
 // Document is the JSON form of a rendered report: the raw report with every
-// sample, the summary rows and the step rows. WriteJSON writes one and it
-// decodes back into the same values.
+// sample, the rows of the sweep, shapes, slowdown, mix and step scenarios
+// (Summary, Steps) and, by scenario name, those of every scenario with a
+// report of its own (Scenarios, which scenario.WriteJSON fills in).
+// WriteJSON writes one without Scenarios; it decodes back into the same
+// values.
 type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
@@ -34,7 +37,8 @@ func NewDocument(rep *bench.Report) Document {
 	return d
 }
 
-// WriteJSON writes the Document of rep to w as indented JSON.
+// WriteJSON writes the Document of rep to w as indented JSON: the suite's
+// rows only (see Document).
 func WriteJSON(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")

@@ -5,9 +5,16 @@
 // points one repeat runs, and how one point runs on a target, with what
 // package bench gives every scenario (bench.Trial: the target's child
 // process, the load generator, the CPU bracket). A scenario with a report
-// of its own implements Reporter; one with flags of its own, Flagger.
+// of its own implements Reporter (its tables and its rows in the JSON
+// document); one with plots, Plotter; one with flags of its own, Flagger;
+// one whose runs are checked against rules, Enforcer. WriteReport,
+// WriteJSON and Plots put the whole report together from them.
 //
-// Adding a scenario is one file here and one line in All.
+// Adding a scenario is one file here and one line in All. What the
+// target's child process serves runs inside package bench (ChildSpec), so
+// a scenario that needs more there than the handlers it has adds it to
+// that package; the command's usage (the -scenarios flag of cmd/sluice)
+// describes each scenario in words.
 package scenario
 
 import (
