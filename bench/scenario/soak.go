@@ -194,7 +194,7 @@ type SoakRules struct {
 	ExitSlack  int           `json:"exit_slack"`
 }
 
-// DefaultSoakRules are the rules of the soak scenario. A leak of one
+// DefaultSoakRules returns the rules of the soak scenario. A leak of one
 // goroutine or descriptor per chaos connection (about a hundred a second)
 // or of a kilobyte per request passes the flatness slack within seconds;
 // the slack and the 1.5 factor leave room for what a healthy server
