@@ -175,7 +175,7 @@ func (cfg *SuiteConfig) CalibrateBackends(ctx context.Context, target string, b 
 		cc.Conns = n
 		cals := make([]Calibration, len(b.procs))
 		errs := make([]error, len(b.procs))
-		tcpu0, t0 := b.CPU(), time.Now()
+		m := b.MeterCPU()
 		var wg sync.WaitGroup
 		for i, p := range b.procs {
 			c := cc
@@ -183,7 +183,7 @@ func (cfg *SuiteConfig) CalibrateBackends(ctx context.Context, target string, b 
 			wg.Go(func() { cals[i], errs[i] = Calibrate(ctx, c) })
 		}
 		wg.Wait()
-		tcpu, elapsed := b.CPU()-tcpu0, time.Since(t0)
+		tcpu, _, _ := m.Read()
 		if err = errors.Join(errs...); err != nil {
 			break
 		}
@@ -192,7 +192,7 @@ func (cfg *SuiteConfig) CalibrateBackends(ctx context.Context, target string, b 
 			sum += c.Goodput
 		}
 		if sum > capacity {
-			capacity, cpu = sum, tcpu.Seconds()/elapsed.Seconds()
+			capacity, cpu = sum, tcpu
 		}
 	}
 	err = errors.Join(err, b.Stop())

@@ -42,10 +42,10 @@
 // renders. A Scenario says what points it runs and runs one with the kit a
 // Trial gives it (a target's child process, the generator as the suite is
 // set up, the CPU bracket); package bench/scenario holds them, one file
-// each. The soak (SoakConfig) runs RunChaos's misbehaving clients
+// each. For the soak scenario, RunChaos runs misbehaving clients
 // (slowloris, clients that never read, resets mid-request, garbage,
-// pipelined floods) beside the load, reads the target's memory, goroutines
-// and descriptors every second, and checks them with EvaluateSoak.
+// pipelined floods) beside the load, and Process.Monitor reads the
+// target's memory, goroutines and descriptors every second.
 package bench
 
 import (

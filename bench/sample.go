@@ -22,11 +22,6 @@ const (
 	// ScenarioMix offers requests on kept-alive connections and on new
 	// connections together, counted as two classes.
 	ScenarioMix = "mix"
-	// ScenarioSoak offers 5x of capacity for a minute with chaos clients
-	// alongside and a handler that panics on 1% of its requests, and
-	// checks goodput per second and the target's goroutines, descriptors
-	// and memory (see SoakConfig).
-	ScenarioSoak = "soak"
 )
 
 // Percentiles are latencies of the OK answers, in milliseconds.
@@ -120,12 +115,6 @@ type Sample struct {
 	// scenarios.
 	Step   *StepInfo `json:"step,omitempty"`
 	Series []Bucket  `json:"series,omitempty"`
-	// Soak is set for the soak scenario.
-	Soak *SoakInfo `json:"soak,omitempty"`
-	// Tenants is set for the tenants scenario.
-	Tenants *TenantsInfo `json:"tenants,omitempty"`
-	// Lanes is set for the lanes scenario.
-	Lanes *LanesInfo `json:"lanes,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
@@ -140,9 +129,9 @@ type Sample struct {
 
 // UnmarshalJSON decodes a sample. Reports written before a scenario kept
 // its own figures in Detail hold them in a field named after the scenario
-// ("noisy", "stray", "cluster", "shed"): that field becomes the sample's
-// Detail, so that the scenario's report reads such a sample as one
-// written now.
+// ("noisy", "stray", "cluster", "shed", "soak", "tenants", "lanes"): that
+// field becomes the sample's Detail, so that the scenario's report reads
+// such a sample as one written now.
 func (s *Sample) UnmarshalJSON(b []byte) error {
 	type sample Sample // the fields, without this method
 	if err := json.Unmarshal(b, (*sample)(s)); err != nil {
@@ -164,7 +153,11 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 // detailOnceNamed reports whether reports written before Sample.Detail
 // hold the scenario's figures in a field named after it.
 func detailOnceNamed(scenario string) bool {
-	return scenario == "noisy" || scenario == "stray" || scenario == "cluster" || scenario == "shed"
+	switch scenario {
+	case "noisy", "stray", "cluster", "shed", "soak", "tenants", "lanes":
+		return true
+	}
+	return false
 }
 
 // SetDetail stores v, as JSON, as the sample's Detail.

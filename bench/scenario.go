@@ -214,36 +214,53 @@ func (t *Trial) Measure(ctx context.Context, proc *Process, rc Config, s *Sample
 }
 
 // A CPUMeter brackets a run: the CPU time this process (the load
-// generator) and the target processes use during it.
+// generator) and the target processes use during it. It is the one
+// bracket of the suite: around every scenario's run (Trial.Measure,
+// MeterCPU, Backends.MeterCPU) and every capacity measurement.
 type CPUMeter struct {
-	procs         []*Process
+	targetCPU     func() time.Duration // the targets' CPU time so far
 	self0, target time.Duration
 	start         time.Time
 }
 
 // MeterCPU starts metering now, the targets being procs.
 func MeterCPU(procs ...*Process) *CPUMeter {
-	m := &CPUMeter{procs: procs, self0: selfCPU(), start: time.Now()}
+	return meterCPU(func() time.Duration {
+		var d time.Duration
+		for _, p := range procs {
+			d += p.cpu()
+		}
+		return d
+	})
+}
+
+// MeterCPU starts metering now, the targets being the running backends
+// (Backends.CPU).
+func (b *Backends) MeterCPU() *CPUMeter { return meterCPU(b.CPU) }
+
+// meterCPU starts metering now, targetCPU reading the targets' CPU time.
+func meterCPU(targetCPU func() time.Duration) *CPUMeter {
+	m := &CPUMeter{targetCPU: targetCPU, self0: selfCPU(), start: time.Now()}
 	m.target = m.targetCPU()
 	return m
 }
 
-func (m *CPUMeter) targetCPU() time.Duration {
-	var d time.Duration
-	for _, p := range m.procs {
-		d += p.cpu()
-	}
-	return d
-}
-
-// Stop ends the bracket and sets s.TargetCPU and s.GeneratorCPU, CPU-seconds
-// per second of the bracket (the sending window and the wait for the last
-// answers). It returns how long the bracket lasted.
-func (m *CPUMeter) Stop(s *Sample) time.Duration {
+// Read returns the CPU time the targets and this process have used since
+// the bracket began, in CPU-seconds per second of it (0 before any time
+// has passed), and how long it has lasted.
+func (m *CPUMeter) Read() (target, generator float64, elapsed time.Duration) {
 	gen, tcpu, elapsed := selfCPU()-m.self0, m.targetCPU()-m.target, time.Since(m.start)
 	if sec := elapsed.Seconds(); sec > 0 {
-		s.TargetCPU = tcpu.Seconds() / sec
-		s.GeneratorCPU = gen.Seconds() / sec
+		target, generator = tcpu.Seconds()/sec, gen.Seconds()/sec
 	}
+	return target, generator, elapsed
+}
+
+// Stop ends the bracket and sets s.TargetCPU and s.GeneratorCPU from Read,
+// over the bracket (the sending window and the wait for the last
+// answers). It returns how long the bracket lasted.
+func (m *CPUMeter) Stop(s *Sample) time.Duration {
+	var elapsed time.Duration
+	s.TargetCPU, s.GeneratorCPU, elapsed = m.Read()
 	return elapsed
 }

@@ -122,12 +122,6 @@ type SuiteConfig struct {
 	// NewFraction is the share of requests on new connections in the mix
 	// scenario, the rest on kept-alive ones; default 0.5.
 	NewFraction float64
-	// Soak shapes the soak scenario; it serves the handler of Shape.
-	Soak SoakConfig
-	// Tenants shapes the tenants scenario.
-	Tenants TenantsConfig
-	// Lanes shapes the lanes scenario.
-	Lanes LanesConfig
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -447,16 +441,15 @@ func (cfg *SuiteConfig) calibrateChild(ctx context.Context, cs ChildSpec) (capac
 	var best Calibration
 	for _, n := range cfg.CalibrateConns {
 		cc.Conns = n
-		tcpu0, t0 := p.cpu(), time.Now()
+		m := MeterCPU(p)
 		cal, cerr := Calibrate(ctx, cc)
-		tcpu, elapsed := p.cpu()-tcpu0, time.Since(t0)
+		tcpu, _, _ := m.Read()
 		if cerr != nil {
 			err = cerr
 			break
 		}
 		if cal.Goodput > best.Goodput {
-			best = cal
-			cpu = tcpu.Seconds() / elapsed.Seconds()
+			best, cpu = cal, tcpu
 		}
 	}
 	err = errors.Join(err, p.Stop())

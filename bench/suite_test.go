@@ -159,13 +159,9 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		return selfLauncher()
 	}
 	for name, change := range map[string]func(*SuiteConfig){
-		"unknown target":   func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
-		"no scenario":      func(c *SuiteConfig) { c.Scenarios = nil },
-		"a scenario twice": func(c *SuiteConfig) { c.Scenarios = []Scenario{offer{}, offer{}} },
-		"soak of half a bucket": func(c *SuiteConfig) {
-			c.Scenarios = []Scenario{builtIn(ScenarioSoak)}
-			c.Soak.Duration = 1500 * time.Millisecond
-		},
+		"unknown target":          func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
+		"no scenario":             func(c *SuiteConfig) { c.Scenarios = nil },
+		"a scenario twice":        func(c *SuiteConfig) { c.Scenarios = []Scenario{offer{}, offer{}} },
 		"zero multiple":           func(c *SuiteConfig) { c.Multiples = []float64{0.2, 0} },
 		"negative multiple":       func(c *SuiteConfig) { c.Multiples = []float64{-1} },
 		"NaN multiple":            func(c *SuiteConfig) { c.Multiples = []float64{math.NaN()} },
@@ -176,10 +172,8 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
 		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
 		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
-		"TLS in the lanes":        func(c *SuiteConfig) { c.TLS, c.Scenarios = true, []Scenario{builtIn(ScenarioLanes)} },
 		"negative clients":        func(c *SuiteConfig) { c.Clients = -1 },
 		"clients and new conns":   func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
-		"clients in the soak":     func(c *SuiteConfig) { c.Clients, c.Scenarios = 8, []Scenario{builtIn(ScenarioSoak)} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()

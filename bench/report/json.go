@@ -10,15 +10,15 @@ import (
 )
 
 // Document is the JSON form of a rendered report: the raw report with every
-// sample, the summary rows and the step rows. WriteJSON writes one and it
-// decodes back into the same values.
+// sample, the rows of the sweep, shapes, slowdown, mix and step scenarios
+// (Summary, Steps) and, by scenario name, those of every scenario with a
+// report of its own (Scenarios, which scenario.WriteJSON fills in).
+// WriteJSON writes one without Scenarios; it decodes back into the same
+// values.
 type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
 	Steps   []StepRow     `json:"steps"`
-	// Tenants is the rows of the tenants scenario, absent when it has
-	// none.
-	Tenants []TenantsRow `json:"tenants,omitempty"`
 	// Scenarios holds the rows of the scenarios with reports of their
 	// own (package bench/scenario), by scenario name; absent when none
 	// has any.
@@ -27,7 +27,7 @@ type Document struct {
 
 // NewDocument builds the Document of rep.
 func NewDocument(rep *bench.Report) Document {
-	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep), Tenants: SummarizeTenants(rep)}
+	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep)}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}
@@ -37,7 +37,8 @@ func NewDocument(rep *bench.Report) Document {
 	return d
 }
 
-// WriteJSON writes the Document of rep to w as indented JSON.
+// WriteJSON writes the Document of rep to w as indented JSON: the suite's
+// rows only (see Document).
 func WriteJSON(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")

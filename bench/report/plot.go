@@ -42,12 +42,6 @@ const (
 //     lowest repeat index, named in the title), with the step up and down
 //     marked (StepPlots draws the same for another scenario whose load is
 //     a step);
-//   - soak-<shape>.png for each shape of the soak scenario: goodput per
-//     bucket as a fraction of C against time, for one run per target (the
-//     lowest repeat), with the least the rules allow marked;
-//   - tenants.png for the tenants scenario: the heavy tenant's goodput and
-//     the light tenants' together against time, in multiples of C, with
-//     enforcement on (solid) and off (dashed), for the first target.
 //
 // The shape's part of a name is reduced to letters, digits, '-' and '_';
 // a sample without a shape gives goodput.png, latency.png and step.png. A
@@ -102,14 +96,6 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 		if err := save(stepPlot(rep, bench.ScenarioStep, "Step response", shape, ranks, keepAll)); err != nil {
 			return paths, err
 		}
-	}
-	for _, shape := range shapes(rep, bench.ScenarioSoak) {
-		if err := save(soakPlot(rep, shape, ranks)); err != nil {
-			return paths, err
-		}
-	}
-	if err := save(tenantsPlot(rep)); err != nil {
-		return paths, err
 	}
 	return paths, nil
 }
@@ -463,11 +449,25 @@ func StepPlots(dir string, rep *bench.Report, scenario, title string, keep func(
 	if rep == nil {
 		return nil, errors.New("report: nil report")
 	}
-	var paths []string
 	ranks := TargetRanks(rep)
+	return ShapePlots(dir, rep, scenario, func(shape string) (*plot.Plot, string, error) {
+		return stepPlot(rep, scenario, title, shape, ranks, keep)
+	})
+}
+
+// ShapePlots draws, with draw, one chart per handler shape of the
+// scenario's samples in rep, and saves each in dir, which it creates if
+// missing, under the file name draw gives it (PlotFile), numbered when two
+// shapes give the same name; it returns their paths. draw returns a nil
+// plot for a shape with nothing to show, which is skipped.
+func ShapePlots(dir string, rep *bench.Report, scenario string, draw func(shape string) (*plot.Plot, string, error)) ([]string, error) {
+	if rep == nil {
+		return nil, errors.New("report: nil report")
+	}
+	var paths []string
 	used := make(map[string]bool)
 	for _, shape := range shapes(rep, scenario) {
-		p, name, err := stepPlot(rep, scenario, title, shape, ranks, keep)
+		p, name, err := draw(shape)
 		if err != nil {
 			return paths, err
 		}
@@ -490,6 +490,19 @@ func StepPlots(dir string, rep *bench.Report, scenario, title string, keep func(
 	}
 	return paths, nil
 }
+
+// PlotFile returns the file name of a chart of kind for a handler shape:
+// "<kind>-<shape>.png" with the shape reduced to letters, digits, '-' and
+// '_', or "<kind>.png" without a shape.
+func PlotFile(kind, shape string) string { return fileName(kind, shape) }
+
+// NewPlot returns a chart as this package draws them: a title, axis
+// labels, a grid and the legend at the top left, LegendInset off the
+// axes.
+func NewPlot(title, x, y string) *plot.Plot { return newPlot(title, x, y) }
+
+// LegendInset is how far NewPlot keeps the legend off the axes.
+const LegendInset = legendInset
 
 // stepPlot draws the time series of shape in a scenario whose load is a
 // step, titled title, and returns it with its file name, or a nil plot

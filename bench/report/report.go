@@ -16,10 +16,11 @@
 // after it steps down), WriteTable and WriteJSON print them (the table with
 // a legend of its columns and notes on its blanks), PlainSummary says in
 // plain words what the main table shows, and Plots draws goodput, latency
-// and step-response charts. The scenarios of package bench/scenario write
-// their own tables and plots with this package's helpers (NewTab, Line,
-// Median, FormatMS, TargetRanks, PlacementOf, HandlerOf, BucketWidth,
-// StepPlots).
+// and step-response charts. Every other scenario of package bench/scenario
+// writes its own tables, JSON rows (Document.Scenarios) and plots, with
+// this package's helpers (NewTab, Line, Median, FormatMS, TargetRanks,
+// PlacementOf, HandlerOf, BucketWidth, StepPlots, ShapePlots, NewPlot,
+// PlotFile); package bench/scenario puts the whole report together.
 package report
 
 import (

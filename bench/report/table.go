@@ -29,8 +29,8 @@ import (
 // they measured, marked "*", and a note under the table says so, as it
 // says why a cell of the column is blank.
 //
-// The tenants scenario has a table of its own (WriteTenants), written
-// last; other scenarios' samples are left to their own reports.
+// Other scenarios' samples are left to their own reports (package
+// bench/scenario).
 func WriteTable(w io.Writer, rep *bench.Report) error {
 	if rep == nil {
 		return errors.New("report: nil report")
@@ -68,7 +68,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
-	return WriteTenants(w, rep)
+	return nil
 }
 
 // columns says which optional columns a table has.

@@ -559,8 +559,8 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	kctx, stopKiller := context.WithCancel(ctx)
 	defer stopKiller()
 	s = t.Sample()
-	m := bench.MeterCPU()
-	tcpu0, t0 := b.CPU(), time.Now()
+	m := b.MeterCPU()
+	t0 := time.Now()
 	if k != nil {
 		rc.Classify = k.classify
 		k.start = t0
@@ -573,8 +573,10 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		}
 		err = errors.Join(err, <-killed)
 	}
-	tcpu := b.CPU() - tcpu0
-	elapsed := m.Stop(s)
+	m.Stop(s)
+	if k != nil {
+		s.TargetCPU = 0 // a killed backend's CPU time is lost with it
+	}
 	st := tr.Stats()
 	// Closed before the backends stop, which would wait for them.
 	base.CloseIdleConnections()
@@ -582,9 +584,6 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		return nil, err
 	}
 	bench.Fill(s, res)
-	if sec := elapsed.Seconds(); sec > 0 && k == nil { // a killed backend's CPU time is lost with it
-		s.TargetCPU = tcpu.Seconds() / sec
-	}
 	d := ClusterDetail{
 		Part: p.Part, Requests: st.Requests, Attempts: st.Attempts, Retries: st.Retries,
 		BudgetDenied: st.BudgetDenied, NoBackend: st.NoBackend,

@@ -5,9 +5,16 @@
 // points one repeat runs, and how one point runs on a target, with what
 // package bench gives every scenario (bench.Trial: the target's child
 // process, the load generator, the CPU bracket). A scenario with a report
-// of its own implements Reporter; one with flags of its own, Flagger.
+// of its own implements Reporter (its tables and its rows in the JSON
+// document); one with plots, Plotter; one with flags of its own, Flagger;
+// one whose runs are checked against rules, Enforcer. WriteReport,
+// WriteJSON and Plots put the whole report together from them.
 //
-// Adding a scenario is one file here and one line in All.
+// Adding a scenario is one file here and one line in All. What the
+// target's child process serves runs inside package bench (ChildSpec), so
+// a scenario that needs more there than the handlers it has adds it to
+// that package; the command's usage (the -scenarios flag of cmd/sluice)
+// describes each scenario in words.
 package scenario
 
 import (
@@ -34,24 +41,15 @@ func All() []bench.Scenario {
 		&Step{},
 		&Closed{},
 		&Quota{},
-		builtIn(bench.ScenarioSoak),
+		&Soak{},
 		&Noisy{},
 		&Stray{},
 		&LongLived{},
 		&Cluster{},
 		&Shed{},
-		builtIn(bench.ScenarioTenants),
-		builtIn(bench.ScenarioLanes),
+		&Tenants{},
+		&Lanes{},
 	}
-}
-
-// builtIn returns a scenario that still runs inside package bench.
-func builtIn(name string) bench.Scenario {
-	s, ok := bench.BuiltIn(name)
-	if !ok {
-		panic("scenario: no built-in scenario " + name)
-	}
-	return s
 }
 
 // Default names the scenarios `sluice bench` runs when -scenarios is not
@@ -190,10 +188,18 @@ type Flagger interface {
 	Flags(fs *flag.FlagSet)
 }
 
-// WriteReport writes rep to w: the suite's tables (report.WriteLanesReport)
+// An Enforcer is a scenario whose runs are checked against rules of its
+// own, some of them enforced: Failures returns the enforced checks of
+// rep's samples that failed, one line each, or an error naming a sample
+// it cannot read.
+type Enforcer interface {
+	Failures(rep *bench.Report) ([]string, error)
+}
+
+// WriteReport writes rep to w: the suite's tables (report.WriteTable)
 // and then each reporting scenario's of all.
 func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
-	if err := writeSuiteTables(w, rep); err != nil {
+	if err := report.WriteTable(w, rep); err != nil {
 		return err
 	}
 	for _, s := range all {
@@ -204,13 +210,6 @@ func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 		}
 	}
 	return nil
-}
-
-// writeSuiteTables writes the suite's own tables: the header, the table of
-// rates by offered load and the tables of the scenarios that still report
-// inside package bench/report.
-func writeSuiteTables(w io.Writer, rep *bench.Report) error {
-	return report.WriteLanesReport(w, rep)
 }
 
 // WriteJSON writes rep to w as the report's JSON document
@@ -235,16 +234,10 @@ func WriteJSON(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 	return report.WriteDocument(w, d)
 }
 
-// Plots draws every plot of rep in dir, the suite's (report.Plots,
-// report.LanesPlots) and each plotting scenario's of all, and returns
-// their files.
+// Plots draws every plot of rep in dir, the suite's (report.Plots) and
+// each plotting scenario's of all, and returns their files.
 func Plots(dir string, rep *bench.Report, all []bench.Scenario) ([]string, error) {
 	plots, err := report.Plots(dir, rep)
-	if err != nil {
-		return plots, err
-	}
-	lanes, err := report.LanesPlots(dir, rep)
-	plots = append(plots, lanes...)
 	if err != nil {
 		return plots, err
 	}

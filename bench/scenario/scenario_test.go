@@ -20,7 +20,7 @@ func TestAllNamesEachScenarioOnce(t *testing.T) {
 		assert.True(t, seen[n], "the default %s is listed", n)
 	}
 	assert.True(t, seen["closed"])
-	assert.True(t, seen[bench.ScenarioSoak])
+	assert.True(t, seen["soak"])
 }
 
 func TestSelect(t *testing.T) {

@@ -106,6 +106,9 @@ func TestBadInput(t *testing.T) {
 		{"bench", "-scenarios", "stray", "-stray-delay", "0s"},
 		{"bench", "-scenarios", "stray", "-stray-x", "-2"},
 		{"bench", "-scenarios", "cluster", "-cluster-x", "0"},
+		{"bench", "-scenarios", "tenants", "-tenants-duration", "0s"},
+		{"bench", "-scenarios", "tenants", "-tenants-cpu", "0s"},
+		{"bench", "-scenarios", "tenants", "-tenants-utilisation", "1.5"},
 		{"bench", "-client", "polite"},
 		{"bench", "-client", "keep,keep"},
 		{"bench", "-shapes", "cpu,gpu"},
@@ -418,6 +421,30 @@ func TestReportReadsAnOldClusterReport(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "sluice none 1000 1500 950 0.950 1.000 36.7 0.0 20.0 80.0 39/39/21 1/0", row)
+}
+
+// TestReportReadsAnOldSoakReport does the same for the soak, whose
+// figures were under "soak"; the report command shows its checks again
+// without failing on them.
+func TestReportReadsAnOldSoakReport(t *testing.T) {
+	const old = `{"report": {"command": "go run ./cmd/sluice soak", "deadline": 1000000000, "repeats": 1,
+  "samples": [{"scenario": "soak", "shape": "io", "handler": {"cpu": 1000000, "db": 10000000, "blocking": false},
+    "target": "sluice", "repeat": 0, "capacity": 100, "multiple": 5, "requests": 500,
+    "rates": {"offered": 500, "goodput": 50, "rejected": 450, "failed": 0}, "latency_ms": {"p50": 20, "p99": 80}, "behind": false,
+    "series": [{"Start": 0, "OK": 50}],
+    "soak": {"duration": 1000000000, "bucket": 1000000000, "settle": 1000000000, "panic_every": 100,
+      "chaos_mix": {"slowloris": 2}, "resources": [], "drained": {}, "stop": {"took": 1000000},
+      "rules": {"min_goodput": 0.7},
+      "checks": [{"name": "goodput", "pass": false, "enforced": true, "detail": "every 1s at least 0.70 of C (100/s): min 0.50"}]}}]},
+  "summary": [], "steps": []}`
+	path := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", path}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "soak, shape io (cpu 1ms, db 10ms): 5x of C for 1s, goodput per 1s bucket")
+	assert.Contains(t, s, "with 2 chaos clients (2 slowloris), and a handler that panics on every 100th request (1%)")
+	assert.Contains(t, s, "  FAIL goodput: every 1s at least 0.70 of C (100/s): min 0.50")
 }
 
 func TestSummaryClosesTheOutput(t *testing.T) {

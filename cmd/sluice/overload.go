@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-go/sluice/bench"
-	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -37,9 +34,9 @@ type suiteFlags struct {
 	// cpus is "split" or "shared"; targetCPUs and genCPUs are CPU lists
 	// ("1", "0-7") that replace the automatic split.
 	cpus, targetCPUs, genCPUs string
-	// soak makes the flags those of the soak command: -duration, -x
-	// and the chaos are the soak's, and there is no -scenarios.
-	soak bool
+	// soak, when set, makes the flags those of the soak command: -duration,
+	// -x and the chaos are this soak's, and there is no -scenarios.
+	soak *scenario.Soak
 	// chaos is the soak's chaos clients, "kind=n,..." or "none".
 	chaos string
 	// client is the generator's client modes, "reconnect,keep"; empty
@@ -57,13 +54,13 @@ type suiteFlags struct {
 
 func (f *suiteFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
-	if f.soak {
-		fs.DurationVar(&c.Soak.Duration, "duration", c.Soak.Duration, "sending window of the soak, a whole number of seconds")
-		fs.Float64Var(&c.Soak.Multiple, "x", c.Soak.Multiple, "offered load, in multiples of each target's capacity")
-		fs.DurationVar(&c.Soak.Settle, "settle", c.Soak.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
-		fs.IntVar(&c.Soak.PanicEvery, "panic-every", c.Soak.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
+	if so := f.soak; so != nil {
+		fs.DurationVar(&so.Duration, "duration", so.Duration, "sending window of the soak, a whole number of seconds")
+		fs.Float64Var(&so.Multiple, "x", so.Multiple, "offered load, in multiples of each target's capacity")
+		fs.DurationVar(&so.Settle, "settle", so.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
+		fs.IntVar(&so.PanicEvery, "panic-every", so.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
 		fs.StringVar(&f.chaos, "chaos", formatMix(bench.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
-		fs.Float64Var(&c.Soak.Rules.MinGoodput, "min-goodput", bench.DefaultSoakRules.MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
+		fs.Float64Var(&so.Rules.MinGoodput, "min-goodput", scenario.DefaultSoakRules().MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
 		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, "comma-separated scenarios: sweep, shapes, slowdown, mix, step; and, when named, closed (closed loops of 1 to 256 connections resending at once, as wrk does: -closed-conns), quota (the targets in CPU quotas, as containers with CPU limits: -quotas, -quota-x; needs root), soak, noisy (a busy neighbour on the last CPU), stray (a handler blocking in a plain http.Get), longlived (N idle WebSockets and N event streams held open beside a trivial load: -longlived-n, -longlived-window, -longlived-rate), cluster (3 backends, one slow, through 3 clients; then one killed and back), shed (one signal alone against a step of overload: -targets sluice-busy,sluice-cpu), tenants (one server by default, -tenants-servers, over Redis; a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server), lanes (an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp)")
@@ -75,17 +72,11 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.BoolVar(&c.NewConns, "newconns", false, "send every request, in the capacity measurement too, on a new connection of its own (with -tls, a full handshake each), in the sweep, shapes, slowdown and step scenarios")
 		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
-		fs.DurationVar(&c.Soak.Duration, "soak-duration", bench.DefaultSoakDuration, "sending window of the soak scenario (see sluice soak)")
-		fs.DurationVar(&c.Tenants.Duration, "tenants-duration", bench.DefaultTenantsDuration, "sending window of each part (enforcement on, off) of the tenants scenario")
-		fs.DurationVar(&c.Tenants.CPU, "tenants-cpu", bench.DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
-		fs.Float64Var(&c.Tenants.Utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
-		fs.IntVar(&c.Tenants.Servers, "tenants-servers", bench.DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
 		for _, sc := range f.all {
 			if fl, ok := sc.(scenario.Flagger); ok {
 				fl.Flags(fs)
 			}
 		}
-		fs.StringVar(&c.Tenants.Protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections, ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
 	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned, sluice-hold (holds the clients that resend at once); for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone)")
@@ -131,39 +122,27 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	}
 	c.Targets = splitList(f.targets)
 	names := splitList(f.scenarios)
-	if f.soak {
-		if c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour || c.Soak.Duration%time.Second != 0 {
-			return fmt.Errorf("-duration must be a whole number of seconds in (0, 1h], got %v", c.Soak.Duration)
+	if so := f.soak; so != nil {
+		if so.Duration <= 0 || so.Duration > time.Hour || so.Duration%time.Second != 0 {
+			return fmt.Errorf("-duration must be a whole number of seconds in (0, 1h], got %v", so.Duration)
 		}
-		if !(c.Soak.Multiple > 0) || c.Soak.Multiple > 1000 {
-			return fmt.Errorf("-x must be in (0, 1000], got %v", c.Soak.Multiple)
+		if !(so.Multiple > 0) || so.Multiple > 1000 {
+			return fmt.Errorf("-x must be in (0, 1000], got %v", so.Multiple)
 		}
-		if c.Soak.Settle < 0 || c.Soak.Settle > c.Soak.Duration {
-			return fmt.Errorf("-settle must be in [0, -duration], got %v", c.Soak.Settle)
+		if so.Settle < 0 || so.Settle > so.Duration {
+			return fmt.Errorf("-settle must be in [0, -duration], got %v", so.Settle)
 		}
-		if !(c.Soak.Rules.MinGoodput > 0) || c.Soak.Rules.MinGoodput > 1 {
-			return fmt.Errorf("-min-goodput must be in (0, 1], got %v", c.Soak.Rules.MinGoodput)
+		if !(so.Rules.MinGoodput > 0) || so.Rules.MinGoodput > 1 {
+			return fmt.Errorf("-min-goodput must be in (0, 1], got %v", so.Rules.MinGoodput)
 		}
 		mix, err := parseMix(f.chaos)
 		if err != nil {
 			return fmt.Errorf("-chaos: %w", err)
 		}
-		c.Soak.Chaos = &mix
-		names = []string{bench.ScenarioSoak}
+		so.Chaos = &mix
+		names = []string{so.Name()}
 	} else {
 		switch {
-		case c.Soak.Duration <= 0 || c.Soak.Duration > time.Hour:
-			return fmt.Errorf("-soak-duration must be in (0, 1h], got %v", c.Soak.Duration)
-		case c.Tenants.Duration <= 0 || c.Tenants.Duration > time.Hour:
-			return fmt.Errorf("-tenants-duration must be in (0, 1h], got %v", c.Tenants.Duration)
-		case c.Tenants.CPU <= 0 || c.Tenants.CPU > time.Second:
-			return fmt.Errorf("-tenants-cpu must be in (0, 1s], got %v", c.Tenants.CPU)
-		case c.Tenants.Utilisation < 0 || c.Tenants.Utilisation > 1 || math.IsNaN(c.Tenants.Utilisation):
-			return fmt.Errorf("-tenants-utilisation must be in (0, 1], or 0 for the default, got %v", c.Tenants.Utilisation)
-		case c.Tenants.Servers < 1 || c.Tenants.Servers > 16:
-			return fmt.Errorf("-tenants-servers must be in [1, 16], got %d", c.Tenants.Servers)
-		case !slices.Contains(bench.TenantsProtections, c.Tenants.Protection):
-			return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(bench.TenantsProtections, ", "), c.Tenants.Protection)
 		case c.Conns < 0 || c.Conns > 65536:
 			return fmt.Errorf("-conns must be in [0, 65536], got %d", c.Conns)
 		case c.Clients < 0 || c.Clients > 65536:
@@ -363,42 +342,7 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		return err
 	}
 	fmt.Fprintln(stdout)
-	jsonPath := filepath.Join(out, "report.json")
-	jf, jerr := os.Create(jsonPath)
-	if jerr == nil {
-		jerr = errors.Join(scenario.WriteJSON(jf, rep, f.all), jf.Close())
-	}
-	if jerr != nil {
-		return errors.Join(err, jerr)
-	}
-	return errors.Join(err, printReport(stdout, rep, out, jsonPath, f.all, true))
-}
-
-// writeSoak prints the soak runs of rep (report.WriteSoak) and returns an
-// error naming the enforced checks that failed, if any.
-func writeSoak(w io.Writer, rep *bench.Report) error {
-	if err := report.WriteSoak(w, rep); err != nil {
-		return err
-	}
-	failed := bench.SoakFailures(rep)
-	if len(failed) == 0 {
-		return nil
-	}
-	return fmt.Errorf("soak: %d check(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
-}
-
-// writeSummary ends the output with what the table shows, in plain words
-// (report.PlainSummary), after a blank line; nothing when it has nothing
-// to say.
-func writeSummary(w io.Writer, rep *bench.Report) {
-	lines := report.PlainSummary(rep)
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
+	return errors.Join(err, saveAndPrintReport(stdout, rep, out, f.all))
 }
 
 // startProgress reports the suite's progress on stderr while it runs;

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
@@ -56,15 +57,31 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if dir == "" {
 		dir = filepath.Dir(path)
 	}
-	// The soak's checks are shown again; a failed one is no error of
-	// this command, which only reads.
+	// The soak's checks are shown again (its report); a failed one is no
+	// error of this command, which only reads.
 	return printReport(stdout, doc.Report, dir, "", scenario.All(), false)
 }
 
+// saveAndPrintReport writes the report of a run that just ended: its JSON
+// document (scenario.WriteJSON) as report.json in dir, then the text and
+// plots of printReport, whose enforced checks it enforces.
+func saveAndPrintReport(w io.Writer, rep *bench.Report, dir string, all []bench.Scenario) error {
+	jsonPath := filepath.Join(dir, "report.json")
+	jf, err := os.Create(jsonPath)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(scenario.WriteJSON(jf, rep, all), jf.Close()); err != nil {
+		return err
+	}
+	return printReport(w, rep, dir, jsonPath, all, true)
+}
+
 // printReport writes the one report of a run, whether it just ran or was
-// read back: every scenario's tables, the path of the JSON (when given),
-// the plots drawn in dir, the plain summary and the soak's checks. With
-// enforce, a failed soak check is the error returned.
+// read back: every scenario's tables (the soak's checks among them), the
+// path of the JSON (when given), the plots drawn in dir and the plain
+// summary. With enforce, the enforced checks that failed (the soak's,
+// scenario.Enforcer) are the error returned.
 func printReport(w io.Writer, rep *bench.Report, dir, jsonPath string, all []bench.Scenario, enforce bool) error {
 	if err := scenario.WriteReport(w, rep, all); err != nil {
 		return err
@@ -83,9 +100,22 @@ func printReport(w io.Writer, rep *bench.Report, dir, jsonPath string, all []ben
 	}
 	writeSummary(w, rep)
 	if !enforce {
-		return report.WriteSoak(w, rep)
+		return nil
 	}
-	return writeSoak(w, rep)
+	var errs []error
+	for _, s := range all {
+		e, ok := s.(scenario.Enforcer)
+		if !ok {
+			continue
+		}
+		failed, err := e.Failures(rep)
+		if err != nil {
+			errs = append(errs, err)
+		} else if len(failed) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %d check(s) failed:\n  %s", s.Name(), len(failed), strings.Join(failed, "\n  ")))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // parseInterspersed parses args with fs, letting flags follow the
@@ -107,5 +137,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+}
+
+// writeSummary ends the output with what the table shows, in plain words
+// (report.PlainSummary), after a blank line; nothing when it has nothing
+// to say.
+func writeSummary(w io.Writer, rep *bench.Report) {
+	lines := report.PlainSummary(rep)
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }

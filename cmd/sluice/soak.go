@@ -9,20 +9,27 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 // soakCmd runs the soak scenario: each target at 5x of its own capacity
 // for a minute (by default), with chaos clients alongside and a handler
 // that panics on 1% of its requests, and prints the table and the
-// pass/fail lines of report.WriteSoak; it fails when a check that is
-// enforced fails (the goodput rule is enforced on the sluice targets only).
+// pass/fail lines of its report (scenario.Soak); it fails when a check
+// that is enforced fails (the goodput rule is enforced on the sluice
+// targets only).
 func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newSuiteFlags(3*time.Second, 1, "sluice,nethttp", bench.ScenarioSoak, "")
-	f.soak = true
-	f.cfg.Soak = bench.SoakConfig{
-		Multiple:   bench.DefaultSoakMultiple,
-		Duration:   bench.DefaultSoakDuration,
-		PanicEvery: bench.DefaultPanicEvery,
+	so := &scenario.Soak{
+		Multiple:   scenario.DefaultSoakMultiple,
+		Duration:   scenario.DefaultSoakDuration,
+		PanicEvery: scenario.DefaultPanicEvery,
+	}
+	f := newSuiteFlags(3*time.Second, 1, "sluice,nethttp", so.Name(), "")
+	f.soak = so
+	for i, s := range f.all {
+		if s.Name() == so.Name() {
+			f.all[i] = so // the scenario the command's flags set
+		}
 	}
 	return runSuiteCommand(ctx, "soak", f, args, stdout, stderr)
 }

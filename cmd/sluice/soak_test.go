@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 func TestSoakBadInput(t *testing.T) {
@@ -29,7 +30,7 @@ func TestSoakBadInput(t *testing.T) {
 		{"soak", "-chaos", "flood=-1"},
 		{"soak", "-scenarios", "sweep"},
 		{"soak", "-targets", "apache"},
-		{"bench", "-soak-duration", "0s"},
+		{"bench", "-scenarios", "soak", "-soak-duration", "0s"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errOut)
@@ -76,8 +77,10 @@ func TestSoakCommandFailsOnItsChecks(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &doc))
 	require.Len(t, doc.Report.Samples, 1)
 	smp := doc.Report.Samples[0]
-	require.NotNil(t, smp.Soak)
-	assert.Len(t, smp.Soak.Checks, 7)
+	d, err := bench.DetailOf[scenario.SoakDetail](&smp)
+	require.NoError(t, err)
+	require.NotNil(t, d)
+	assert.Len(t, d.Checks, 7)
 	assert.Equal(t, "go run ./cmd/sluice soak -duration 1s -x 0.2 -targets sluice -chaos reset=1,flood=1,noread=1 -panic-every 10 "+
 		"-calibrate 200ms -warmup 50ms -cpu 100us -db 1ms -out "+dir+" -progress off", doc.Report.Command)
 
