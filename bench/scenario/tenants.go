@@ -106,7 +106,9 @@ const (
 // (each tenant's arrivals are then Poisson too) and named in TenantHeader,
 // the requests spread over the servers round robin, and counts each
 // tenant's outcomes per Bucket. The on part enforces; the off part runs
-// the same with every tracker's enforcement off.
+// the same with every tracker's enforcement off. With the suite's CPU
+// quota (SuiteConfig.Quota, -quota), each server runs in a quota of its
+// own: servers of independent capacities on fewer CPUs than servers.
 type Tenants struct {
 	// CPU is the busy work per request; default 5 ms (so that the
 	// generator, on one CPU, keeps up with 5.5x of C).
@@ -349,7 +351,7 @@ func (f TenantsFigures) Met() map[string]bool {
 // (bench.SuiteConfig.CalibrateBackends), without tenants (the tracker
 // costs nanoseconds a request).
 func (c *Tenants) Calibrate(ctx context.Context, s *bench.SuiteConfig, target string, _ bench.Shape) (capacity, cpu float64, err error) {
-	b, err := s.StartBackends(ctx, bench.ChildSpec{Target: target, Nice: bench.TargetNice}, c.specs())
+	b, err := s.StartBackends(ctx, bench.ChildSpec{Target: target, Nice: bench.TargetNice, Quota: s.Quota}, c.specs())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -419,7 +421,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	}
 	defer func() { err = errors.Join(err, stopRedis()) }()
 	child := &bench.TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", t.Index), Off: p.Part == TenantsOff, Period: c.Period, Utilisation: c.Utilisation, Protection: c.Protection}
-	b, err := cfg.StartBackends(ctx, bench.ChildSpec{Target: t.Target, Nice: bench.TargetNice, Tenants: child}, c.specs())
+	b, err := cfg.StartBackends(ctx, bench.ChildSpec{Target: t.Target, Nice: bench.TargetNice, Tenants: child, Quota: cfg.Quota}, c.specs())
 	if err != nil {
 		return nil, err
 	}
