@@ -315,8 +315,10 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 }
 
 // run runs the handler of an admitted stream as a coroutine on wk, in
-// lane, and waits for it: the status it answered, the write error or
-// panic, and whether it panicked. The handler does not run (unstarted)
+// lane, or, when wk's book knows its route as a stream (startAway), on
+// the calling goroutine, and waits for it: the status it answered, the
+// write error or panic, and whether it panicked. The handler does not run
+// (unstarted)
 // when the stream's context ends before its coroutine starts, or, in the
 // built-in lanes, when the coroutine starts past the admission's age
 // limit counted from arrived (Unix nanoseconds, when the stream reached
