@@ -168,6 +168,11 @@ func ReadBlockingDeadline(fd int, p []byte, dl Deadline) (int, error) {
 	}
 }
 
+// WriteAvailable writes what the non-blocking socket fd takes of p now,
+// without waiting, from any goroutine, and returns the rest: empty when
+// all of p went.
+func WriteAvailable(fd int, p []byte) (rest []byte, err error) { return writeFD(fd, p) }
+
 // WriteBlockingDeadline is WriteBlocking with a deadline: once dl says it
 // has passed, the write fails with os.ErrDeadlineExceeded, having written
 // some of p or none. A nil dl never expires.

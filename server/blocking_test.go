@@ -4,11 +4,15 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +302,72 @@ func TestMoreStreamsThanSpareThreads(t *testing.T) {
 		client.Timeout = 10 * time.Second
 		checkStreamsReleaseTheWorker(t, rt, client, 2, 16, 5)
 	})
+}
+
+// A stream's handler that writes to a client that does not read waits for
+// room parked, holding no thread: 24 such streams on one worker leave the
+// process's threads as they were (each wait blocked a thread in poll(2)
+// before), and the plain requests beside them are served.
+func TestStreamsToClientsThatDoNotReadHoldNoThread(t *testing.T) {
+	const streams = 24
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1})
+	stop := make(chan struct{})
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	var writes atomic.Int64 // writes returned, by every stream
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		_, _ = io.WriteString(w, "data: first\n\n")
+		http.NewResponseController(w).Flush()
+		if r.URL.Query().Get("learn") != "" {
+			return
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			writes.Add(1)
+		}
+	})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
+	t.Cleanup(func() { close(stop) })
+	get := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Equal(t, "data: first\n\n", get("/events?learn=1"), "the route is learned as a stream")
+	threads := pprof.Lookup("threadcreate").Count()
+	for range streams {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_, err = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+		require.NoError(t, err)
+	}
+	// Wait until every writer waits: no write has returned for 300 ms.
+	deadline := time.Now().Add(20 * time.Second)
+	for last := int64(-1); ; {
+		time.Sleep(300 * time.Millisecond)
+		n := writes.Load()
+		if n == last && n > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the streams did not fill their sockets")
+		last = n
+	}
+	for range 3 {
+		assert.Equal(t, "plain", get("/"), "a plain request beside %d streams waiting for room", streams)
+	}
+	assert.Less(t, pprof.Lookup("threadcreate").Count()-threads, streams/2, "threads made while %d writers wait", streams)
 }

@@ -651,12 +651,25 @@ func (c *conn) send(ctx context.Context, p []byte) error {
 // sendAway is send for a goroutine other than the handler's coroutine
 // while the handler runs away (a stream's, handleAway: its coroutine waits
 // in Await, the worker free): the handler's own goroutine, or one it
-// started. The worker writes p as any write of its own (netpoll's Write,
-// through the TLS session if there is one), as the socket takes it, under
+// started. On a plain connection what the socket takes now is written at
+// once; the worker writes the rest, or all of p through a TLS session, as
+// any write of its own (netpoll's Write), as the socket takes it, under
 // the request's write deadline, while the calling goroutine waits parked:
 // a client that does not read holds no thread, however many such writes
 // wait.
 func (c *conn) sendAway(p []byte) error {
+	if c.writeDeadlinePassed() {
+		return os.ErrDeadlineExceeded
+	}
+	if c.tlsState == nil {
+		// What the socket takes now goes at once, from here: the worker
+		// writes nothing to the connection while its handler runs away.
+		rest, err := netpoll.WriteAvailable(c.fd, p)
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		p = rest
+	}
 	done := make(chan error, 1)
 	err := c.w.Submit(lanes.Continuation, func() {
 		if c.writeDeadlinePassed() {
