@@ -808,9 +808,15 @@ func (c *Cluster) WriteReport(w io.Writer, rep *bench.Report) error {
 		return err
 	}
 	var fast, slow bench.HandlerSpec
+	var quotas []string // each backend's CPU quota, when they ran in one
 	for _, r := range runs {
 		if bs := r.detail.Backends; len(bs) > 0 {
 			fast, slow = bs[0].Handler, bs[len(bs)-1].Handler
+			for _, b := range bs {
+				if b.Throttled != nil {
+					quotas = append(quotas, strconv.FormatFloat(b.Throttled.Quota.CPUs, 'g', -1, 64))
+				}
+			}
 			break
 		}
 	}
@@ -818,7 +824,11 @@ func (c *Cluster) WriteReport(w io.Writer, rep *bench.Report) error {
 	clients := slices.DeleteFunc(slices.Clone(rows), func(r ClusterRow) bool { return r.Kill != nil })
 	kills := slices.DeleteFunc(slices.Clone(rows), func(r ClusterRow) bool { return r.Kill == nil })
 	if len(clients) > 0 {
-		fmt.Fprintf(&buf, "\ncluster: 3 backends, each a child process of the target, busy %v a request, the last %v; C their capacities measured together;\n", fast.CPU, slow.CPU)
+		inQuotas := ""
+		if len(quotas) > 0 {
+			inQuotas = " in CPU quotas of " + strings.Join(quotas, ", ") + " CPU"
+		}
+		fmt.Fprintf(&buf, "\ncluster: 3 backends, each a child process of the target%s, busy %v a request, the last %v; C their capacities measured together;\n", inQuotas, fast.CPU, slow.CPU)
 		fmt.Fprintf(&buf, "%sx of C offered open loop through each client:\n", formatMultiple(clients[0].Multiple))
 		tw := report.NewTab(&buf)
 		report.Line(tw, "target", "client", "C/s", "offered/s", "goodput/s", "goodput/C", "sent/offered", "503 %", "failed %", "p50 ms", "p99 ms", "served % (slow last)", "runs")
