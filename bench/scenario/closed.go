@@ -40,6 +40,11 @@ type Closed struct {
 // Name is "closed".
 func (*Closed) Name() string { return "closed" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Closed) Describe() string {
+	return "closed loops of 1 to 256 connections resending at once, as wrk does: -closed-conns"
+}
+
 // Flags registers -closed-conns.
 func (c *Closed) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.conns, "closed-conns", "", "the closed scenario's connection counts, comma-separated (default "+formatInts(DefaultClosedConns)+")")

@@ -154,6 +154,11 @@ type Cluster struct {
 // Name is "cluster".
 func (*Cluster) Name() string { return "cluster" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Cluster) Describe() string {
+	return "3 backends, one slow, through 3 clients; then one killed and back: -cluster-x, -cluster-quotas"
+}
+
 // Flags registers -cluster-x.
 func (c *Cluster) Flags(fs *flag.FlagSet) {
 	c.multiple = new(float64)

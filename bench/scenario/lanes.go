@@ -133,6 +133,11 @@ type Lanes struct {
 // Name is "lanes".
 func (*Lanes) Name() string { return "lanes" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Lanes) Describe() string {
+	return "an interactive route at 0.8x C beside a flood of 20 ms batch requests: one lane, a background lane of 10 shares, raised to 50 live, and alone; -targets sluice,nethttp"
+}
+
 // Check fills in the defaults of the zero fields and checks each. The
 // scenario starts its target and sends its two loads its own way, so the
 // suite's TLS, NewConns and Clients do not apply.

@@ -111,6 +111,11 @@ type longLivedFlags struct {
 // Name is "longlived".
 func (*LongLived) Name() string { return "longlived" }
 
+// Describe says what the scenario does, for the command's help.
+func (*LongLived) Describe() string {
+	return "N idle WebSockets and N event streams held open beside a trivial load: -longlived-n, -longlived-window, -longlived-rate"
+}
+
 // Flags registers -longlived-n, -longlived-window and -longlived-rate.
 func (ll *LongLived) Flags(fs *flag.FlagSet) {
 	ll.flags = &longLivedFlags{}

@@ -54,6 +54,11 @@ type Noisy struct {
 // Name is "noisy".
 func (*Noisy) Name() string { return "noisy" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Noisy) Describe() string {
+	return "a busy neighbour on the last CPU"
+}
+
 // Flags registers -noisy-rates and -noisy-quiet.
 func (n *Noisy) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&n.rates, "noisy-rates", "", "offered loads of the noisy scenario, in requests per second (the same for every target), comma-separated (default "+formatRates(DefaultNoisyRates)+")")

@@ -58,6 +58,11 @@ type Quota struct {
 // Name is "quota".
 func (*Quota) Name() string { return "quota" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Quota) Describe() string {
+	return "the targets in CPU quotas, as containers with CPU limits: -quotas, -quota-x; needs root"
+}
+
 // Flags registers -quotas and -quota-x.
 func (q *Quota) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&q.quotas, "quotas", "", "the quota scenario's CPU quotas, comma-separated CPUs[/period] (default "+formatQuotas(DefaultQuotas())+")")

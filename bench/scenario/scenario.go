@@ -56,6 +56,34 @@ func All() []bench.Scenario {
 // given.
 var Default = []string{bench.ScenarioSweep, bench.ScenarioShapes, bench.ScenarioSlowdown, bench.ScenarioMix, bench.ScenarioStep}
 
+// A Describer is a scenario that says in a line what it does, for the
+// command's help (Usage). Every scenario outside Default is one.
+type Describer interface {
+	Describe() string
+}
+
+// Usage is the help of the command's -scenarios: the default scenarios by
+// name, then every other scenario of All with its description.
+func Usage() string {
+	var b strings.Builder
+	b.WriteString("comma-separated scenarios: " + strings.Join(Default, ", ") + "; and, when named, ")
+	first := true
+	for _, s := range All() {
+		if slices.Contains(Default, s.Name()) {
+			continue
+		}
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		b.WriteString(s.Name())
+		if d, ok := s.(Describer); ok {
+			b.WriteString(" (" + d.Describe() + ")")
+		}
+	}
+	return b.String()
+}
+
 // Names returns the names of All, in order.
 func Names() []string {
 	var names []string

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +47,21 @@ func detail[T any](t *testing.T, s *bench.Sample) T {
 	require.NoError(t, err)
 	require.NotNil(t, d, "%s %s: the sample records its detail", s.Scenario, s.Target)
 	return *d
+}
+
+// The command's help lists every scenario, and describes each one outside
+// the default set: a new scenario is one file and one line in All.
+func TestUsageNamesEveryScenario(t *testing.T) {
+	u := Usage()
+	for _, s := range All() {
+		assert.Contains(t, u, s.Name(), "the help names it")
+		if slices.Contains(Default, s.Name()) {
+			continue
+		}
+		d, ok := s.(Describer)
+		if assert.True(t, ok, "%s says what it does", s.Name()) {
+			assert.NotEmpty(t, d.Describe(), s.Name())
+			assert.Contains(t, u, s.Name()+" ("+d.Describe()+")")
+		}
+	}
 }

@@ -81,6 +81,11 @@ type Shed struct {
 // Name is "shed".
 func (*Shed) Name() string { return "shed" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Shed) Describe() string {
+	return "one signal alone against a step of overload: -targets sluice-busy,sluice-cpu"
+}
+
 // Check fills in the defaults of the zero fields and checks each. The
 // scenario starts its targets itself and offers plain requests from a
 // pool, so the suite's TLS, NewConns and Clients do not apply.

@@ -82,6 +82,11 @@ type Soak struct {
 // Name is "soak".
 func (*Soak) Name() string { return "soak" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Soak) Describe() string {
+	return "a minute at 5x with misbehaving clients, checked for leaks (see sluice soak)"
+}
+
 // Flags registers -soak-duration.
 func (so *Soak) Flags(fs *flag.FlagSet) {
 	so.duration = new(time.Duration)

@@ -97,6 +97,11 @@ type strayFlags struct {
 // Name is "stray".
 func (*Stray) Name() string { return "stray" }
 
+// Describe says what the scenario does, for the command's help.
+func (*Stray) Describe() string {
+	return "a handler blocking in a plain http.Get"
+}
+
 // Flags registers -stray-delay and -stray-x.
 func (st *Stray) Flags(fs *flag.FlagSet) {
 	st.flags = &strayFlags{}
