@@ -546,8 +546,8 @@ func (c *conn) readBehind() {
 	// Read ahead one buffer at most: enough to see the client leave, or
 	// to have the next request at hand. A client that pipelines requests
 	// and never reads its answers must not make the server hold (and
-	// parse) more of them than that: the buffer used to grow to
-	// MaxHeaderBytes, about 1 MiB per such connection.
+	// parse) more of them than that: a buffer grown to MaxHeaderBytes
+	// would hold about 1 MiB per such connection.
 	if !c.makeRoom(readBufSize) {
 		// Full of pipelined requests: read more after this response.
 		_ = c.nc.OnReadable(lanes.Continuation, nil)
