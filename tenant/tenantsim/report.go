@@ -84,6 +84,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	b.WriteString(tableLegend)
 	states := map[string]int{}
 	leaders := map[string]bool{}
 	var predErr float64
@@ -129,6 +130,15 @@ func WriteTable(w io.Writer, r *Result) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// tableLegend says what WriteTable's columns hold.
+const tableLegend = `  offered, goodput xC: work offered, and answered 2xx in time, in multiples of the capacity C;
+  success: the group's requests answered 2xx in time (worst: its worst tenant's); dropped: refused for
+  the tenant's share (429); rejected: refused by the gates and the queue (503); drop: the mean drop
+  fraction in force; blame: the group's share of the blame the servers counted (the time their gates
+  were closed, shared among the requests running then); demand blame: the same once each tenant's
+  blame per request is scaled to all the requests it offered, admitted or not.
+`
 
 // WriteJSON writes results as one indented JSON array.
 func WriteJSON(w io.Writer, results []*Result) error {

@@ -183,6 +183,9 @@ func TestPlotAndTable(t *testing.T) {
 		assert.Contains(t, out, "  "+g+"  ", "a row per group")
 	}
 	assert.Regexp(t, `(PASS|FAIL) drops-appear`, out)
+	for _, col := range []string{"xC:", "success:", "dropped:", "rejected:", "drop:", "blame:", "demand blame:"} {
+		assert.Contains(t, out, col, "the legend says what each column holds")
+	}
 
 	var back []*Result
 	var j bytes.Buffer
