@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -47,7 +48,7 @@ func holdConn(t *testing.T, s *sched.Scheduler, db *DB, release <-chan struct{})
 		}
 		done <- tx.Commit()
 	}))
-	recv(t, began, "the transaction to begin")
+	schedtest.Recv(t, began, "the transaction to begin")
 	return done
 }
 
@@ -144,10 +145,10 @@ func TestDBWaitsForConnectionOffWorker(t *testing.T) {
 			}))
 			waitersIn(t, db, 1)
 			// Both coroutines wait off the worker, which is free.
-			workersIdle(t, s, 2)
+			schedtest.WorkersIdle(t, s, 2)
 			ran := make(chan struct{})
 			require.NoError(t, s.Submit(lanes.Upstream, func() { close(ran) }))
-			recv(t, ran, "a plain task while both coroutines wait")
+			schedtest.Recv(t, ran, "a plain task while both coroutines wait")
 			select {
 			case err := <-result:
 				t.Fatalf("the call returned (%v) while the only connection was held", err)
@@ -155,8 +156,8 @@ func TestDBWaitsForConnectionOffWorker(t *testing.T) {
 			}
 
 			close(release)
-			assert.NoError(t, recv(t, committed, "the commit"))
-			assert.NoError(t, recv(t, result, "the call"))
+			assert.NoError(t, schedtest.Recv(t, committed, "the commit"))
+			assert.NoError(t, schedtest.Recv(t, result, "the call"))
 			log := f.Log()
 			want := []string{"prepare select", "begin tx read-only=false", "exec update [1]", "commit"}
 			require.GreaterOrEqual(t, len(log), len(want), "log %q", log)
@@ -201,8 +202,8 @@ func TestDBStopAbandonsWait(t *testing.T) {
 
 	// The holder's wait was cancelled too: it rolled back, which gave the
 	// connection to the abandoned query.
-	assert.ErrorIs(t, recv(t, held, "the holder's error"), sched.ErrStopped)
-	o := recv(t, res, "the waiting coroutine's errors")
+	assert.ErrorIs(t, schedtest.Recv(t, held, "the holder's error"), sched.ErrStopped)
+	o := schedtest.Recv(t, res, "the waiting coroutine's errors")
 	assert.ErrorIs(t, o.query, sched.ErrStopped)
 	assert.ErrorIs(t, o.scan, sched.ErrStopped)
 	assert.ErrorIs(t, o.rowErr, sched.ErrStopped)

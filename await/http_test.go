@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -80,14 +81,14 @@ func TestTransportReleasesWorker(t *testing.T) {
 
 	// All n requests are in the handler at once, sent from one worker,
 	// which is idle: every round trip has released it.
-	recv(t, allIn, "all requests in the handler")
-	workersIdle(t, s, n)
+	schedtest.Recv(t, allIn, "all requests in the handler")
+	schedtest.WorkersIdle(t, s, n)
 	respond.Open()
 
 	// All n handlers have their response headers and wait in a body read
 	// at once; the worker is idle again.
-	recv(t, allHeaders, "all response headers")
-	workersIdle(t, s, n)
+	schedtest.Recv(t, allHeaders, "all response headers")
+	schedtest.WorkersIdle(t, s, n)
 	sendBody.Open()
 
 	wait()
@@ -153,10 +154,10 @@ func TestTransportCancel(t *testing.T) {
 		_, err := get(ctx, client, srv.URL+"/head")
 		errs <- err
 	})
-	recv(t, entered, "the request in the handler")
-	workersIdle(t, s, 1)
-	recv(t, cancels, "cancel")()
-	assert.ErrorIs(t, recv(t, errs, "the round trip's error"), context.Canceled)
+	schedtest.Recv(t, entered, "the request in the handler")
+	schedtest.WorkersIdle(t, s, 1)
+	schedtest.Recv(t, cancels, "cancel")()
+	assert.ErrorIs(t, schedtest.Recv(t, errs, "the round trip's error"), context.Canceled)
 	wait()
 
 	// ... and a body read likewise.
@@ -173,11 +174,11 @@ func TestTransportCancel(t *testing.T) {
 		_, err = io.ReadAll(resp.Body)
 		errs <- err
 	})
-	recv(t, entered, "the request in the handler")
-	cancel := recv(t, cancels, "cancel")
-	workersIdle(t, s, 1)
+	schedtest.Recv(t, entered, "the request in the handler")
+	cancel := schedtest.Recv(t, cancels, "cancel")
+	schedtest.WorkersIdle(t, s, 1)
 	cancel()
-	assert.ErrorIs(t, recv(t, errs, "the body read's error"), context.Canceled)
+	assert.ErrorIs(t, schedtest.Recv(t, errs, "the body read's error"), context.Canceled)
 	wait()
 }
 
@@ -260,11 +261,11 @@ func TestTransportStopAbandonsRoundTrip(t *testing.T) {
 		}
 		errs <- err
 	}))
-	recv(t, g.reached, "the round trip")
+	schedtest.Recv(t, g.reached, "the round trip")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, s.Stop(ctx), context.Canceled)
-	assert.ErrorIs(t, recv(t, errs, "the handler's error"), sched.ErrStopped)
+	assert.ErrorIs(t, schedtest.Recv(t, errs, "the handler's error"), sched.ErrStopped)
 	assert.False(t, body.closed.Load())
 	g.Open()
 	assert.Eventually(t, body.closed.Load, waitFor, tick, "abandoned response not closed")

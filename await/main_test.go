@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -59,7 +59,7 @@ func goCoroutinesCtx(t *testing.T, s *sched.Scheduler, parent context.Context, n
 	}
 	return func() {
 		t.Helper()
-		recv(t, waitDone(&wg), "coroutines to return")
+		schedtest.Recv(t, waitDone(&wg), "coroutines to return")
 	}
 }
 
@@ -79,33 +79,6 @@ func waitDone(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	return done
-}
-
-// recv waits for ch to close or deliver, failing the test after waitFor.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitFor):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// workersIdle waits until no worker of s is busy and the workers have n
-// operations in flight off them between them: the proof that n waits have
-// released their workers. It may be called from any goroutine.
-func workersIdle(t *testing.T, s *sched.Scheduler, n int64) bool {
-	t.Helper()
-	return assert.Eventually(t, func() bool {
-		snap := s.Snapshot()
-		var pending int64
-		for _, w := range snap.Workers {
-			pending += w.Pending
-		}
-		return snap.Busy == 0 && pending == n
-	}, waitFor, tick, "workers not idle with %d operations off them", n)
 }
 
 // gate holds the calls that pass it until it is opened, and counts them.

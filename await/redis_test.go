@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/internal/redistest"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -51,10 +52,10 @@ func TestRedisRecipe(t *testing.T) {
 		res <- r
 	}))
 
-	workersIdle(t, s, 1)
+	schedtest.WorkersIdle(t, s, 1)
 	ran := make(chan struct{})
 	require.NoError(t, s.Submit(lanes.Upstream, func() { close(ran) }))
-	recv(t, ran, "a plain task while BLPOP waits")
+	schedtest.Recv(t, ran, "a plain task while BLPOP waits")
 	select {
 	case r := <-res:
 		t.Fatalf("BLPOP returned before the push: %+v", r)
@@ -62,7 +63,7 @@ func TestRedisRecipe(t *testing.T) {
 	}
 
 	require.NoError(t, rdb.RPush(context.Background(), "jobs", "job-1").Err())
-	r := recv(t, res, "the coroutine")
+	r := schedtest.Recv(t, res, "the coroutine")
 	require.NoError(t, r.popErr)
 	assert.Equal(t, []string{"jobs", "job-1"}, r.popped)
 	require.NoError(t, r.gErr)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -25,8 +26,8 @@ func TestSleepReleasesWorker(t *testing.T) {
 		}
 		errs <- Sleep(ctx, time.Hour)
 	})
-	recv(t, allAsleep, "all coroutines asleep")
-	workersIdle(t, s, 0)
+	schedtest.Recv(t, allAsleep, "all coroutines asleep")
+	schedtest.WorkersIdle(t, s, 0)
 	cancel()
 	wait()
 	for range n {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -98,15 +99,15 @@ func testReleasesWorkers(t *testing.T, use func(*DB) querier) {
 
 	// All n queries are in the driver at once, on two workers, which are
 	// idle: every query has released its worker.
-	recv(t, query.reached, "all queries in the driver")
+	schedtest.Recv(t, query.reached, "all queries in the driver")
 	assert.EqualValues(t, n, query.max.Load())
-	workersIdle(t, s, n)
+	schedtest.WorkersIdle(t, s, n)
 	query.Open()
 
 	// Then all n result sets wait for their first row at once.
-	recv(t, next.reached, "all first rows fetched at once")
+	schedtest.Recv(t, next.reached, "all first rows fetched at once")
 	assert.EqualValues(t, n, next.max.Load())
-	workersIdle(t, s, n)
+	schedtest.WorkersIdle(t, s, n)
 	next.Open()
 
 	wait()
@@ -222,12 +223,12 @@ func TestConnectorTx(t *testing.T) {
 		// Commit waits off the worker, with BeginTx's context.
 		go func() {
 			<-commit.reached
-			workersIdle(t, s, 1)
+			schedtest.WorkersIdle(t, s, 1)
 			commit.Open()
 		}()
 		committed <- tx.Commit()
 	})
-	assert.NoError(t, recv(t, committed, "commit"))
+	assert.NoError(t, schedtest.Recv(t, committed, "commit"))
 
 	inCoroutine(t, s, func(ctx context.Context) {
 		tx, err := db.BeginTx(ctx, nil)
@@ -341,12 +342,12 @@ func TestConnectorStopAbandonsCall(t *testing.T) {
 		_, err := queryRows(ctx, db.DB, 1) // Connector alone
 		res <- err
 	}))
-	recv(t, query.reached, "the query in the driver")
+	schedtest.Recv(t, query.reached, "the query in the driver")
 
 	stopCtx, cancel := context.WithCancel(context.Background())
 	cancel() // cancel the coroutines rather than wait for them
 	require.ErrorIs(t, s.Stop(stopCtx), context.Canceled)
-	err = recv(t, res, "the handler's error")
+	err = schedtest.Recv(t, res, "the handler's error")
 	assert.ErrorIs(t, err, sched.ErrStopped)
 	assert.Zero(t, f.closed.Load(), "connection closed while the abandoned call runs")
 

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite" // registers "sqlite", a driver without driver.DriverContext
 
 	"github.com/sluice-go/sluice/await"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
@@ -38,33 +39,6 @@ func startSched(t *testing.T, n int) *sched.Scheduler {
 		require.NoError(t, s.Stop(ctx))
 	})
 	return s
-}
-
-// recv waits for ch to close or deliver, failing the test after waitFor.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitFor):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// workersIdle waits until no worker of s is busy and the workers have n
-// operations in flight off them between them: the proof that n waits have
-// released their workers.
-func workersIdle(t *testing.T, s *sched.Scheduler, n int64) bool {
-	t.Helper()
-	return assert.Eventually(t, func() bool {
-		snap := s.Snapshot()
-		var pending int64
-		for _, w := range snap.Workers {
-			pending += w.Pending
-		}
-		return snap.Busy == 0 && pending == n
-	}, waitFor, time.Millisecond, "workers not idle with %d operations off them", n)
 }
 
 // isWrapped reports whether db's connections are await's.
@@ -146,10 +120,10 @@ func TestOpenSQLite(t *testing.T) {
 
 	// The insert waits off the only worker, which runs a plain task
 	// meanwhile.
-	workersIdle(t, s, 1)
+	schedtest.WorkersIdle(t, s, 1)
 	ran := make(chan struct{})
 	require.NoError(t, s.Submit(lanes.Upstream, func() { close(ran) }))
-	recv(t, ran, "a plain task while the insert waits")
+	schedtest.Recv(t, ran, "a plain task while the insert waits")
 	select {
 	case r := <-res:
 		t.Fatalf("the insert did not wait for the lock: %+v", r)
@@ -157,7 +131,7 @@ func TestOpenSQLite(t *testing.T) {
 	}
 
 	require.NoError(t, holder.Commit())
-	r := recv(t, res, "the coroutine")
+	r := schedtest.Recv(t, res, "the coroutine")
 	require.NoError(t, r.err)
 	assert.Equal(t, []string{"first", "second"}, r.names)
 	assert.Equal(t, 2, r.count)

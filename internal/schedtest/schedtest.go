@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	srt "github.com/sluice-go/sluice/runtime"
@@ -57,4 +58,35 @@ func RuntimeWith(t testing.TB, cfg srt.Config) *srt.Runtime {
 		require.NoError(t, rt.Stop(ctx))
 	})
 	return rt
+}
+
+// WaitFor is how long the helpers below wait before they fail the test.
+const WaitFor = 10 * time.Second
+
+// Recv waits for ch to close or deliver, failing the test after WaitFor.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(WaitFor):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// WorkersIdle waits until no worker of s is busy and the workers have n
+// operations in flight off them between them, the proof that n waits have
+// released their workers, and reports whether they did within WaitFor. It
+// may be called from any goroutine.
+func WorkersIdle(t testing.TB, s *sched.Scheduler, n int64) bool {
+	t.Helper()
+	return assert.Eventually(t, func() bool {
+		snap := s.Snapshot()
+		var pending int64
+		for _, w := range snap.Workers {
+			pending += w.Pending
+		}
+		return snap.Busy == 0 && pending == n
+	}, WaitFor, time.Millisecond, "workers not idle with %d operations off them", n)
 }
