@@ -5,7 +5,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -507,16 +506,7 @@ func TestLanesPlots(t *testing.T) {
 // scenario kept its figures in Sample.Detail: they were under "lanes".
 func TestLanesReportsAnOldReport(t *testing.T) {
 	s := lanesSample(t, "sluice", LanesInBackground, 0, 10, 0.2)
-	js, err := json.Marshal(s)
-	require.NoError(t, err)
-	var fields map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(js, &fields))
-	fields["lanes"] = fields["detail"]
-	delete(fields, "detail")
-	old, err := json.Marshal(fields)
-	require.NoError(t, err)
-	var back bench.Sample
-	require.NoError(t, json.Unmarshal(old, &back))
+	back := asOldSample(t, s, "lanes")
 	rows, err := (&Lanes{}).Summarize(&bench.Report{Samples: []bench.Sample{back}})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -64,4 +65,21 @@ func TestUsageNamesEveryScenario(t *testing.T) {
 			assert.Contains(t, u, s.Name()+" ("+d.Describe()+")")
 		}
 	}
+}
+
+// asOldSample returns s as a report written before its scenario kept its
+// figures in Sample.Detail had it: the detail under field.
+func asOldSample(t *testing.T, s bench.Sample, field string) bench.Sample {
+	t.Helper()
+	js, err := json.Marshal(s)
+	require.NoError(t, err)
+	var fields map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(js, &fields))
+	fields[field] = fields["detail"]
+	delete(fields, "detail")
+	old, err := json.Marshal(fields)
+	require.NoError(t, err)
+	var back bench.Sample
+	require.NoError(t, json.Unmarshal(old, &back))
+	return back
 }

@@ -532,16 +532,7 @@ func TestSoakPlots(t *testing.T) {
 // its figures in Sample.Detail: they were under "soak".
 func TestSoakReportsAnOldReport(t *testing.T) {
 	s := soakReportRun(t, "sluice", []int64{90, 80, 95, 91, 88, 92}, 0)
-	js, err := json.Marshal(s)
-	require.NoError(t, err)
-	var fields map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(js, &fields))
-	fields["soak"], fields["detail"] = fields["detail"], nil
-	delete(fields, "detail")
-	old, err := json.Marshal(fields)
-	require.NoError(t, err)
-	var back bench.Sample
-	require.NoError(t, json.Unmarshal(old, &back))
+	back := asOldSample(t, s, "soak")
 	rows, err := (&Soak{}).Summarize(&bench.Report{Samples: []bench.Sample{back}})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)

@@ -5,7 +5,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -272,16 +271,7 @@ func TestTenantsPlots(t *testing.T) {
 // scenario kept its figures in Sample.Detail: they were under "tenants".
 func TestTenantsReportsAnOldReport(t *testing.T) {
 	s := tenantsReport(t).Samples[0]
-	js, err := json.Marshal(s)
-	require.NoError(t, err)
-	var fields map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(js, &fields))
-	fields["tenants"] = fields["detail"]
-	delete(fields, "detail")
-	old, err := json.Marshal(fields)
-	require.NoError(t, err)
-	var back bench.Sample
-	require.NoError(t, json.Unmarshal(old, &back))
+	back := asOldSample(t, s, "tenants")
 	rows, err := (&Tenants{}).Summarize(&bench.Report{Samples: []bench.Sample{back}})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
