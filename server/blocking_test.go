@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime/pprof"
@@ -370,4 +371,59 @@ func TestStreamsToClientsThatDoNotReadHoldNoThread(t *testing.T) {
 		assert.Equal(t, "plain", get("/"), "a plain request beside %d streams waiting for room", streams)
 	}
 	assert.Less(t, pprof.Lookup("threadcreate").Count()-threads, streams/2, "threads made while %d writers wait", streams)
+}
+
+// A stream's handler that runs away leaves its connection as any handler
+// does: the requests pipelined behind it on a kept-alive connection are
+// answered in order, streamed ones and plain ones.
+func TestStreamsRunAwayKeepTheirConnection(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		if r.URL.Query().Get("panic") != "" {
+			panic("a stream's handler panics")
+		}
+		for i := range 2 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			http.NewResponseController(w).Flush()
+		}
+	})
+	srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Logger: slog.New(slog.DiscardHandler)})
+	resp, err := http.Get("http://" + addr + "/events") // learns the route
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	got := make(chan int, 1)
+	require.NoError(t, rt.Scheduler.Worker(0).Submit(lanes.Continuation, func() {
+		got <- srv.ws[0].routes.start(http.MethodGet, "/events")
+	}))
+	require.Equal(t, startAway, <-got)
+
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\nGET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	for i, want := range []string{"data: 0\n\ndata: 1\n\n", "plain", "data: 0\n\ndata: 1\n\n"} {
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, "answer %d", i)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, "answer %d", i)
+		assert.Equal(t, want, string(b), "answer %d", i)
+	}
+
+	// A panic away comes back to the connection as any handler's: a 500.
+	resp, err = http.Get("http://" + addr + "/events?panic=1")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	resp, err = http.Get("http://" + addr + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "served after the panic")
 }
