@@ -40,8 +40,13 @@ func TestDetectCPUs(t *testing.T) {
 	assert.Equal(t, info.Allowed, aff, "the affinity mask, as DetectCPUs reads it")
 
 	assert.Equal(t, 4, CPUInfo{Allowed: []int{0, 1, 2, 3}}.Usable())
-	assert.Equal(t, 2, CPUInfo{Allowed: []int{0, 1, 2, 3}, Quota: 2.5}.Usable())
+	assert.Equal(t, 3, CPUInfo{Allowed: []int{0, 1, 2, 3}, Quota: 2.5}.Usable(), "halves up")
+	assert.Equal(t, 2, CPUInfo{Allowed: []int{0, 1, 2, 3}, Quota: 2.4}.Usable())
+	assert.Equal(t, 2, CPUInfo{Allowed: []int{0, 1}, Quota: 1.5}.Usable())
+	assert.Equal(t, 1, CPUInfo{Allowed: []int{0, 1}, Quota: 1.4}.Usable())
 	assert.Equal(t, 1, CPUInfo{Allowed: []int{0, 1}, Quota: 0.5}.Usable())
+	assert.Equal(t, 1, CPUInfo{Allowed: []int{0, 1}, Quota: 0.2}.Usable(), "never below one")
+	assert.Equal(t, 2, CPUInfo{Allowed: []int{0, 1}, Quota: 3.7}.Usable(), "no more than the mask")
 }
 
 func TestWorkersArePinnedToOneCPUEach(t *testing.T) {
