@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/internal/cgroup"
+	"github.com/sluice-go/sluice/internal/monotime"
 )
 
 // Defaults for the zero values of MemoryConfig.
@@ -107,6 +108,13 @@ type Memory struct {
 	buf   []byte
 	stats MemoryStats
 	ref   *refresher
+
+	// clock is the monotonic clock of the readings; at is its time at the
+	// last one, and stale the age (two Intervals) past which Admit reads
+	// itself: 0 with Manual, and once Close stopped the refresher.
+	clock func() int64
+	at    atomic.Int64
+	stale atomic.Int64
 }
 
 // NewMemory returns a memory gate, refreshed once before it returns, and
@@ -135,11 +143,12 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if opts.Root == "" {
 		opts.Root = "/"
 	}
-	m := &Memory{opts: opts, buf: make([]byte, 8<<10), refusal: &admit.Refusal{Reason: "memory"}}
+	m := &Memory{opts: opts, buf: make([]byte, 8<<10), refusal: &admit.Refusal{Reason: "memory"}, clock: monotime.Clock()}
 	m.open.Store(true)
 	m.locate()
 	m.Refresh()
 	if opts.Interval > 0 {
+		m.stale.Store(int64(2 * opts.Interval))
 		m.ref = startRefresher(opts.Interval, func() { m.Refresh() })
 	}
 	return m, nil
@@ -183,15 +192,23 @@ func (m *Memory) locate() {
 // directly. If it opens the gate it wakes the attached pipelines.
 func (m *Memory) Refresh() MemoryStats {
 	m.mu.Lock()
-	st := m.read()
-	st.At = time.Now()
-	m.stats = st
-	was := m.open.Swap(st.Open)
+	st, opened := m.refreshLocked()
 	m.mu.Unlock()
-	if st.Open && !was {
+	if opened {
 		m.wake.fire(0)
 	}
 	return st
+}
+
+// refreshLocked reads the state into the gate, m.mu held, and reports
+// whether it opened the gate.
+func (m *Memory) refreshLocked() (MemoryStats, bool) {
+	st := m.read()
+	st.At = time.Now()
+	m.stats = st
+	m.at.Store(m.clock())
+	was := m.open.Swap(st.Open)
+	return st, st.Open && !was
 }
 
 // read computes the state; m.mu is held.
@@ -256,7 +273,18 @@ func (m *Memory) read() MemoryStats {
 }
 
 // Admit admits a request iff the last refresh found enough free memory.
+// When that refresh is older than two Intervals (its goroutine kept from
+// the CPU: an overloaded machine, workers that hold every CPU), Admit
+// reads the memory itself first, as if it were the refresher: a burst of
+// admissions must not ride on a reading the refresher could not renew.
 func (m *Memory) Admit(*admit.Attempt) *admit.Refusal {
+	if stale := m.stale.Load(); stale > 0 && m.clock()-m.at.Load() > stale && m.mu.TryLock() {
+		_, opened := m.refreshLocked()
+		m.mu.Unlock()
+		if opened {
+			go m.wake.fire(0) // not from inside a decision of the pipeline
+		}
+	}
 	if m.open.Load() {
 		return nil
 	}
@@ -283,6 +311,7 @@ func (m *Memory) Stats() MemoryStats {
 // Close stops the refresher and waits for it. The gate keeps its last state.
 // Close may be called more than once.
 func (m *Memory) Close() error {
+	m.stale.Store(0)
 	m.ref.close()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,6 +219,38 @@ func TestMemoryRefresher(t *testing.T) {
 	require.Eventually(t, func() bool { return !acquire(m) }, 10*time.Second, time.Millisecond)
 	require.NoError(t, m.Close())
 	require.NoError(t, m.Close(), "twice")
+}
+
+// A reading older than two Intervals, its refresher kept from the CPU, is
+// not trusted: Admit reads the memory itself. Here the refresher's hour
+// never comes, and the clock says two hours passed since the last reading.
+func TestMemoryStaleReadingIsRenewedByAdmit(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 900 kB\n"})
+	m := newMemory(t, MemoryConfig{Root: root, Interval: time.Hour})
+	defer m.Close()
+	var now atomic.Int64
+	m.clock = now.Load
+	m.Refresh()
+	woke := attach(t, m, nil)
+	require.True(t, acquire(m))
+
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 9 kB\n"})
+	now.Add(int64(time.Hour))
+	assert.True(t, acquire(m), "one hour: the reading is not stale yet")
+	now.Add(int64(time.Hour) + 1)
+	assert.False(t, acquire(m), "two hours and more: Admit read the memory")
+	assert.Equal(t, int64(9<<10), m.Stats().Free)
+
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 900 kB\n"})
+	now.Add(3 * int64(time.Hour))
+	assert.True(t, acquire(m), "memory back: the stale reading is renewed, the gate open")
+	require.Eventually(t, func() bool { return woke.count() > 0 }, 10*time.Second, time.Millisecond, "the queue is woken")
+
+	require.NoError(t, m.Close())
+	writeTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 1000 kB\nMemAvailable: 9 kB\n"})
+	now.Add(3 * int64(time.Hour))
+	assert.True(t, acquire(m), "closed: the gate keeps its last state")
 }
 
 // The machine the tests run on: some source is readable.
