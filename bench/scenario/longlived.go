@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
+	"github.com/sluice-go/sluice/reject"
 )
 
 // Defaults of LongLived's zero fields (DefaultLongLivedN gives the counts).
@@ -463,6 +464,13 @@ type eventStream struct {
 	err    error
 }
 
+// An event stream refused unstarted is asked again streamRetryPause
+// later, streamTries times at most.
+const (
+	streamTries      = 3
+	streamRetryPause = 50 * time.Millisecond
+)
+
 // receipt is an event's arrival and its delivery delay.
 type receipt struct {
 	at    time.Time
@@ -470,7 +478,10 @@ type receipt struct {
 }
 
 // open requests an event stream and waits up to LongLivedOpenTimeout,
-// from the request, for its first event.
+// from the request, for its first event. A request refused unstarted
+// (503 with the not-started marker: the server was overloaded as it came)
+// is sent again after streamRetryPause, as an EventSource reconnects, at
+// most streamTries times in all.
 func (c *longLivedClients) open(ctx context.Context) (*eventStream, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	late := time.AfterFunc(LongLivedOpenTimeout, cancel)
@@ -479,21 +490,30 @@ func (c *longLivedClients) open(ctx context.Context) (*eventStream, error) {
 		cancel()
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.base+bench.EventsPath, nil)
-	if err != nil {
-		return fail(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		if ctx.Err() == nil && sctx.Err() != nil {
+	var resp *http.Response
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.base+bench.EventsPath, nil)
+		if err != nil {
+			return fail(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err = c.client.Do(req)
+		if err != nil {
+			if ctx.Err() == nil && sctx.Err() != nil {
+				return fail(fmt.Errorf("no answer within %v", LongLivedOpenTimeout))
+			}
+			return fail(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(reject.NotStartedHeader) != "1" || try == streamTries {
+			return fail(fmt.Errorf("status %d", resp.StatusCode))
+		}
+		if err := sleep(sctx, streamRetryPause); err != nil {
 			return fail(fmt.Errorf("no answer within %v", LongLivedOpenTimeout))
 		}
-		return fail(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return fail(fmt.Errorf("status %d", resp.StatusCode))
 	}
 	st := &eventStream{cancel: cancel, body: resp.Body, first: make(chan struct{}), done: make(chan struct{})}
 	go st.read()
