@@ -139,13 +139,13 @@ type Cluster struct {
 	// Breaker configures the breakers of sluice's client (the sluice and
 	// kill parts); the zero value is package client's defaults.
 	Breaker client.BreakerConfig
-	// Quotas, when set, runs each backend in a CPU quota of its own, in
-	// CPUs (the first backend's first), one per backend, as containers
-	// with CPU limits: the backends then serve the same handler, and the
-	// smallest quota makes the slow one (Slow does not apply). It gives
-	// backends of independent capacities on a machine with fewer CPUs
-	// than backends. Needs Linux and root (bench.Quota).
-	Quotas []float64
+	// Quotas, when set, runs each backend in a CPU quota of its own (the
+	// first backend's first), one per backend, as containers with CPU
+	// limits: the backends then serve the same handler, and the smallest
+	// quota makes the slow one (Slow does not apply). It gives backends of
+	// independent capacities on a machine with fewer CPUs than backends.
+	// Needs Linux and root (bench.Quota).
+	Quotas []bench.Quota
 
 	multiple *float64 // -cluster-x, set by Flags
 	quotas   string   // -cluster-quotas
@@ -163,7 +163,7 @@ func (*Cluster) Describe() string {
 func (c *Cluster) Flags(fs *flag.FlagSet) {
 	c.multiple = new(float64)
 	fs.Float64Var(c.multiple, "cluster-x", DefaultClusterMultiple, "the cluster scenario's load through each client, in multiples of the cluster's capacity")
-	fs.StringVar(&c.quotas, "cluster-quotas", "", "the cluster scenario's backends each in a CPU quota of its own, in CPUs, one per backend (for example 0.3,0.3,0.1: the small one is the slow one); needs root")
+	fs.StringVar(&c.quotas, "cluster-quotas", "", "the cluster scenario's backends each in a CPU quota of its own, CPUs[/period], one per backend (for example 0.3,0.3,0.1: the small one is the slow one); needs root")
 }
 
 // Check reads -cluster-x, fills in the defaults of the zero fields and
@@ -181,21 +181,18 @@ func (c *Cluster) Check(s *bench.SuiteConfig) error {
 		c.Multiple = *c.multiple
 	}
 	if c.quotas != "" {
-		c.Quotas = nil
-		for f := range strings.SplitSeq(c.quotas, ",") {
-			q, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil {
-				return fmt.Errorf("-cluster-quotas: %q is not a number of CPUs", f)
-			}
-			c.Quotas = append(c.Quotas, q)
+		qs, err := bench.ParseQuotas(c.quotas)
+		if err != nil {
+			return fmt.Errorf("-cluster-quotas: %w", err)
 		}
+		c.Quotas = qs
 	}
 	if len(c.Quotas) > 0 {
 		if len(c.Quotas) != clusterBackends {
 			return fmt.Errorf("bench: the cluster scenario's Quotas (-cluster-quotas) needs one quota per backend, %d, got %d", clusterBackends, len(c.Quotas))
 		}
 		for _, q := range c.Quotas {
-			if err := (bench.Quota{CPUs: q}).Check(); err != nil {
+			if err := q.Check(); err != nil {
 				return fmt.Errorf("-cluster-quotas: %w", err)
 			}
 		}
@@ -266,7 +263,7 @@ func (c *Cluster) children(s *bench.SuiteConfig, target string) []bench.ChildSpe
 	for i := range cs {
 		cs[i] = bench.ChildSpec{Target: target, Nice: bench.TargetNice, LoadHint: true, Handler: bench.HandlerSpec{CPU: c.CPU}, Quota: s.Quota}
 		if len(c.Quotas) > 0 {
-			cs[i].Quota = &bench.Quota{CPUs: c.Quotas[i]}
+			cs[i].Quota = &c.Quotas[i]
 		}
 	}
 	if len(c.Quotas) == 0 {
@@ -281,7 +278,11 @@ func (c *Cluster) slow(i int) bool {
 	if len(c.Quotas) == 0 {
 		return i == clusterBackends-1
 	}
-	return c.Quotas[i] == slices.Min(c.Quotas) && c.Quotas[i] < slices.Max(c.Quotas)
+	least, most := c.Quotas[0].CPUs, c.Quotas[0].CPUs
+	for _, q := range c.Quotas {
+		least, most = min(least, q.CPUs), max(most, q.CPUs)
+	}
+	return c.Quotas[i].CPUs == least && least < most
 }
 
 // window is the sending window of a part.
@@ -819,7 +820,7 @@ func (c *Cluster) WriteReport(w io.Writer, rep *bench.Report) error {
 			fast, slow = bs[0].Handler, bs[len(bs)-1].Handler
 			for _, b := range bs {
 				if b.Throttled != nil {
-					quotas = append(quotas, strconv.FormatFloat(b.Throttled.Quota.CPUs, 'g', -1, 64))
+					quotas = append(quotas, b.Throttled.Quota.String())
 				}
 			}
 			break
@@ -831,7 +832,7 @@ func (c *Cluster) WriteReport(w io.Writer, rep *bench.Report) error {
 	if len(clients) > 0 {
 		inQuotas := ""
 		if len(quotas) > 0 {
-			inQuotas = " in CPU quotas of " + strings.Join(quotas, ", ") + " CPU"
+			inQuotas = " in CPU quotas of " + strings.Join(quotas, ", ")
 		}
 		fmt.Fprintf(&buf, "\ncluster: 3 backends, each a child process of the target%s, busy %v a request, the last %v; C their capacities measured together;\n", inQuotas, fast.CPU, slow.CPU)
 		fmt.Fprintf(&buf, "%sx of C offered open loop through each client:\n", formatMultiple(clients[0].Multiple))

@@ -138,10 +138,10 @@ func TestClusterFlagsAndChecks(t *testing.T) {
 	q.Flags(fs)
 	require.NoError(t, fs.Parse([]string{"-cluster-quotas", "0.3, 0.3,0.1"}))
 	require.NoError(t, q.Check(&s))
-	assert.Equal(t, []float64{0.3, 0.3, 0.1}, q.Quotas)
+	assert.Equal(t, []bench.Quota{{CPUs: 0.3}, {CPUs: 0.3}, {CPUs: 0.1}}, q.Quotas)
 	for i, cs := range q.children(&s, "sluice") {
 		assert.Equal(t, bench.HandlerSpec{CPU: time.Millisecond}, cs.Handler)
-		assert.Equal(t, &bench.Quota{CPUs: q.Quotas[i]}, cs.Quota)
+		assert.Equal(t, &q.Quotas[i], cs.Quota)
 	}
 	assert.Equal(t, []bool{false, false, true}, []bool{q.slow(0), q.slow(1), q.slow(2)})
 	for _, arg := range []string{"0.3,0.3", "0.3,x,0.1", "0.3,0.3,0"} {
