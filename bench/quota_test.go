@@ -48,3 +48,13 @@ func TestQuotaString(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Quota{CPUs: 0.25, Period: 20 * time.Millisecond}, q)
 }
+
+func TestParseMultiples(t *testing.T) {
+	ms, err := ParseMultiples("-x", "0.5, 2x,10,")
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.5, 2, 10}, ms)
+	for _, bad := range []string{"0", "-1", "1001", "two", "NaN"} {
+		_, err := ParseMultiples("-x", bad)
+		assert.ErrorContains(t, err, "-x: ", bad)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -528,4 +530,22 @@ func PercentilesOf(h *hdrhistogram.Histogram) Percentiles {
 // machine describes where the suite runs.
 func machine() string {
 	return fmt.Sprintf("%s/%s, %d CPUs, GOMAXPROCS %d, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+}
+
+// ParseMultiples reads a comma-separated list of offered loads in
+// multiples of capacity ("0.5,2,5", or "2x"), each in (0, 1000], for the
+// flag named flagName.
+func ParseMultiples(flagName, s string) ([]float64, error) {
+	var out []float64
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
+		if err != nil || !(x > 0) || x > 1000 {
+			return nil, fmt.Errorf("%s: %q is not a multiple in (0, 1000]", flagName, v)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }

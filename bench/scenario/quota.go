@@ -91,14 +91,11 @@ func (q *Quota) Check(s *bench.SuiteConfig) error {
 		}
 	}
 	if q.multiples != "" {
-		q.Multiples = nil
-		for f := range strings.SplitSeq(q.multiples, ",") {
-			m, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil {
-				return fmt.Errorf("-quota-x: %q is not a multiple", f)
-			}
-			q.Multiples = append(q.Multiples, m)
+		ms, err := bench.ParseMultiples("-quota-x", q.multiples)
+		if err != nil {
+			return err
 		}
+		q.Multiples = ms
 	}
 	if len(q.Multiples) == 0 {
 		q.Multiples = DefaultQuotaMultiples

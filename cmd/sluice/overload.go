@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -153,10 +152,10 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	if c.Scenarios, err = scenario.Select(f.all, names); err != nil {
 		return fmt.Errorf("-scenarios: %w", err)
 	}
-	if c.Multiples, err = parseMultiples("-x", f.multiples); err != nil {
+	if c.Multiples, err = bench.ParseMultiples("-x", f.multiples); err != nil {
 		return err
 	}
-	if c.ShapeMultiples, err = parseMultiples("-shape-x", f.shapeX); err != nil {
+	if c.ShapeMultiples, err = bench.ParseMultiples("-shape-x", f.shapeX); err != nil {
 		return err
 	}
 	if c.ClientModes, err = parseClientModes(f.client); err != nil {
@@ -256,18 +255,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-func parseMultiples(flagName, s string) ([]float64, error) {
-	var out []float64
-	for _, v := range splitList(s) {
-		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
-		if err != nil || !(x > 0) || x > 1000 {
-			return nil, fmt.Errorf("%s: %q is not a multiple in (0, 1000]", flagName, v)
-		}
-		out = append(out, x)
-	}
-	return out, nil
 }
 
 // demo is the README's first command: sluice against net/http at 2x and 5x
