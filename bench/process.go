@@ -501,8 +501,7 @@ type Process struct {
 	Throttled *Throttled
 
 	cmd       *exec.Cmd
-	quota     *quotaGroup // the child's cgroup, nil without a quota
-	quotaSpec Quota
+	quota *quotaGroup // the child's cgroup, nil without a quota
 	stdin     io.WriteCloser
 	done      chan error
 	errb      *strings.Builder
@@ -571,7 +570,6 @@ func startChild(ctx context.Context, launch Launcher, cs ChildSpec, cpus []int) 
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if cs.Quota != nil {
-		p.quotaSpec = *cs.Quota
 		if p.quota, err = newQuotaGroup(*cs.Quota); err != nil {
 			return nil, err
 		}
@@ -679,7 +677,7 @@ type Throttled struct {
 func (p *Process) endQuota() error {
 	t, err := p.quota.throttling()
 	if err == nil {
-		p.Throttled = &Throttled{Quota: p.quotaSpec, Periods: t.Periods, Time: t.Time}
+		p.Throttled = &Throttled{Quota: p.quota.quota, Periods: t.Periods, Time: t.Time}
 	}
 	return errors.Join(err, p.quota.remove())
 }

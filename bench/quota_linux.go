@@ -15,7 +15,8 @@ import (
 // quotaGroup is the cgroup that holds one target process in a Quota: a
 // directory made below this process's own cgroup of the cpu controller.
 type quotaGroup struct {
-	dir string
+	dir   string
+	quota Quota
 }
 
 // newQuotaGroup makes a cgroup that allows q, below this process's cgroup
@@ -35,7 +36,7 @@ func newQuotaGroup(q Quota) (*quotaGroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: a CPU quota needs a cgroup this process may make (run as root, or in a cgroup delegated to it): %w", err)
 	}
-	g := &quotaGroup{dir: dir}
+	g := &quotaGroup{dir: dir, quota: q}
 	period, runtime := q.period().Microseconds(), q.runtime().Microseconds()
 	switch {
 	case exists(filepath.Join(dir, "cpu.cfs_quota_us")):

@@ -12,7 +12,7 @@ import (
 )
 
 // quotaGroup stands in for the cgroup of a Quota, which needs Linux.
-type quotaGroup struct{}
+type quotaGroup struct{ quota Quota }
 
 // newQuotaGroup fails: CPU quotas are Linux cgroups.
 func newQuotaGroup(Quota) (*quotaGroup, error) {

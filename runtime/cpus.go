@@ -30,11 +30,9 @@ type CPUInfo struct {
 // Usable returns how many CPUs' worth of work the process may do at once:
 // the size of the affinity mask, lowered to the quota rounded to the
 // nearest whole CPU, halves up (never below one). A quota of 1.5 gives two
-// workers: one would leave a third of the quota unused (a server in a
-// 1.5-CPU quota served 0.64 times net/http's requests with one), and two
-// are throttled in a quarter of each period once both are busy, which the
-// age limit counts. A quota of 1.4 gives one: two would be held off the
-// CPU in 30% of each period for 0.4 CPU more.
+// workers, which use all of it and are throttled a quarter of each period
+// once both are busy; 1.4 gives one, as a second would be held off the CPU
+// 30% of each period for 0.4 CPU more.
 func (c CPUInfo) Usable() int {
 	n := len(c.Allowed)
 	if c.Quota > 0 {
