@@ -500,13 +500,13 @@ type Process struct {
 	// over its life; nil before Stop and for a child without a quota.
 	Throttled *Throttled
 
-	cmd       *exec.Cmd
+	cmd   *exec.Cmd
 	quota *quotaGroup // the child's cgroup, nil without a quota
-	stdin     io.WriteCloser
-	done      chan error
-	errb      *strings.Builder
-	probe     atomic.Pointer[probeReading] // the latest probe line
-	admin     atomic.Pointer[string]       // the admin line's URL
+	stdin io.WriteCloser
+	done  chan error
+	errb  *strings.Builder
+	probe atomic.Pointer[probeReading] // the latest probe line
+	admin atomic.Pointer[string]       // the admin line's URL
 }
 
 // AdminURL returns the URL of the endpoint the child serves beside its
