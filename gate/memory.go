@@ -65,7 +65,8 @@ type MemoryStats struct {
 // memory for will crash ("How To Build Servers That Don't Crash When
 // Overloaded", docs/background.md). The state is sampled off the hot path,
 // by a background goroutine every Interval (or by Refresh), and kept in an
-// atomic flag: Admit is one atomic load, Done a no-op.
+// atomic flag: Admit loads it and checks the reading's age (a clock read),
+// Done is a no-op.
 //
 // A refresh reads, under Root:
 //   - cgroup v2: the process's cgroup from /proc/self/cgroup (the "0::" line)
