@@ -110,9 +110,13 @@ func TestBlockedGuestHandsWorkerToSpare(t *testing.T) {
 
 // Code that computes is not blocked: the watchdog leaves it its worker.
 func TestComputingGuestKeepsItsWorker(t *testing.T) {
-	var s *Scheduler
-	onCPU := func(int32) (int64, int64, error) { return s.clock(), 0, nil } // runs all the time
-	s = startRescue(t, Config{}, onCPU)
+	// Runs all the time: an hour more of CPU at every reading, whatever
+	// the watchdog's own delays between its clock and the reading (a
+	// reading that tracked the clock was once taken, on a loaded machine
+	// under the race detector, long enough after the tick to look idle).
+	var ran atomic.Int64
+	onCPU := func(int32) (int64, int64, error) { return ran.Add(int64(time.Hour)), 0, nil }
+	s := startRescue(t, Config{}, onCPU)
 	w := s.Worker(0)
 	onWorker(t, w, func() {
 		w.Guest(nil, func() { time.Sleep(30 * time.Millisecond) })
