@@ -100,7 +100,16 @@ func TestTargetsServeOverTLS(t *testing.T) {
 				}
 				res, err := Run(context.Background(), cfg)
 				require.NoError(t, err)
-				assert.Equal(t, res.Offered, res.OK, "fresh %v: far below capacity, everything is served", fresh)
+				if name == "gosched" {
+					// The GoSched gate counts every runnable goroutine of
+					// the process, the test binary's others included: on
+					// a loaded machine it may refuse a light load (see
+					// GoSchedFraction). Every request is still answered.
+					assert.Equal(t, res.Offered, res.OK+res.Rejected, "fresh %v: every request is answered", fresh)
+					assert.Positive(t, res.OK, "fresh %v", fresh)
+				} else {
+					assert.Equal(t, res.Offered, res.OK, "fresh %v: far below capacity, everything is served", fresh)
+				}
 				if fresh {
 					assert.EqualValues(t, res.Offered, res.Dials, "a connection per request")
 				}
