@@ -3,10 +3,10 @@
 package bench
 
 import (
-	"fmt"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
