@@ -524,3 +524,41 @@ func (c *Conn) Close() error {
 	}
 	return err
 }
+
+// errBusy is MoveTo's answer for a connection in use.
+var errBusy = errors.New("netpoll: connection in use: a write waits, a callback is queued, a TLS handshake runs or a goroutine holds it")
+
+// MoveTo hands the connection to worker to, of the same scheduler, between
+// two uses: it leaves this worker's set of watched sockets now, with its
+// read and hang-up callbacks dropped, and joins to's with the next
+// OnReadable, OnHangup or Write, which must run on to (a task Submitted
+// there). Call it on the connection's worker, when nothing of the
+// connection is under way: no write waiting for room, no callback queued,
+// no TLS handshake, no goroutine reading or writing it (ReadBlocking,
+// Detach). It fails otherwise, and the connection stays where it was. Bytes
+// that arrive meanwhile wait in the socket: the first OnReadable on to
+// reports them.
+func (c *Conn) MoveTo(to *sched.Worker) error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case to == nil || to.Scheduler() != c.w.Scheduler():
+		return errors.New("netpoll: MoveTo a worker of another scheduler")
+	case to == c.w:
+		return nil
+	case c.pending != nil || c.onWritten != nil || c.readQueued || c.flushQd || c.hangupQd || c.hsWake != nil:
+		return errBusy
+	case c.tls != nil && (c.tls.raw.gc != nil || c.tls.raw.readBlock.Load() || c.tls.raw.writeBlock.Load()):
+		return errBusy
+	}
+	if c.watch != nil {
+		if err := c.watch.Close(); err != nil {
+			return err
+		}
+		c.watch = nil
+	}
+	c.events = idleEvents
+	c.onReadable, c.onHangup = nil, nil
+	c.w = to
+	return nil
+}

@@ -656,3 +656,90 @@ func TestOnHangupWithoutReading(t *testing.T) {
 		t.Fatal("the hang-up was not reported")
 	}
 }
+
+// MoveTo: a connection read on one worker moves to another between two
+// reads, and is read, written and closed there; one with a write waiting
+// for room refuses to move and stays usable.
+func TestMoveToAnotherWorker(t *testing.T) {
+	s := schedtest.Start(t, 2)
+	type read struct {
+		worker int
+		data   string
+	}
+	reads := make(chan read, 4)
+	moved := make(chan error, 1)
+	l, err := Listen(s, "127.0.0.1:0", Config{Shared: true}, func(c *Conn) {
+		var onRead func()
+		onRead = func() {
+			b := make([]byte, 16)
+			n, err := c.Read(b)
+			if err != nil {
+				if !errors.Is(err, unix.EAGAIN) {
+					assert.NoError(t, c.Close())
+				}
+				return
+			}
+			reads <- read{c.Worker().ID(), string(b[:n])}
+			if string(b[:n]) != "first" {
+				assert.NoError(t, c.Write(b[:n], nil))
+				return
+			}
+			from := c.Worker()
+			to := s.Worker(1 - from.ID())
+			if err := c.MoveTo(to); err != nil {
+				moved <- err
+				return
+			}
+			assert.Same(t, to, c.Worker())
+			assert.Nil(t, c.watch, "out of the old worker's epoll set")
+			moved <- to.Submit(lanes.Upstream, func() {
+				assert.NoError(t, c.OnReadable(lanes.Upstream, onRead))
+			})
+		}
+		assert.NoError(t, c.OnReadable(lanes.Upstream, onRead))
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = nc.Write([]byte("first"))
+	require.NoError(t, err)
+	first := schedtest.Recv(t, reads, "the first read")
+	require.NoError(t, schedtest.Recv(t, moved, "the move"))
+	_, err = nc.Write([]byte("second"))
+	require.NoError(t, err)
+	second := schedtest.Recv(t, reads, "the read after the move")
+	assert.Equal(t, read{1 - first.worker, "second"}, second, "read on the other worker")
+	b := make([]byte, 16)
+	n, err := nc.Read(b)
+	require.NoError(t, err)
+	assert.Equal(t, "second", string(b[:n]), "written from there")
+	require.NoError(t, nc.Close())
+	select {
+	case r := <-reads:
+		t.Fatalf("unexpected read %+v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+func TestMoveToRefusesAConnectionInUse(t *testing.T) {
+	s := schedtest.Start(t, 2)
+	got := make(chan error, 2)
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
+		to := s.Worker(1 - c.Worker().ID())
+		// More than the socket takes at once: the rest waits for room.
+		assert.NoError(t, c.Write(make([]byte, 64<<20), func(error) {}))
+		got <- c.MoveTo(to)
+		assert.NoError(t, c.Close())
+		got <- c.MoveTo(to)
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.ErrorIs(t, schedtest.Recv(t, got, "the move"), errBusy, "a write waits for room")
+	assert.ErrorIs(t, schedtest.Recv(t, got, "the move"), ErrClosed)
+}

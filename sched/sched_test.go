@@ -806,3 +806,32 @@ func TestJobContextHoldsTheJobsContext(t *testing.T) {
 	// allocation left of each run.
 	assert.Equal(t, 1.0, allocs)
 }
+
+// IdlePeer names another worker only while that one is parked, never the
+// asker, and nobody on a scheduler of one worker.
+func TestIdlePeer(t *testing.T) {
+	one := start(t, Config{Workers: 1})
+	assert.Nil(t, one.Worker(0).IdlePeer(), "no peer at all")
+
+	s := start(t, Config{Workers: 3, BlockedAfter: -1})
+	w0, w1, w2 := s.Worker(0), s.Worker(1), s.Worker(2)
+	release0 := block(t, w0)
+	defer release0()
+	require.Eventually(t, func() bool { return w1.parked() && w2.parked() }, waitFor, tick)
+	seen := map[*Worker]bool{}
+	for range 20 {
+		p := w0.IdlePeer()
+		require.Contains(t, []*Worker{w1, w2}, p)
+		seen[p] = true
+	}
+	assert.Len(t, seen, 2, "the choice is spread over the idle ones")
+	release1 := block(t, w1)
+	defer release1()
+	require.Eventually(t, w2.parked, waitFor, tick)
+	assert.Same(t, w2, w0.IdlePeer())
+	assert.Same(t, w2, w1.IdlePeer())
+	assert.Nil(t, w2.IdlePeer(), "the only idle worker is not its own peer")
+	release2 := block(t, w2)
+	assert.Nil(t, w0.IdlePeer(), "every other worker is busy")
+	release2()
+}

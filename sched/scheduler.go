@@ -444,6 +444,27 @@ func (s *Scheduler) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.C
 	return w.Submit(lane, func() { w.start(ctx, fn, resumeLane(lane)) })
 }
 
+// IdlePeer returns a worker of w's scheduler other than w that is parked
+// (out of work, waiting for events) and not yet woken for new work, or nil
+// when every other worker is busy. It is safe from any goroutine. The answer
+// is a hint: the worker may find work of its own before the caller's
+// reaches it. A server uses it to hand a connection whose request waits
+// behind w's work to a worker that can start it now.
+func (w *Worker) IdlePeer() *Worker {
+	s := w.s
+	n := uint32(len(s.workers))
+	if n < 2 || s.busy.Load() >= int32(n) {
+		return nil
+	}
+	start := s.rr.Add(1)
+	for i := uint32(0); i < n; i++ {
+		if p := s.workers[(start+i)%n]; p != w && p.parkState.Load() == parkParked {
+			return p
+		}
+	}
+	return nil
+}
+
 func (s *Scheduler) pickWorker() *Worker {
 	n := uint32(len(s.workers))
 	start := s.rr.Add(1)

@@ -112,6 +112,8 @@ type conn struct {
 	// handleAloneFn is handleAlone, for a request that started alone;
 	// handleAwayFn handleAway, for one that runs away.
 	handleAloneFn, handleAwayFn func()
+	// arriveFn is arrive, for a connection moving to another worker.
+	arriveFn func()
 
 	cur      *Request
 	body     *body
@@ -190,6 +192,7 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
 	c.handleAloneFn, c.handleAwayFn = c.handleAlone, c.handleAway
+	c.arriveFn = c.arrive
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected
 	srv.open.Add(1)
@@ -378,6 +381,9 @@ func (c *conn) readHead() {
 		return
 	}
 	c.n += n
+	if c.state == connIdle && c.moveToIdlePeer() {
+		return
+	}
 	c.parseBuffered()
 }
 

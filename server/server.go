@@ -261,6 +261,7 @@ type Server struct {
 	open     atomic.Int64     // connections not yet closed
 	parked   atomic.Int64     // connections parked after a refusal (park.go)
 	holds    atomic.Int64     // holds begun (park.go)
+	moves    atomic.Int64     // connections moved to an idle worker (move.go)
 	stopping atomic.Bool      // Shutdown or Close began
 	// unhookIdle removes workerIdle from the scheduler's idle hooks.
 	unhookIdle func()
@@ -431,6 +432,12 @@ func (srv *Server) ParkedConns() int { return int(srv.parked.Load()) }
 // client that resent a refused request at once, beyond those the server
 // serves within its age limit, made to wait its Retry-After.
 func (srv *Server) Holds() int64 { return srv.holds.Load() }
+
+// Moves returns the number of times a connection has moved to another
+// worker since the server started: each is a request that waited behind
+// its worker's work while another worker had none, and started there
+// instead (see Config's doc, "Workers share the load").
+func (srv *Server) Moves() int64 { return srv.moves.Load() }
 
 // Shutdown stops the server gracefully. It stops accepting at once, on
 // every listening socket, whatever the workers are doing: the connections

@@ -1,0 +1,113 @@
+//go:build linux
+
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-go/sluice/internal/schedtest"
+	srt "github.com/sluice-go/sluice/runtime"
+)
+
+// Requests that wait behind their worker's work while the other worker has
+// none move there with their connections: four connections of one worker
+// each send a request that computes for 20 ms, at once. Without the move
+// all four run on that worker, one after another; with it, the other worker
+// takes some, and a moved connection stays usable where it went.
+func TestWaitingRequestsMoveToAnIdleWorker(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testMoves(t, false) })
+	t.Run("TLS", func(t *testing.T) { testMoves(t, true) })
+}
+
+func testMoves(t *testing.T, overTLS bool) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ms, err := strconv.Atoi(r.URL.Query().Get("spin")); err == nil {
+			// On the CPU, so that the worker is busy throughout.
+			for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); {
+			}
+		}
+		_, _ = io.WriteString(w, strconv.Itoa(unix.Gettid()))
+	})
+	// The rescue off, so that a spinning handler keeps its thread: the
+	// thread tells the worker.
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 2, BlockedAfter: -1})
+	cfg := Config{}
+	var ccfg *tls.Config
+	if overTLS {
+		cfg.TLS, ccfg = testTLS(t)
+		ccfg.NextProtos, ccfg.ServerName = []string{"http/1.1"}, "127.0.0.1"
+	}
+	srv, addr := serveNativeOn(t, rt, HTTPHandler(h), cfg)
+	type client struct {
+		nc net.Conn
+		br *bufio.Reader
+	}
+	get := func(c client, path string) string {
+		t.Helper()
+		_, err := io.WriteString(c.nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(c.br, &http.Request{Method: "GET"})
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		return string(b)
+	}
+	// Four connections that the kernel gave the same worker.
+	byThread := map[string][]client{}
+	var same []client
+	var home string
+	for i := 0; i < 64 && same == nil; i++ {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		if overTLS {
+			nc = tls.Client(nc, ccfg)
+		}
+		t.Cleanup(func() { nc.Close() })
+		require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+		c := client{nc, bufio.NewReader(nc)}
+		tid := get(c, "/")
+		byThread[tid] = append(byThread[tid], c)
+		if len(byThread[tid]) == 4 {
+			same, home = byThread[tid], tid
+		}
+	}
+	require.NotNil(t, same, "four connections on one worker")
+	require.Zero(t, srv.Moves(), "nothing waited")
+
+	var wg sync.WaitGroup
+	ran := make([]string, len(same))
+	for i, c := range same {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ran[i] = get(c, "/?spin=20")
+		}()
+	}
+	wg.Wait()
+	moved := 0
+	for i, tid := range ran {
+		if tid != home {
+			moved++
+			// It stays usable where it went, and stays there while
+			// nothing waits.
+			assert.Equal(t, tid, get(same[i], "/"), "the moved connection is served on its new worker")
+		}
+	}
+	assert.Positive(t, moved, "ran on %v, all on the connections' worker %s", ran, home)
+	assert.GreaterOrEqual(t, srv.Moves(), int64(moved))
+	assert.Less(t, moved, len(same), "the first one starts where it is")
+}
