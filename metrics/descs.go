@@ -35,6 +35,7 @@ type descs struct {
 	requests, duration, inFlight, conns   *prometheus.Desc
 	parked                                *prometheus.Desc
 	holds                                 *prometheus.Desc
+	moves                                 *prometheus.Desc
 	handshakes, handshaking               *prometheus.Desc
 	admitted, rejected, queued, closed    *prometheus.Desc
 	canceled                              *prometheus.Desc
@@ -77,6 +78,7 @@ func newDescs() *descs {
 	d.duration = n("http_request_duration_seconds", "Time admitted requests ran, from their start to their end (the wait before the start is sluice_admission_queue_wait_seconds).", s)
 	d.inFlight = n("http_requests_in_flight", "Admitted requests that have not ended.", s)
 	d.conns = n("http_connections", "Open client connections.", s)
+	d.moves = n("http_connection_moves_total", "Times a connection moved to an idle worker because its request had waited behind its own worker's work.", s)
 	d.holds = n("http_holds_total", "Times a client connection was left unread after a refusal for overload until its Retry-After had passed (sluice_http_connections_parked counts those left unread now).", s)
 	d.parked = n("http_connections_parked", "Open client connections left unread after a refusal for overload until its Retry-After has passed: clients beyond what the server serves within its age limit, which resend at once (server.Config.HoldRefused).", s)
 	d.handshakes = n("tls_handshakes_total", "TLS handshakes of an HTTPS server, by result: completed; failed (not TLS, refused by the configuration, the client gone or out of time); waited (the client's address held its share of the worker's places: the hello waited for one); evicted (the oldest of the worker's share of Config.MaxHandshakes, closed for a newer hello); late (the hello had waited past the age limit: closed before any work).", s, "result")

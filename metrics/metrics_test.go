@@ -251,6 +251,7 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	assert.GreaterOrEqual(t, value(t, mfs, "sluice_http_connections", srvL), 1.0)
 	assert.Zero(t, value(t, mfs, "sluice_http_connections_parked", srvL), "nothing was refused for its age")
 	assert.Zero(t, metric(t, mfs, "sluice_http_holds_total", dto.MetricType_COUNTER, srvL).GetCounter().GetValue())
+	assert.NotNil(t, metric(t, mfs, "sluice_http_connection_moves_total", dto.MetricType_COUNTER, srvL), "exported")
 	assert.Nil(t, mfs["sluice_tls_handshakes_total"], "a plain HTTP server has no handshakes")
 	assert.Equal(t, uint64(60), metric(t, mfs, "sluice_http_request_duration_seconds", dto.MetricType_HISTOGRAM, srvL).GetHistogram().GetSampleCount())
 	ex := "executor=api"

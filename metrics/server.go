@@ -16,7 +16,8 @@ import (
 
 // Server is the source of a sluice server (sluice.Listen): its admission
 // (see Admission), its open connections and those parked after a refusal
-// (sluice_http_connections, sluice_http_connections_parked), its TLS handshakes when it serves
+// (sluice_http_connections, sluice_http_connections_parked) and moved to
+// an idle worker (sluice_http_connection_moves_total), its TLS handshakes when it serves
 // HTTPS (sluice_tls_handshakes_total{result}: completed, failed, refused,
 // late; sluice_tls_handshakes_in_progress), and its runtime's executor
 // (see Executor), all labelled with name (server="name",
@@ -27,6 +28,7 @@ func Server(name string, s *sluice.Server) Source {
 		p.conns = s.Server().OpenConns
 		p.parked = s.Server().ParkedConns
 		p.holds = s.Server().Holds
+		p.moves = s.Server().Moves
 		if s.Server().HTTPServer().TLSConfig != nil {
 			p.tls = s.Server().TLSStats
 		}
@@ -81,6 +83,7 @@ type pipelineLive struct {
 	conns  func() int             // nil: not a server's
 	parked func() int             // nil: not a server's
 	holds  func() int64           // nil: not a server's
+	moves  func() int64           // nil: not a server's
 	tls    func() server.TLSStats // nil: not an HTTPS server's
 	rec    *obs.Recorder
 	remove func()
@@ -118,6 +121,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 		gauge(ch, d.conns, float64(l.conns()), name)
 		gauge(ch, d.parked, float64(l.parked()), name)
 		counter(ch, d.holds, float64(l.holds()), name)
+		counter(ch, d.moves, float64(l.moves()), name)
 	}
 	if l.tls != nil {
 		t := l.tls()

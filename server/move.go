@@ -29,7 +29,7 @@ const moveAfter = time.Millisecond
 // arrival stamps (the age limit on): without them nothing tells that the
 // request waited.
 func (c *conn) moveToIdlePeer() bool {
-	if !c.srv.stamps || c.arrived == 0 || time.Now().UnixNano()-c.arrived < int64(moveAfter) || c.srv.stopping.Load() {
+	if len(c.srv.ws) < 2 || !c.srv.stamps || c.arrived == 0 || time.Now().UnixNano()-c.arrived < int64(moveAfter) || c.srv.stopping.Load() {
 		return false
 	}
 	peer := c.w.IdlePeer()
