@@ -138,3 +138,29 @@ func TestRetryHonoursThePushback(t *testing.T) {
 	require.NoError(t, err, "retried after the pushback, once the place was free")
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
 }
+
+// A call whose deadline (grpc-timeout) leaves less than the admission's
+// MinLeft is refused at once, unstarted, as DEADLINE_EXCEEDED: the message
+// is the server's, so the client's own deadline had not passed. A call
+// with time enough is served.
+func TestShortDeadlineIsDeadlineExceeded(t *testing.T) {
+	c := serveHealth(t, admit.Config{Deadline: admit.DeadlineConfig{MinLeft: time.Second}})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var header, trailer metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+	require.Error(t, err)
+	st := status.Convert(err)
+	assert.Equal(t, codes.DeadlineExceeded, st.Code(), "%v", err)
+	assert.Equal(t, "request not started: deadline", st.Message(), "refused by the server, not timed out by the client")
+	assert.NoError(t, ctx.Err(), "the client's deadline had not passed")
+	md := metadata.Join(header, trailer)
+	assert.Equal(t, []string{"deadline"}, md.Get(reject.ReasonHeader))
+	assert.Empty(t, md.Get("grpc-retry-pushback-ms"), "no time is left to retry in")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err, "time enough")
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+}
