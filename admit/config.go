@@ -31,7 +31,8 @@ const (
 // the age of its requests alone: one that waited 100 ms from its arrival in
 // the kernel (its head complete) is rejected unstarted, and once requests
 // have kept reaching that limit for 10 ms (an overload's line, standing in
-// the sockets), 5 ms is the limit until the line is gone.
+// the sockets), 5 ms is the limit until the line is gone (longer for a
+// handler so slow that two requests per worker take more to start).
 type Config struct {
 	// Policies are asked first, in order, once per request: the first that
 	// refuses rejects the request at once (a quota, a tenant's share,
@@ -63,8 +64,13 @@ type Config struct {
 	// request has been at least Target old for Interval), Target is the
 	// age limit (and the queue, in CoDel order, gives newcomers Target and
 	// serves the newest first), until the requests have been younger than
-	// Target for Interval / 10, or none has come for Interval. A line that
-	// stands below MaxAge is served. Target is dropped, MaxAge the limit
+	// Target for Interval / 10, or none has come for Interval. While the
+	// line stands, the limit is longer than Target when the server takes
+	// longer than Target to start two requests per worker (per shard) at
+	// the rate it admits them, up to MaxAge / 2: with a slow handler, a
+	// limit of one start leaves a worker idle whenever no request came
+	// during the last one it ran. A line that stands below MaxAge is
+	// served. Target is dropped, MaxAge the limit
 	// again, for the rest of a standing period in which it refused more
 	// than FutileRatio requests per admission over a window (clients that
 	// resend at once, whose line refusing does not shorten).

@@ -19,8 +19,10 @@
 //     one). Once requests at the limit have kept coming for 10 ms
 //     (Config.Interval / 10: the line reached the limit and stays there,
 //     an overload), the line is standing and the limit is 5 ms
-//     (Config.Target), so the old are rejected at once and the fresh are
-//     served; see queue.Detector. When a policy knows the clients' shares
+//     (Config.Target), or the time the server takes to start two requests
+//     per worker when a slow handler makes that longer (up to half of
+//     MaxAge), so the old are rejected at once and the fresh are served;
+//     see queue.Detector. When a policy knows the clients' shares
 //     (ShareKeeper: package tenant's drops in force), only the requests
 //     not within their share get the lower limit; the others keep MaxAge.
 //     Unless that is futile: clients that

@@ -254,7 +254,8 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			t.arrived, t.known = now-age, true
 			lowered := false
 			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() {
-				if target := int64(p.det.Target()); age >= target && age < limit && !p.withinShare(t) {
+				p.measure(now)
+				if target := p.lowLimit(); age >= target && age < limit && !p.withinShare(t) {
 					lowered, limit = true, target
 				}
 			}
@@ -625,7 +626,7 @@ func (p *Pipeline) TooOld(stamp int64) bool {
 func (p *Pipeline) ageLimit() time.Duration {
 	limit := time.Duration(p.maxAge.Load())
 	if limit > 0 && p.lowered(p.clock()) {
-		limit = min(limit, p.det.Target())
+		limit = min(limit, time.Duration(p.lowLimit()))
 	}
 	return max(limit, 0)
 }

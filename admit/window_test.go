@@ -191,7 +191,7 @@ func TestHold(t *testing.T) {
 	gate := newSwitch("g", true, &events{})
 	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{Clock: clk.now})
 	p.Servable()
-	admitN(t, p, 10)
+	admitN(t, p, 100) // 1,000 a second: two starts take 2 ms, under the 5 ms target
 	clk.add(100 * ms)
 	late, d := aged(p, 150*time.Millisecond)
 	require.Equal(t, Rejected, d)
@@ -268,4 +268,45 @@ func TestWindowConcurrent(t *testing.T) {
 	}
 	st := p.Stats()
 	assert.Equal(t, st.Rejected-2, lowered, "every refusal after the first two was the lower limit's, and counted once")
+}
+
+// While the line stands, its age limit is at least the time the server
+// takes to start two requests per shard at the rate it admits them: a
+// slow handler's line keeps a request young enough to start whenever one
+// ends. Bounded by half of MaxAge; the target when the rate is unknown or
+// fast.
+func TestStandingLimitCoversTwoStarts(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		shards   int
+		admitted int // in 100 ms while the line stands
+		limit    time.Duration
+	}{
+		{"fast handler: the target", 1, 100, 5 * time.Millisecond},     // 1,000/s: 2 ms
+		{"5 ms handler, one worker", 1, 20, 10 * time.Millisecond},     // 200/s: 10 ms
+		{"5 ms handler, two workers", 2, 40, 10 * time.Millisecond},    // 400/s, 2 per shard: 10 ms
+		{"50 ms handler: half of MaxAge", 1, 2, 50 * time.Millisecond}, // 20/s: 100 ms, capped
+		{"nothing measured: the target", 1, 0, 5 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock(10 * ms)
+			p := newPipeline(t, Config{}, Host{Clock: clk.now, Shards: c.shards})
+			standUp(p, clk)
+			for range 2 {
+				admitN(t, p, c.admitted/2)
+				clk.add(50 * ms)
+				// At the limit: the line goes on standing, and the
+				// window of admissions closes.
+				_, d := aged(p, 150*time.Millisecond)
+				require.Equal(t, Rejected, d)
+			}
+			st := p.Stats()
+			require.True(t, st.Standing)
+			assert.Equal(t, c.limit, st.MaxAge)
+			_, d := aged(p, c.limit-time.Millisecond)
+			assert.Equal(t, Admitted, d, "within the limit")
+			_, d = aged(p, c.limit+time.Millisecond)
+			assert.Equal(t, Rejected, d, "past it")
+		})
+	}
 }
