@@ -25,8 +25,9 @@
 //  4. Enforcement. Each server reads the drop table and drops each
 //     tenant's fraction before anything of the request starts: 429,
 //     Retry-After, Sluice-Reject-Reason: tenant-share and
-//     Sluice-Not-Started: 1. Drops are spread evenly (a credit counter,
-//     not a coin flip). Between two tables, what a drop leaves over is
+//     Sluice-Not-Started: 1. Drops are spread evenly (a count of the drops
+//     owed, not a coin flip), and a request refused before the tracker
+//     (by the age limit) pays for one. Between two tables, what a drop leaves over is
 //     the dropped tenant's to lose: while an overload's line stands, only
 //     its requests get the lower age limit, and the others keep the full
 //     one (the Tracker is an admit.ShareKeeper).

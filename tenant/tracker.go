@@ -59,9 +59,15 @@ type Config struct {
 // drop table gives it, before they start: answered 429 with Retry-After
 // and the reason "tenant-share", not started, safe to retry later.
 //
-// Drops are spread evenly: a tenant with a drop fraction f has exactly
-// floor(n·f) of its next n requests dropped (a credit counter, not a coin
-// flip), so small fractions are exact too.
+// Drops are spread evenly: a tenant with a drop fraction f has about
+// n·f of its next n requests refused (a count of the drops it owes, not a
+// coin flip), so small fractions are exact too. The refusals of the stages
+// before the tracker count: a request the age limit refuses pays for a
+// drop the tenant owes, so that the tenant loses f of its requests in all,
+// not f of what the age limit left. While an overload's line stands, the
+// dropped tenant's requests get the standing line's short limit, which
+// refuses most of them already: dropping f of the few young enough on top
+// left a worker with none to start, idle while the line was refused.
 //
 // An Agent runs the tracker's period: it collects a Report, pushes it to
 // the store, reads the drop table and applies it. Without an agent, call
@@ -104,8 +110,8 @@ type roster struct {
 // admit.Attempt.Shard: one per worker on the sluice server), and its drop
 // state. The counters are padded and the slots allocated each on their
 // own, so that requests on different workers, of the same tenant or not,
-// add to no shared cache line; only the drop credit is shared, and only
-// added to while the tenant has a drop fraction.
+// add to no shared cache line; only the drops owed are shared, and only
+// changed while the tenant has a drop fraction.
 //
 // A slot stays in an Attempt (admit.Attempt.Tenant) after its request
 // ends, and the next request of that Attempt with the same key takes it
@@ -119,7 +125,7 @@ type slot struct {
 	retired atomic.Bool   // set once, when a Collect leaves it out of the roster
 	drop    atomic.Uint64 // fraction of requests to drop, in 2^-32 units
 	_       [64]byte
-	credit  atomic.Uint64 // drop credit, in 2^-32 requests (wraps)
+	owed    atomic.Int64 // drops owed, in 2^-32 requests (owe), never negative
 	_       [56]byte
 }
 
@@ -337,14 +343,35 @@ func (t *Tracker) Admit(a *admit.Attempt) *admit.Refusal {
 	a.Tenant = s
 	c := s.at(a.Shard)
 	c.requests.Add(1)
-	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
-		if cr := s.credit.Add(f); cr>>32 != (cr-f)>>32 {
-			c.dropped.Add(1)
-			a.Tenant = nil
-			return t.refusal
-		}
+	if f := s.drop.Load(); f != 0 && t.enforce.Load() && s.owe(f, false) {
+		c.dropped.Add(1)
+		a.Tenant = nil
+		return t.refusal
 	}
 	return nil
+}
+
+// wholeRequest is a whole request in the 2^-32 units of drop and owed.
+const wholeRequest = 1 << 32
+
+// owe adds a request of a tenant whose drop fraction is f (2^-32 units)
+// to the drops it owes, and reports whether to drop it: when a whole
+// drop is owed. A request refused already (refused: by a stage before the
+// tracker) pays for one instead, as far as one is owed, its own share
+// included: what is owed never goes below zero, so refusals of other causes
+// never earn a tenant requests beyond its share.
+func (s *slot) owe(f uint64, refused bool) bool {
+	for {
+		o := s.owed.Load()
+		n := o + int64(f)
+		drop := !refused && n >= wholeRequest
+		if drop || refused {
+			n = max(n-wholeRequest, 0)
+		}
+		if s.owed.CompareAndSwap(o, n) {
+			return drop
+		}
+	}
 }
 
 // WithinShare implements admit.ShareKeeper: while enforcement is on and
@@ -388,9 +415,13 @@ func (t *Tracker) lookup(a *admit.Attempt) *slot {
 // was asked (too old, out of time, over a quota) counts as its tenant's
 // request, and as rejected.
 func (t *Tracker) Unasked(a *admit.Attempt, _ *admit.Refusal) {
-	c := t.slotOf(a).at(a.Shard)
+	s := t.slotOf(a)
+	c := s.at(a.Shard)
 	c.requests.Add(1)
 	c.rejected.Add(1)
+	if f := s.drop.Load(); f != 0 && t.enforce.Load() {
+		s.owe(f, true)
+	}
 }
 
 // slotOf returns the counters of a's tenant: followed by name, a

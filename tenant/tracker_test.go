@@ -87,6 +87,57 @@ func TestDropsSpreadEvenly(t *testing.T) {
 	assert.Equal(t, int64(3), usageOf(r, "b").Dropped)
 }
 
+// A request refused before the tracker (Unasked: the age limit) pays for a
+// drop its tenant owes: a tenant dropped by a half whose requests the age
+// limit refuses one in two already loses no more; one in four, and the
+// tracker drops a third of the rest, a half in all. Refusals never earn a
+// tenant more than its share: after a run of them, the drops go on as
+// before.
+func TestRefusalsPayForDropsOwed(t *testing.T) {
+	tr := newTracker(t, Config{})
+	run(tr, "a", 10, 0)
+	tr.Collect(time.Second)
+	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"a": 0.5}}))
+	a := attempt("a")
+	tooOld := &admit.Refusal{Reason: "queue-timeout"}
+	// pattern runs n rounds of the requests in each round that the age
+	// limit refuses (true) and those it lets through, and returns how many
+	// of the latter were dropped.
+	pattern := func(n int, round ...bool) (dropped, asked int) {
+		for range n {
+			for _, old := range round {
+				if old {
+					tr.Unasked(a, tooOld)
+					continue
+				}
+				asked++
+				if tr.Admit(a) != nil {
+					dropped++
+				} else {
+					tr.Done(a, admit.Outcome{Latency: time.Millisecond})
+				}
+			}
+		}
+		return dropped, asked
+	}
+	dropped, asked := pattern(40, true, false)
+	assert.Zero(t, dropped, "the age limit refused a half already")
+	dropped, asked = pattern(40, true, false, false, false)
+	assert.InDelta(t, asked/3, dropped, 1, "a quarter refused for age: a third of the rest dropped")
+	dropped, asked = pattern(1, true, true, true, true, true, true, true, true)
+	assert.Zero(t, asked)
+	dropped, asked = pattern(1, false, false, false, false, false, false, false, false)
+	assert.Equal(t, 4, dropped, "a run of refusals leaves no credit: half of the next eight dropped")
+
+	tr.SetEnforce(false)
+	dropped, _ = pattern(10, true, false)
+	assert.Zero(t, dropped, "not enforcing")
+	require.NoError(t, tr.Apply(Table{Version: 2, Drops: map[string]float64{}}))
+	tr.SetEnforce(true)
+	dropped, _ = pattern(10, true, false)
+	assert.Zero(t, dropped, "no drop in force")
+}
+
 func usageOf(r Report, name string) Usage {
 	for _, u := range r.Tenants {
 		if u.Tenant == name {
