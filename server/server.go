@@ -434,9 +434,12 @@ func (srv *Server) ParkedConns() int { return int(srv.parked.Load()) }
 func (srv *Server) Holds() int64 { return srv.holds.Load() }
 
 // Moves returns the number of times a connection has moved to another
-// worker since the server started: each is a request that waited behind
-// its worker's work while another worker had none, and started there
-// instead (see Config's doc, "Workers share the load").
+// worker since the server started. A connection belongs to the worker that
+// accepted it; when its next request has waited 1 ms behind that worker's
+// work while another worker is idle, it moves there between two requests,
+// and the request starts at once. Clients that load some of their
+// connections more than others (a pool that reuses the connection it got
+// back last) make it count.
 func (srv *Server) Moves() int64 { return srv.moves.Load() }
 
 // Shutdown stops the server gracefully. It stops accepting at once, on
