@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -85,6 +86,10 @@ const (
 	// TenantsBlameMin is the least share of the blame of the demand on
 	// the heavy tenant.
 	TenantsBlameMin = 0.9
+	// TenantsStoreMin is the least goodput of the servers together, in
+	// multiples of C, from a control period after the store was killed
+	// (Tenants.KillStore) to the end.
+	TenantsStoreMin = 0.8
 )
 
 // Tenants runs the tenant flood for real: Servers servers of the target
@@ -136,6 +141,11 @@ type Tenants struct {
 	// bench.TenantsProtections; default bench.TenantsDefault, the age
 	// limit alone.
 	Protection string
+	// KillStore, when positive, is when redis-server is stopped, from the
+	// start of each part's load: the agents lose the store mid-run, and
+	// the servers go on with the last table they read and their own
+	// protection (TenantsFigures.AfterKill). Zero: never.
+	KillStore time.Duration
 
 	flags *tenantsFlags // set by Flags
 }
@@ -146,6 +156,7 @@ type tenantsFlags struct {
 	utilisation   float64
 	servers       int
 	protection    string
+	killStore     time.Duration
 }
 
 // Name is "tenants".
@@ -157,7 +168,7 @@ func (*Tenants) Describe() string {
 }
 
 // Flags registers -tenants-duration, -tenants-cpu, -tenants-utilisation,
-// -tenants-servers and -tenants-protection.
+// -tenants-servers, -tenants-protection and -tenants-kill-redis.
 func (c *Tenants) Flags(fs *flag.FlagSet) {
 	f := &tenantsFlags{}
 	c.flags = f
@@ -165,6 +176,7 @@ func (c *Tenants) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.cpu, "tenants-cpu", DefaultTenantsCPU, "busy work per request of the tenants scenario's servers")
 	fs.Float64Var(&f.utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
 	fs.IntVar(&f.servers, "tenants-servers", DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
+	fs.DurationVar(&f.killStore, "tenants-kill-redis", 0, "stop the tenants scenario's redis-server this long into each part's load (0: never), to see the servers go on without their store")
 	fs.StringVar(&f.protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections(), ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 }
 
@@ -184,8 +196,11 @@ func (c *Tenants) readFlags() error {
 		return fmt.Errorf("-tenants-servers must be in [1, %d], got %d", maxTenantsServers, f.servers)
 	case !slices.Contains(bench.TenantsProtections(), f.protection):
 		return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(bench.TenantsProtections(), ", "), f.protection)
+	case f.killStore < 0 || f.killStore >= f.duration:
+		return fmt.Errorf("-tenants-kill-redis must be in [0, -tenants-duration %v), got %v", f.duration, f.killStore)
 	}
 	c.Duration, c.CPU, c.Utilisation, c.Servers, c.Protection = f.duration, f.cpu, f.utilisation, f.servers, f.protection
+	c.KillStore = f.killStore
 	return nil
 }
 
@@ -228,6 +243,8 @@ func (c *Tenants) Check(s *bench.SuiteConfig) error {
 		return fmt.Errorf("bench: tenants utilisation %v must be in (0, 1], or 0 for the controller's default", c.Utilisation)
 	case c.Bucket > c.Period:
 		return fmt.Errorf("bench: tenants bucket %v is longer than the control period %v", c.Bucket, c.Period)
+	case c.KillStore < 0 || c.KillStore > 0 && c.KillStore+c.Period >= c.Duration:
+		return fmt.Errorf("bench: tenants: the store is killed at %v: leave at least a control period (%v) of the %v window after it", c.KillStore, c.Period, c.Duration)
 	}
 	for _, t := range s.Targets {
 		if !tenantCapable(t) {
@@ -287,6 +304,9 @@ type TenantsDetail struct {
 	// Steps are the controller's decisions (whichever server led), by
 	// version, timed from the start of the load.
 	Steps []bench.TenantStep `json:"steps,omitempty"`
+	// StoreKilledAt is when redis-server was stopped, from the start of
+	// the load (Tenants.KillStore); zero: it ran throughout.
+	StoreKilledAt time.Duration `json:"store_killed_at,omitempty"`
 	TenantsFigures
 }
 
@@ -338,18 +358,28 @@ type TenantsFigures struct {
 	// FirstDrop is the first step that set the heavy tenant a drop, from
 	// the start of the load; -1 for none.
 	FirstDrop time.Duration `json:"first_drop"`
+	// AfterKill is the goodput of every tenant together, in multiples of
+	// C, from a control period after the store was killed to the end;
+	// Killed reports that it was (TenantsDetail.StoreKilledAt).
+	AfterKill float64 `json:"after_kill,omitempty"`
+	Killed    bool    `json:"killed,omitempty"`
 }
 
 // Met reports which of the flood targets the figures meet, by name:
-// "converge", "light", "heavy", "jain", "blame".
+// "converge", "light", "heavy", "jain", "blame", and "store" when the
+// store was killed.
 func (f TenantsFigures) Met() map[string]bool {
-	return map[string]bool{
+	m := map[string]bool{
 		"converge": f.Converged && f.ConvergePeriods <= TenantsConvergeMax,
 		"light":    f.Converged && f.WorstLight >= TenantsLightMin,
 		"heavy":    f.HeavyFair >= TenantsHeavyMin,
 		"jain":     f.Jain >= TenantsJainMin,
 		"blame":    f.DemandBlameHeavy >= TenantsBlameMin,
 	}
+	if f.Killed {
+		m["store"] = f.AfterKill >= TenantsStoreMin
+	}
+	return m
 }
 
 // Calibrate measures the capacity of the scenario's servers together
@@ -424,7 +454,10 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	if err != nil {
 		return nil, fmt.Errorf("bench: tenants: %w", err)
 	}
-	defer func() { err = errors.Join(err, stopRedis()) }()
+	var stopOnce sync.Once
+	var stopErr error
+	stopStore := func() { stopOnce.Do(func() { stopErr = stopRedis() }) }
+	defer func() { stopStore(); err = errors.Join(err, stopErr) }()
 	child := &bench.TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", t.Index), Off: p.Part == TenantsOff, Period: c.Period, Utilisation: c.Utilisation, Protection: c.Protection}
 	b, err := cfg.StartBackends(ctx, bench.ChildSpec{Target: t.Target, Nice: bench.TargetNice, Tenants: child, Quota: cfg.Quota}, c.specs())
 	if err != nil {
@@ -451,6 +484,10 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	s = t.Sample()
 	m := b.MeterCPU()
 	t0 := time.Now()
+	if c.KillStore > 0 {
+		kill := time.AfterFunc(c.KillStore, stopStore)
+		defer kill.Stop()
+	}
 	res, err := bench.Run(ctx, rc)
 	m.Stop(s)
 	if res == nil {
@@ -459,7 +496,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	bench.Fill(s, res)
 	// The servers' own counts come with their stop.
 	err = errors.Join(err, b.Stop())
-	d := &TenantsDetail{Part: p.Part, Heavy: c.Heavy, Light: c.Light, Lights: c.Lights, Period: c.Period, Bucket: c.Bucket, Protection: c.Protection}
+	d := &TenantsDetail{Part: p.Part, Heavy: c.Heavy, Light: c.Light, Lights: c.Lights, Period: c.Period, Bucket: c.Bucket, Protection: c.Protection, StoreKilledAt: c.KillStore}
 	for i, js := range b.Stats() {
 		var ts bench.TenantServer
 		if jerr := json.Unmarshal(js, &ts); jerr != nil || ts.Totals == nil {
@@ -583,6 +620,18 @@ func measureTenants(s *bench.Sample, ti *TenantsDetail, capacity float64) Tenant
 	if sq > 0 {
 		f.Jain = sum * sum / (float64(shares) * sq)
 	}
+	if k := ti.StoreKilledAt; k > 0 {
+		i := min(int((k+ti.Period+ti.Bucket-1)/ti.Bucket), n)
+		var ok int64
+		for _, t := range ts {
+			_, o := t.span(i, n)
+			ok += o
+		}
+		if i < n {
+			f.Killed = true
+			f.AfterKill = float64(ok) / (float64(n-i) * ti.Bucket.Seconds()) / capacity
+		}
+	}
 	measureBlame(&f, ti)
 	return f
 }
@@ -698,6 +747,10 @@ type TenantsRow struct {
 	DemandBlameHeavy float64 `json:"demand_blame_heavy"`
 	HeavyDropped     float64 `json:"heavy_dropped"`
 	LightDropped     float64 `json:"light_dropped"`
+	// Killed counts the runs whose store was killed, AfterKill is the
+	// median of their TenantsFigures.AfterKill.
+	Killed    int     `json:"killed,omitempty"`
+	AfterKill float64 `json:"after_kill,omitempty"`
 	// Met counts, per flood target (TenantsFigures.Met), the
 	// runs counted that met it.
 	Met map[string]int `json:"met"`
@@ -733,7 +786,7 @@ func tenantsRow(target, part string, samples []tenantsRun) TenantsRow {
 	if len(kept) == 0 {
 		kept = samples
 	}
-	var capacity, offered, conv, light, worst, all, heavy, fair, jain, blame, dblame, hdrop, ldrop []float64
+	var capacity, offered, conv, light, worst, all, heavy, fair, jain, blame, dblame, hdrop, ldrop, after []float64
 	for _, s := range kept {
 		f := s.detail.TenantsFigures
 		capacity = append(capacity, s.Capacity)
@@ -752,6 +805,10 @@ func tenantsRow(target, part string, samples []tenantsRun) TenantsRow {
 		dblame = append(dblame, f.DemandBlameHeavy)
 		hdrop = append(hdrop, f.HeavyDropped)
 		ldrop = append(ldrop, float64(f.LightDropped))
+		if f.Killed {
+			r.Killed++
+			after = append(after, f.AfterKill)
+		}
 		for name, ok := range f.Met() {
 			if ok {
 				r.Met[name]++
@@ -764,6 +821,7 @@ func tenantsRow(target, part string, samples []tenantsRun) TenantsRow {
 	r.HeavyGoodput, r.HeavyFair, r.Jain = med(heavy), med(fair), med(jain)
 	r.BlameHeavy, r.DemandBlameHeavy = med(blame), med(dblame)
 	r.HeavyDropped, r.LightDropped = med(hdrop), med(ldrop)
+	r.AfterKill = med(after)
 	return r
 }
 
@@ -776,6 +834,7 @@ func tenantsTargets() []struct{ key, text string } {
 		{"heavy", fmt.Sprintf("heavy >= %g of what is left", TenantsHeavyMin)},
 		{"jain", fmt.Sprintf("Jain's index >= %g", TenantsJainMin)},
 		{"blame", fmt.Sprintf(">= %g%% of the blame (of the demand) on heavy", 100*TenantsBlameMin)},
+		{"store", fmt.Sprintf("goodput >= %g of C from a period after redis-server was killed", TenantsStoreMin)},
 	}
 }
 
@@ -822,11 +881,17 @@ func (c *Tenants) WriteReport(w io.Writer, rep *bench.Report) error {
 			n = r.Behind // every run behind: they are the ones counted
 		}
 		for _, t := range tenantsTargets() {
+			if t.key == "store" && r.Killed == 0 {
+				continue
+			}
 			verdict := "FAIL"
 			if n > 0 && r.Met[t.key] == n {
 				verdict = "PASS"
 			}
 			fmt.Fprintf(&buf, "  %-4s %s: %d/%d\n", verdict, t.text, r.Met[t.key], n)
+			if t.key == "store" {
+				fmt.Fprintf(&buf, "       (median goodput %.3f of C)\n", r.AfterKill)
+			}
 		}
 	}
 	buf.WriteString("\n" + strings.Join([]string{

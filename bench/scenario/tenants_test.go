@@ -186,6 +186,75 @@ func TestMeasureTenants(t *testing.T) {
 	assert.InDelta(t, 0.5, f.Jain, 1e-12, "one tenant at its share, one at none")
 }
 
+// With the store killed, AfterKill is every tenant's goodput from a
+// control period after the kill to the end, and the "store" target is
+// checked; without a kill it is not.
+func TestMeasureTenantsAfterTheStoreIsKilled(t *testing.T) {
+	s, ti := tenantSample(0, 9)
+	ti.StoreKilledAt = 300 * time.Millisecond // + a period of 200 ms: buckets 5 to 9
+	// Heavy serves 9 a bucket until the 5th bucket, then 6.
+	for i := range s.Classes[TenantHeavy].Series {
+		if i >= 5 {
+			s.Classes[TenantHeavy].Series[i].OK = 6
+		}
+	}
+	f := measureTenants(s, ti, 100)
+	require.True(t, f.Killed)
+	// (6 + 1) a bucket of 100 ms at C = 100 a second.
+	assert.InDelta(t, 0.7, f.AfterKill, 1e-12)
+	met, ok := f.Met()["store"]
+	require.True(t, ok)
+	assert.False(t, met, "0.7 of C is under 0.8")
+
+	s, ti = tenantSample(0, 9)
+	ti.StoreKilledAt = 300 * time.Millisecond
+	f = measureTenants(s, ti, 100)
+	assert.InDelta(t, 1.0, f.AfterKill, 1e-12)
+	assert.True(t, f.Met()["store"])
+
+	s, ti = tenantSample(0, 9)
+	f = measureTenants(s, ti, 100)
+	assert.False(t, f.Killed)
+	assert.NotContains(t, f.Met(), "store", "no kill, no target")
+}
+
+// A run whose store was killed has the "store" target in the report,
+// with the median goodput after the kill.
+func TestTenantsReportAfterTheStoreIsKilled(t *testing.T) {
+	rep := tenantsReport(t)
+	d := detail[TenantsDetail](t, &rep.Samples[0])
+	d.StoreKilledAt, d.Killed, d.AfterKill = 8*time.Second, true, 0.85
+	require.NoError(t, rep.Samples[0].SetDetail(d))
+	var buf bytes.Buffer
+	require.NoError(t, (&Tenants{}).WriteReport(&buf, rep))
+	assert.Contains(t, buf.String(), "PASS goodput >= 0.8 of C from a period after redis-server was killed: 1/1\n       (median goodput 0.850 of C)")
+}
+
+func TestTenantsKillFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-tenants-kill-redis", "8s"}, ""},
+		{[]string{"-tenants-kill-redis", "-1s"}, "-tenants-kill-redis must be in [0, -tenants-duration 20s), got -1s"},
+		{[]string{"-tenants-kill-redis", "20s"}, "-tenants-kill-redis must be in [0, -tenants-duration 20s), got 20s"},
+		{[]string{"-tenants-kill-redis", "19s500ms"}, "leave at least a control period"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		tc := &Tenants{}
+		tc.Flags(fs)
+		require.NoError(t, fs.Parse(c.args))
+		err := tc.Check(&bench.SuiteConfig{Targets: []string{"sluice"}})
+		if c.err == "" {
+			require.NoError(t, err, c.args)
+			assert.Equal(t, 8*time.Second, tc.KillStore)
+			continue
+		}
+		require.Error(t, err, c.args)
+		assert.Contains(t, err.Error(), c.err)
+	}
+}
+
 // tenantsReport is a report of one repeat of the tenants scenario: the on
 // part meets every target, the off part none.
 func tenantsReport(t *testing.T) *bench.Report {
@@ -239,6 +308,7 @@ func TestTenantsReport(t *testing.T) {
 	assert.Contains(t, out, "PASS converges within 2 periods: 1/1")
 	assert.Contains(t, out, "PASS Jain's index >= 0.95: 1/1")
 	assert.NotContains(t, out, "FAIL")
+	assert.NotContains(t, out, "redis-server was killed", "no kill, no such target")
 	assert.Equal(t, "20.00", lineOf(out, "sluice", "off")[5], "the off part's lights %")
 
 	var table bytes.Buffer
