@@ -164,7 +164,7 @@ func (*Tenants) Name() string { return "tenants" }
 
 // Describe says what the scenario does, for the command's help.
 func (*Tenants) Describe() string {
-	return "one server by default, -tenants-servers, over Redis; a heavy tenant at 5x C against 10 light ones, enforcement on and off: -targets sluice; needs redis-server"
+	return "one server by default, -tenants-servers, over Redis; a heavy tenant at 5x C against 10 light ones, enforcement on and off, Redis killed mid-run with -tenants-kill-redis: -targets sluice; needs redis-server"
 }
 
 // Flags registers -tenants-duration, -tenants-cpu, -tenants-utilisation,
