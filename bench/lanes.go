@@ -138,9 +138,10 @@ func lanesHandler(cs ChildSpec) (http.Handler, *workLog) {
 	lc := cs.Lanes
 	log := newWorkLog(lc.Span)
 	cpu := cs.Handler.CPU
+	spin := weather.NewSpinner()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LanesInteractivePath, func(w http.ResponseWriter, _ *http.Request) {
-		weather.Spin(cpu)
+		spin.Spin(cpu)
 		log.add(log.interactive, cpu)
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -151,7 +152,7 @@ func lanesHandler(cs ChildSpec) (http.Handler, *workLog) {
 				return // the client left: its work would be wasted
 			}
 			d := min(lc.Slice, lc.Batch-done)
-			weather.Spin(d)
+			spin.Spin(d)
 			log.add(log.batch, d)
 			if done += d; done < lc.Batch {
 				if err := sluice.Yield(ctx); err != nil {

@@ -27,8 +27,9 @@ import (
 
 // Config shapes the service's work per request.
 type Config struct {
-	// CPU is the CPU time each request spends computing, busy-waiting
-	// on the clock (so it is the same on every machine). Zero means none.
+	// CPU is the CPU time each request spends computing (a Spinner's):
+	// the same on every machine, and whatever the CPU the request gets
+	// meanwhile. Zero means none.
 	CPU time.Duration
 	// DB is how long the simulated database takes to answer. Zero means
 	// it answers at once.
@@ -51,6 +52,10 @@ var summaries = [...]string{"sunny", "cloudy", "rain", "showers", "wind", "fog"}
 
 // Handler returns the service's http.Handler: GET /forecast?city=NAME.
 func Handler(opts Config) http.Handler {
+	var spin *Spinner
+	if opts.CPU > 0 {
+		spin = NewSpinner()
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /forecast", func(w http.ResponseWriter, r *http.Request) {
 		city := r.URL.Query().Get("city")
@@ -58,7 +63,9 @@ func Handler(opts Config) http.Handler {
 			http.Error(w, "missing city", http.StatusBadRequest)
 			return
 		}
-		Spin(opts.CPU)
+		if spin != nil {
+			spin.Spin(opts.CPU)
+		}
 		f, err := query(r.Context(), opts, city)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -91,8 +98,3 @@ func query(ctx context.Context, opts Config, city string) (Forecast, error) {
 	}, nil
 }
 
-// Spin keeps the CPU busy for d of wall time.
-func Spin(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,5 +101,47 @@ func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
 		default:
 			assert.Greater(t, peak.Load(), int32(1), "await.Sleep lets other requests in meanwhile")
 		}
+	}
+}
+
+// Spin computes for about the CPU time it is asked, by the thread's CPU
+// clock, however long that takes on the wall clock; twice as long a spin
+// is about twice the work.
+func TestSpinnerCountsCPUTime(t *testing.T) {
+	s := NewSpinner()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := func(d time.Duration) time.Duration {
+		start := cpuNow()
+		s.Spin(d)
+		return cpuNow() - start
+	}
+	short, long := cpu(20*time.Millisecond), cpu(40*time.Millisecond)
+	assert.InDelta(t, float64(20*time.Millisecond), float64(short), float64(12*time.Millisecond), "a 20 ms spin's CPU time")
+	assert.InDelta(t, 2, float64(long)/float64(short), 0.8, "40 ms against 20 ms")
+	assert.Zero(t, cpu(0)/time.Millisecond, "nothing to do")
+}
+
+// Two requests that share one CPU each do all their work: each takes
+// longer on the wall clock, not less CPU. (A spin on the wall clock gave
+// each about half its CPU time here.)
+func TestSpinnerDoesItsWorkOnASharedCPU(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := NewSpinner()
+	const d = 60 * time.Millisecond
+	cpus := make([]time.Duration, 2)
+	var wg sync.WaitGroup
+	for i := range cpus {
+		wg.Go(func() {
+			runtime.LockOSThread() // the thread's CPU clock is this goroutine's
+			defer runtime.UnlockOSThread()
+			start := cpuNow()
+			s.Spin(d)
+			cpus[i] = cpuNow() - start
+		})
+	}
+	wg.Wait()
+	for i, c := range cpus {
+		assert.Greater(t, c, 2*d/3, "spin %d: %v of CPU time for %v asked", i, c, d)
 	}
 }

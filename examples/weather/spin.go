@@ -1,0 +1,60 @@
+package weather
+
+import (
+	"runtime"
+	"time"
+)
+
+// A Spinner computes for a given CPU time: a fixed amount of arithmetic per
+// duration, measured once against the thread's CPU clock where the system
+// has one (Linux, macOS, FreeBSD). So a request costs the same CPU whatever
+// happens to its thread meanwhile: held off the CPU by a container's quota,
+// preempted by a neighbour, it finishes later, having done all its work. A
+// spin on the wall clock would finish early instead, having done less (a
+// throttled request cost less than its CPU time, and a server in a quota
+// served more than its capacity). It is safe for concurrent use.
+type Spinner struct {
+	perSecond float64 // iterations of work per second of CPU time
+}
+
+// calibrateFor is how much CPU time NewSpinner measures its loop over.
+const calibrateFor = 5 * time.Millisecond
+
+// NewSpinner measures the speed of the spinning loop on this machine, for
+// about 5 ms of CPU time.
+func NewSpinner() *Spinner {
+	runtime.LockOSThread() // the thread's CPU clock is this goroutine's
+	defer runtime.UnlockOSThread()
+	const chunk = 4096
+	work(chunk) // warm up
+	start := cpuNow()
+	var n int64
+	for {
+		work(chunk)
+		n += chunk
+		if spent := cpuNow() - start; spent >= calibrateFor {
+			return &Spinner{perSecond: float64(n) / spent.Seconds()}
+		}
+	}
+}
+
+// Spin computes for d of CPU time; zero or less returns at once.
+func (s *Spinner) Spin(d time.Duration) {
+	if d > 0 {
+		work(int64(d.Seconds() * s.perSecond))
+	}
+}
+
+// work runs n rounds of a xorshift generator: arithmetic the compiler
+// cannot drop, on nothing shared.
+func work(n int64) {
+	x := uint64(n) | 1
+	for range n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	if x == 0 { // never: a xorshift state that is not zero stays so
+		runtime.Gosched()
+	}
+}
