@@ -33,8 +33,9 @@ const (
 // downstream, through client, with the request's context, and answers what
 // downstream said.
 func ioHandler(cpu time.Duration, downstream string, client *http.Client) http.HandlerFunc {
+	spin := weather.NewSpinner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		weather.Spin(cpu)
+		spin.Spin(cpu)
 		req, err := http.NewRequestWithContext(r.Context(), "GET", downstream, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

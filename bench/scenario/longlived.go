@@ -415,14 +415,23 @@ func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
 	conns, err := openBounded(n, c.dials, func(i int) (*websocket.Conn, error) {
 		dctx, cancel := context.WithTimeout(ctx, LongLivedOpenTimeout)
 		defer cancel()
-		conn, resp, err := dialer.DialContext(dctx, url, nil)
-		if err != nil {
-			if resp != nil {
-				err = fmt.Errorf("%w (status %d)", err, resp.StatusCode)
+		for try := 1; ; try++ {
+			conn, resp, err := dialer.DialContext(dctx, url, nil)
+			if err == nil {
+				return conn, nil
 			}
-			return nil, fmt.Errorf("bench: WebSocket %d: %w", i, err)
+			if resp == nil {
+				return nil, fmt.Errorf("bench: WebSocket %d: %w", i, err)
+			}
+			// An upgrade refused unstarted is asked again, as an event
+			// stream is (see streamTries).
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(reject.NotStartedHeader) != "1" || try == streamTries {
+				return nil, fmt.Errorf("bench: WebSocket %d: %w (status %d)", i, err, resp.StatusCode)
+			}
+			if err := sleep(dctx, streamRetryPause); err != nil {
+				return nil, fmt.Errorf("bench: WebSocket %d: no upgrade within %v", i, LongLivedOpenTimeout)
+			}
 		}
-		return conn, nil
 	})
 	c.ws = append(c.ws, conns...)
 	return len(c.ws), err
@@ -464,8 +473,8 @@ type eventStream struct {
 	err    error
 }
 
-// An event stream refused unstarted is asked again streamRetryPause
-// later, streamTries times at most.
+// An event stream or a WebSocket upgrade refused unstarted is asked again
+// streamRetryPause later, streamTries times at most.
 const (
 	streamTries      = 3
 	streamRetryPause = 50 * time.Millisecond

@@ -97,4 +97,3 @@ func query(ctx context.Context, opts Config, city string) (Forecast, error) {
 		Rain:        float64((v>>20)%101) / 100,
 	}, nil
 }
-
