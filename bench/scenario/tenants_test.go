@@ -5,6 +5,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -72,18 +73,29 @@ func TestSuiteTenants(t *testing.T) {
 
 		require.Len(t, ti.Servers, 1, what)
 		assert.Equal(t, bench.TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
-		var leaderships int64
+		var leaderships, refused int64
 		for _, sv := range ti.Servers {
 			assert.NotEmpty(t, sv.Totals, "%s: each server counted its tenants", what)
 			assert.NotEmpty(t, sv.Admission, what)
 			leaderships += sv.Leaderships
+			var st struct{ Rejected int64 }
+			require.NoError(t, json.Unmarshal(sv.Admission, &st), what)
+			refused += st.Rejected
 		}
 		assert.Positive(t, leaderships, "%s: one of them led", what)
 		assert.NotEmpty(t, ti.Steps, "%s: the leader's decisions", what)
 		for j := 1; j < len(ti.Steps); j++ {
 			assert.Greater(t, ti.Steps[j].Version, ti.Steps[j-1].Version, what)
 		}
-		assert.Positive(t, ti.BlameHeavy, what)
+		if refused > 0 {
+			// The servers were overloaded: the blame of their closed
+			// time is counted. (On a loaded machine the generator may
+			// fall so far behind that a short part never overloads
+			// them, and there is no blame to count.)
+			assert.Positive(t, ti.BlameHeavy, what)
+		} else {
+			t.Logf("%s: the servers refused nothing (generator behind: %v)", what, s.Behind)
+		}
 		if ti.Part == TenantsOn {
 			assert.Positive(t, ti.HeavyDropped, "enforcing: the heavy tenant is dropped")
 			assert.GreaterOrEqual(t, ti.FirstDrop, time.Duration(0))
