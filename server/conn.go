@@ -368,6 +368,9 @@ func (c *conn) readHead() {
 		c.fail(errHeaderTooLarge)
 		return
 	}
+	// Bytes left over from before (a pipelined request) have a task of
+	// their own queued on this worker (idle): such a connection stays.
+	movable := c.r == c.n
 	n, err := c.read(true)
 	switch {
 	case err == syscall.EAGAIN:
@@ -381,7 +384,7 @@ func (c *conn) readHead() {
 		return
 	}
 	c.n += n
-	if c.state == connIdle && c.moveToIdlePeer() {
+	if movable && c.state == connIdle && c.moveToIdlePeer() {
 		return
 	}
 	c.parseBuffered()

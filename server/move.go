@@ -23,13 +23,20 @@ import (
 const moveAfter = time.Millisecond
 
 // moveToIdlePeer moves the connection, whose next request has just been
-// read (c.buf holds its first bytes), to another worker if the request
-// has waited moveAfter and that worker is idle, and reports whether it
-// did: the request is then read there, from the buffer. It needs the
-// arrival stamps (the age limit on): without them nothing tells that the
-// request waited.
+// read (c.buf holds its first bytes, and nothing from before), to another
+// worker if the request has waited moveAfter and that worker is idle, and
+// reports whether it did: the request is then read there, from the
+// buffer. It needs the arrival stamps (the age limit on): without them
+// nothing tells that the request waited. Nothing of the connection may be
+// left queued on this worker: a timer that fired has its callback queued
+// until it sets the timer again or closes the connection, so a connection
+// whose timer is not pending stays (netpoll's MoveTo checks its own
+// callbacks; the caller, a task of pipelined bytes).
 func (c *conn) moveToIdlePeer() bool {
 	if len(c.srv.ws) < 2 || !c.srv.stamps || c.arrived == 0 || time.Now().UnixNano()-c.arrived < int64(moveAfter) || c.srv.stopping.Load() {
+		return false
+	}
+	if c.timer != nil && !c.timer.Pending() {
 		return false
 	}
 	peer := c.w.IdlePeer()

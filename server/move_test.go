@@ -86,7 +86,10 @@ func testMoves(t *testing.T, overTLS bool) {
 		}
 	}
 	require.NotNil(t, same, "four connections on one worker")
-	require.Zero(t, srv.Moves(), "nothing waited")
+	// On a loaded machine a request of the set-up may have waited, and
+	// moved (its answer then names the worker it moved to): count from
+	// here.
+	before := srv.Moves()
 
 	var wg sync.WaitGroup
 	ran := make([]string, len(same))
@@ -108,6 +111,6 @@ func testMoves(t *testing.T, overTLS bool) {
 		}
 	}
 	assert.Positive(t, moved, "ran on %v, all on the connections' worker %s", ran, home)
-	assert.GreaterOrEqual(t, srv.Moves(), int64(moved))
+	assert.GreaterOrEqual(t, srv.Moves()-before, int64(moved))
 	assert.Less(t, moved, len(same), "the first one starts where it is")
 }
