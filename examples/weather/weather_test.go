@@ -129,19 +129,24 @@ func TestSpinnerDoesItsWorkOnASharedCPU(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	s := NewSpinner()
 	const d = 60 * time.Millisecond
+	spin := func() time.Duration {
+		runtime.LockOSThread() // the thread's CPU clock is this goroutine's
+		defer runtime.UnlockOSThread()
+		start := cpuNow()
+		s.Spin(d)
+		return cpuNow() - start
+	}
+	// A spin alone, the reference: on a shared machine the work a CPU
+	// second does varies (a busy hyperthread sibling), so the shared
+	// spins are compared with it, not with d.
+	alone := spin()
 	cpus := make([]time.Duration, 2)
 	var wg sync.WaitGroup
 	for i := range cpus {
-		wg.Go(func() {
-			runtime.LockOSThread() // the thread's CPU clock is this goroutine's
-			defer runtime.UnlockOSThread()
-			start := cpuNow()
-			s.Spin(d)
-			cpus[i] = cpuNow() - start
-		})
+		wg.Go(func() { cpus[i] = spin() })
 	}
 	wg.Wait()
 	for i, c := range cpus {
-		assert.Greater(t, c, 2*d/3, "spin %d: %v of CPU time for %v asked", i, c, d)
+		assert.Greater(t, c, 2*alone/3, "spin %d: %v of CPU time, against %v for a spin alone", i, c, alone)
 	}
 }
