@@ -817,7 +817,8 @@ func TestIdlePeer(t *testing.T) {
 	w0, w1, w2 := s.Worker(0), s.Worker(1), s.Worker(2)
 	release0 := block(t, w0)
 	defer release0()
-	require.Eventually(t, func() bool { return w1.parked() && w2.parked() }, waitFor, tick)
+	parked := func(w *Worker) bool { return w.parkState.Load() == parkParked }
+	require.Eventually(t, func() bool { return parked(w1) && parked(w2) }, waitFor, tick)
 	seen := map[*Worker]bool{}
 	for range 20 {
 		p := w0.IdlePeer()
@@ -827,7 +828,7 @@ func TestIdlePeer(t *testing.T) {
 	assert.Len(t, seen, 2, "the choice is spread over the idle ones")
 	release1 := block(t, w1)
 	defer release1()
-	require.Eventually(t, w2.parked, waitFor, tick)
+	require.Eventually(t, func() bool { return parked(w2) }, waitFor, tick)
 	assert.Same(t, w2, w0.IdlePeer())
 	assert.Same(t, w2, w1.IdlePeer())
 	assert.Nil(t, w2.IdlePeer(), "the only idle worker is not its own peer")

@@ -456,24 +456,32 @@ func (w *Worker) IdlePeer() *Worker {
 	if n < 2 || s.busy.Load() >= int32(n) {
 		return nil
 	}
-	start := s.rr.Add(1)
-	for i := uint32(0); i < n; i++ {
-		if p := s.workers[(start+i)%n]; p != w && p.parkState.Load() == parkParked {
-			return p
-		}
-	}
-	return nil
+	return s.parkedFrom(s.rr.Add(1), w, false)
 }
 
 func (s *Scheduler) pickWorker() *Worker {
-	n := uint32(len(s.workers))
 	start := s.rr.Add(1)
+	if w := s.parkedFrom(start, nil, true); w != nil {
+		return w
+	}
+	return s.workers[start%uint32(len(s.workers))]
+}
+
+// parkedFrom returns the first parked worker other than skip, looking
+// round the workers from index start, or nil; with woken, a parked worker
+// already woken for new work counts too.
+func (s *Scheduler) parkedFrom(start uint32, skip *Worker, woken bool) *Worker {
+	n := uint32(len(s.workers))
 	for i := uint32(0); i < n; i++ {
-		if w := s.workers[(start+i)%n]; w.parked() {
+		w := s.workers[(start+i)%n]
+		if w == skip {
+			continue
+		}
+		if st := w.parkState.Load(); st == parkParked || woken && st == parkNotified {
 			return w
 		}
 	}
-	return s.workers[start%n]
+	return nil
 }
 
 func (s *Scheduler) checkSubmit(lane lanes.ID) error {

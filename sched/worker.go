@@ -88,12 +88,6 @@ const (
 	parkClosed                // exited: never write to the eventfd again
 )
 
-// parked reports whether the worker is parked in epoll_wait.
-func (w *Worker) parked() bool {
-	st := w.parkState.Load()
-	return st == parkParked || st == parkNotified
-}
-
 type laneCounters struct {
 	queued atomic.Int64
 	run    atomic.Int64
