@@ -146,8 +146,8 @@ const standingStarts = 2
 // a worker without a request young enough whenever none arrived during the
 // last one it ran: with Poisson arrivals at twice its capacity and a limit
 // of one start, one time in seven (e^-2), and the worker idles while the
-// line is refused. Measured: a 5 ms handler at 2x, goodput 0.95 of C with
-// the 5 ms target.
+// line is refused (docs/design.md, "The standing limit covers two
+// starts").
 func (p *Pipeline) lowLimit() int64 {
 	target := int64(p.det.Target())
 	rate := p.window.rate.Load()
