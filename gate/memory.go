@@ -53,6 +53,13 @@ type MemoryStats struct {
 	Limit, Free, Threshold int64
 	// Open is the gate's state.
 	Open bool
+	// PerAdmission is the memory, in bytes, that each admission of the
+	// last readings added (their growth over their admissions), zero
+	// while no reading has seen admissions and growth; Budget is how many
+	// admissions the gate makes before its next reading: what fits in
+	// Free − Threshold at PerAdmission each (at least one), or -1 for
+	// any number while PerAdmission is zero.
+	PerAdmission, Budget int64
 	// Err is the error of the last refresh, if no source could be read;
 	// the gate then stays open.
 	Err error
@@ -79,10 +86,16 @@ type MemoryStats struct {
 //     total_inactive_file);
 //   - always: /proc/meminfo's MemAvailable against MemTotal.
 //
-// The gate reads memory every Interval: it refuses once memory has grown
-// over readings (a rising load, a cache, a leak), not a burst of requests
-// that all allocate within one interval, which it admits before any
-// reading shows them. For handlers that each take much memory, add a
+// The gate reads memory every Interval, and a reading cannot show the
+// requests admitted since the last one. So between two readings it admits
+// only what fits in the margin the last one saw (free memory above the
+// threshold) at the memory that each admission of the last readings added:
+// the sum of their growth over the number of admissions. When the requests
+// waiting in a queue are let go at once as the gate opens, or a burst
+// arrives, the first are admitted and the rest wait for the next reading;
+// with memory to spare, the budget is far above any interval's arrivals.
+// A burst that comes before any reading has seen admissions add memory is
+// admitted whole: for handlers that each take much memory, add a
 // concurrency limit (NewConcurrency) of about the free memory over the
 // memory of one request. In a container, set GOMEMLIMIT below the cgroup's
 // limit, so that the garbage collector works harder before the gate refuses
@@ -100,6 +113,11 @@ type Memory struct {
 	open    atomic.Bool
 	wake    wakers
 	refusal *admit.Refusal
+	// admits counts the gate's admissions; until is the count up to which
+	// it admits before the next reading, and starved is set when it
+	// refused for that, so that the next reading wakes the queue.
+	admits, until atomic.Int64
+	starved       atomic.Bool
 
 	opts   MemoryConfig
 	kind   string   // "cgroup2", "cgroup1" or ""
@@ -109,6 +127,13 @@ type Memory struct {
 	buf   []byte
 	stats MemoryStats
 	ref   *refresher
+	// growth holds, for the last readings that followed admissions, the
+	// growth of the used memory and the admissions since the reading
+	// before (m.mu); last is the reading they are measured from.
+	growth [memoryWindow]memorySample
+	next   int
+	last   memorySample
+	lastOf string
 
 	// clock is the monotonic clock of the readings; at is its time at the
 	// last one, and stale the age (two Intervals) past which Admit reads
@@ -154,6 +179,15 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	}
 	return m, nil
 }
+
+// memoryWindow is how many readings that followed admissions the memory
+// per admission is measured over.
+const memoryWindow = 16
+
+// memorySample is one reading's growth in used bytes and the admissions
+// made since the reading before it; for Memory.last, the used bytes and the
+// admission count at that reading.
+type memorySample struct{ used, admits int64 }
 
 // locate finds the process's cgroup directories.
 func (m *Memory) locate() {
@@ -206,10 +240,43 @@ func (m *Memory) Refresh() MemoryStats {
 func (m *Memory) refreshLocked() (MemoryStats, bool) {
 	st := m.read()
 	st.At = time.Now()
+	m.budget(&st)
 	m.stats = st
 	m.at.Store(m.clock())
 	was := m.open.Swap(st.Open)
-	return st, st.Open && !was
+	starved := m.starved.Swap(false)
+	return st, st.Open && (!was || starved)
+}
+
+// budget records the reading st in the growth window and sets the number
+// of admissions until the next one; m.mu is held.
+func (m *Memory) budget(st *MemoryStats) {
+	// A reading with no admissions since the last sample is not one: the
+	// growth it sees (requests admitted before, allocating late) counts
+	// with the next admissions, and a closed spell forgets nothing.
+	admits := m.admits.Load()
+	used := st.Limit - st.Free
+	switch {
+	case st.Source == "" || st.Source != m.lastOf:
+		m.last, m.lastOf = memorySample{used: used, admits: admits}, st.Source
+	case admits > m.last.admits:
+		m.growth[m.next] = memorySample{used: used - m.last.used, admits: admits - m.last.admits}
+		m.next = (m.next + 1) % memoryWindow
+		m.last = memorySample{used: used, admits: admits}
+	}
+	var grew, admitted int64
+	for _, g := range m.growth {
+		grew += max(g.used, 0)
+		admitted += g.admits
+	}
+	st.Budget = -1
+	if grew > 0 && admitted > 0 {
+		st.PerAdmission = max(grew/admitted, 1)
+		st.Budget = max((st.Free-st.Threshold)/st.PerAdmission, 1)
+		m.until.Store(admits + st.Budget)
+		return
+	}
+	m.until.Store(math.MaxInt64)
 }
 
 // read computes the state; m.mu is held.
@@ -273,7 +340,8 @@ func (m *Memory) read() MemoryStats {
 	return best
 }
 
-// Admit admits a request iff the last refresh found enough free memory.
+// Admit admits a request iff the last refresh found enough free memory and
+// the budget of admissions until the next refresh is not spent.
 // When that refresh is older than two Intervals (its goroutine kept from
 // the CPU: an overloaded machine, workers that hold every CPU), Admit
 // reads the memory itself first, as if it were the refresher: a burst of
@@ -286,10 +354,15 @@ func (m *Memory) Admit(*admit.Attempt) *admit.Refusal {
 			go m.wake.fire(0) // not from inside a decision of the pipeline
 		}
 	}
-	if m.open.Load() {
-		return nil
+	if !m.open.Load() {
+		return m.refusal
 	}
-	return m.refusal
+	if m.admits.Add(1) > m.until.Load() {
+		m.admits.Add(-1)
+		m.starved.Store(true)
+		return m.refusal
+	}
+	return nil
 }
 
 // Done does nothing.
@@ -309,10 +382,12 @@ func (m *Memory) Stats() MemoryStats {
 	return m.stats
 }
 
-// Close stops the refresher and waits for it. The gate keeps its last state.
-// Close may be called more than once.
+// Close stops the refresher and waits for it. The gate keeps its last state,
+// without a budget of admissions: no reading would renew it. Close may be
+// called more than once.
 func (m *Memory) Close() error {
 	m.stale.Store(0)
 	m.ref.close()
+	m.until.Store(math.MaxInt64)
 	return nil
 }

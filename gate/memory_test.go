@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,13 +254,78 @@ func TestMemoryStaleReadingIsRenewedByAdmit(t *testing.T) {
 	assert.True(t, acquire(m), "closed: the gate keeps its last state")
 }
 
+// Between two readings the gate admits what fits in the margin of the last
+// one at the memory each admission was seen to add: a burst, or a queue let
+// go as the gate opens, cannot take more than the margin before a reading
+// shows it.
+func TestMemoryBudgetsAdmissionsBetweenReadings(t *testing.T) {
+	root := t.TempDir()
+	meminfo := func(availKB int) {
+		writeTree(t, root, map[string]string{"proc/meminfo": fmt.Sprintf("MemTotal: 1000 kB\nMemAvailable: %d kB\n", availKB)})
+	}
+	meminfo(900)
+	m := manualMemory(t, root, MemoryConfig{}) // the threshold: 100 kB free
+	woke := attach(t, m, nil)
+	st := m.Stats()
+	assert.Equal(t, int64(-1), st.Budget, "no admission seen yet: no budget")
+	assert.Zero(t, st.PerAdmission)
+	for range 1000 {
+		require.True(t, acquire(m), "a burst before any reading saw admissions add memory")
+	}
+
+	// 1,000 admissions added 200 kB: 204 bytes each; the margin of 600 kB
+	// holds them all.
+	meminfo(700)
+	st = m.Refresh()
+	assert.Equal(t, int64(200<<10/1000), st.PerAdmission)
+	assert.Equal(t, (int64(600)<<10)/st.PerAdmission, st.Budget)
+
+	// Then each reading sees two admissions add 10 kB: once they fill the
+	// window of readings, the burst's cheap admissions are forgotten.
+	for range memoryWindow {
+		require.True(t, acquire(m))
+		require.True(t, acquire(m))
+		meminfo(int(m.Stats().Free>>10) - 10)
+		m.Refresh()
+	}
+	st = m.Stats()
+	assert.Equal(t, int64(5<<10), st.PerAdmission, "the last readings: 10 kB per two admissions")
+	margin := st.Free - st.Threshold
+	require.Equal(t, margin/(5<<10), st.Budget)
+	for range st.Budget {
+		require.True(t, acquire(m))
+	}
+	assert.False(t, acquire(m), "the budget is spent until the next reading")
+	assert.False(t, acquire(m))
+	assert.Equal(t, int64(0), woke.count())
+
+	m.Refresh()
+	assert.True(t, acquire(m), "a reading renews the budget")
+	assert.Equal(t, int64(1), woke.count(), "and wakes the queue the spent budget held")
+
+	// Readings with no admission (a closed spell) keep the measure.
+	per := m.Refresh().PerAdmission
+	meminfo(50)
+	assert.False(t, m.Refresh().Open)
+	meminfo(int(st.Free >> 10))
+	for range 2 * memoryWindow {
+		m.Refresh()
+	}
+	assert.Equal(t, per, m.Stats().PerAdmission)
+	assert.Positive(t, m.Stats().Budget)
+
+	require.NoError(t, m.Close())
+	for range 2 * st.Budget {
+		require.True(t, acquire(m), "closed: no reading renews a budget, so none applies")
+	}
+}
+
 // The machine the tests run on: some source is readable.
 func TestMemoryThisMachine(t *testing.T) {
 	m := newMemory(t, MemoryConfig{Interval: Manual})
 	st := m.Stats()
 	require.NoError(t, st.Err)
 	assert.Positive(t, st.Limit)
-	t.Logf("%+v", st)
 }
 
 func TestMountinfoEscapes(t *testing.T) {
