@@ -27,8 +27,10 @@ import (
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/ratelimit"
 	"github.com/sluice-go/sluice/reject"
+	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
 
@@ -39,10 +41,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // to it (h2c, as grpc-go's insecure credentials speak it).
 func serveHealth(t *testing.T, adm admit.Config, opts ...grpc.DialOption) healthpb.HealthClient {
 	t.Helper()
+	return serveHealthOn(t, schedtest.Runtime(t, 1), server.Config{Admission: adm}, opts...)
+}
+
+// serveHealthOn is serveHealth on the runtime rt, with the server
+// configuration cfg.
+func serveHealthOn(t *testing.T, rt *srt.Runtime, cfg server.Config, opts ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
 	gs := grpc.NewServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	srv, err := server.Listen(schedtest.Runtime(t, 1), "127.0.0.1:0", server.HTTPHandler(gs), server.Config{Admission: adm})
+	srv, err := server.Listen(rt, "127.0.0.1:0", server.HTTPHandler(gs), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		gs.Stop()
@@ -163,4 +172,49 @@ func TestShortDeadlineIsDeadlineExceeded(t *testing.T) {
 	resp, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
 	require.NoError(t, err, "time enough")
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+}
+
+// A method has a limit of its own: its path (/package.Service/Method) is a
+// route, which sends its calls to a lane, and a gate given to that lane
+// alone (gate.ForLanes) caps them. Here the health service's Watch streams
+// are capped at two open at once, refused past that as UNAVAILABLE, while
+// the unary Check calls beside them are all served.
+func TestAMethodHasALimitOfItsOwn(t *testing.T) {
+	streams, err := gate.NewConcurrency(gate.ConcurrencyConfig{Limit: 2})
+	require.NoError(t, err)
+	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, Lanes: []lanes.Spec{{Name: "streams", Priority: 1}}})
+	c := serveHealthOn(t, rt, server.Config{
+		Lanes: server.Lanes{Routes: map[string]string{"/grpc.health.v1.Health/Watch": "streams"}},
+		// In Policies, a refusal is answered at once (as a gate's would
+		// be without a queue).
+		Admission: admit.Config{Policies: []admit.Policy{gate.ForLanes(streams, "streams")}},
+	})
+	end1 := holdOneCall(t, c)
+	end2 := holdOneCall(t, c)
+	defer end2()
+
+	w, err := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = w.Recv()
+	require.Error(t, err, "a third stream of the method")
+	st := status.Convert(err)
+	assert.Equal(t, codes.Unavailable, st.Code(), "%v", err)
+	assert.Equal(t, "request not started: concurrency", st.Message())
+
+	for range 20 {
+		resp, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "another method, not capped")
+		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	}
+
+	end1()
+	require.EventuallyWithT(t, func(c2 *assert.CollectT) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if assert.NoError(c2, err) {
+			_, err = w.Recv()
+			assert.NoError(c2, err)
+		}
+	}, 10*time.Second, 20*time.Millisecond, "a stream ended: its place is free")
 }
