@@ -15,6 +15,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0
+	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.85.0
 	modernc.org/sqlite v1.62.0
 )
