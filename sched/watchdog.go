@@ -224,6 +224,26 @@ func (w *Worker) takeSpare() *runner {
 	return w.newSpareLocked()
 }
 
+// SpareFree reports whether a spare thread can be had for w now: an idle
+// one of w's, or room under Config.MaxSpares for a new one. Guest code that
+// blocks its thread when none can be had stalls the worker until it
+// returns (see Release): a server asks before it starts a handler known to
+// block, and refuses the request instead. Safe from any goroutine.
+func (w *Worker) SpareFree() bool {
+	s := w.s
+	if int(s.threads.Load())-len(s.workers) < s.cfg.MaxSpares {
+		return true
+	}
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	for _, x := range w.runners {
+		if x.state.Load() == rIdle {
+			return true
+		}
+	}
+	return false
+}
+
 // takeLone reserves, for a job to run alone on its thread (Worker.GoAlone),
 // a runner with no unfinished coroutine: an idle one, or a new one when
 // the bound on spare threads allows; nil when neither is possible. Like

@@ -97,6 +97,12 @@ func (b *routeBook) start(method, path string) int {
 	return startRelease
 }
 
+// blocks reports whether the book knows method and path as a route whose
+// handlers block their thread, without counting a start.
+func (b *routeBook) blocks(method, path string) bool {
+	return b.m[b.key(method, path)] > 0
+}
+
 // begin says how a request that started as how begins its handler: one
 // of a route unknown when it was queued gives its worker away at once if
 // the route has been found to block meanwhile, or runs away if it has been

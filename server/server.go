@@ -396,7 +396,9 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Config,
 	for range s.NumWorkers() {
 		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}, handshakes: connList{which: linkHandshake}})
 	}
-	adm, err := admit.New(cfg.Admission, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
+	acfg := cfg.Admission
+	acfg.Policies = append([]admit.Policy{newSparesPolicy(srv)}, acfg.Policies...)
+	adm, err := admit.New(acfg, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
 		return nil, netpoll.Config{}, fmt.Errorf("server: %w", err)
 	}
