@@ -515,9 +515,16 @@ func (p *Pipeline) retract(t *Ticket) {
 // limit between its admission and its start (an HTTP/2 stream in its
 // worker's queue): as Cancel, except that it counts as rejected, with the
 // reason "queue-timeout", as a request that waited as long in a socket.
-func (p *Pipeline) Expire(t *Ticket) {
+func (p *Pipeline) Expire(t *Ticket) { p.Refuse(t, refusedTooOld) }
+
+// Refuse takes back the admission of a request that the adapter found it
+// cannot start after all, for the reason r gives (the sluice server's
+// HTTP/2 stream of a route that blocks its thread, with no spare thread
+// left): as Cancel, except that it counts as rejected for r, and Answer
+// gives r's answer.
+func (p *Pipeline) Refuse(t *Ticket, r *Refusal) {
 	p.retract(t)
-	p.refuse(t, refusedTooOld)
+	p.refuse(t, r)
 	p.pump(1, false)
 }
 

@@ -756,6 +756,25 @@ func TestExpire(t *testing.T) {
 	assert.Equal(t, int64(0), gate.held.Load())
 }
 
+// Refuse takes back an admission that the adapter cannot start after all,
+// counted and answered for the refusal it gives.
+func TestRefuseAnAdmission(t *testing.T) {
+	var log events
+	gate := newSwitch("g", true, &log)
+	p := newPipeline(t, Config{Gates: []Policy{gate}}, Host{})
+	r := newReq("/a")
+	require.Equal(t, Admitted, p.Decide(&r.Ticket))
+	p.Refuse(&r.Ticket, &Refusal{Reason: "spares", RetryAfter: -1})
+	ans, _ := r.Answer()
+	assert.Equal(t, "spares", ans.Reason)
+	assert.Equal(t, http.StatusServiceUnavailable, ans.Status)
+	st := p.Stats()
+	assert.Zero(t, st.Admitted)
+	assert.Zero(t, st.InFlight)
+	assert.Equal(t, map[string]int64{"spares": 1}, st.RejectedBy)
+	assert.Equal(t, int64(0), gate.held.Load(), "the gate's place is given back")
+}
+
 // shares is a ShareKeeper that says a request is within its share when
 // its path is "/light"; it admits everything.
 type shares struct{ asked int }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -267,6 +268,8 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The client reset the stream, or the connection ended,
 			// while it waited in the worker's queue: canceled.
 			srv.adm.Cancel(t)
+		} else if errors.Is(err, errNoSpare) {
+			srv.adm.Refuse(t, srv.spares.refusal)
 		} else {
 			// It waited there past the age limit (as an HTTP/1.1
 			// request that waited as long in its socket), or past the
@@ -344,6 +347,17 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 		status, err, panicked = hc.call(ctx, w, r, wk, how)
 	}
 	book := &srv.ws[wk.ID()].routes
+	// noSpare, on wk, ends a stream of a route known to block unstarted
+	// when no spare thread is left for it (sched.Worker.SpareFree): its
+	// handler would block wk's own thread (sparesPolicy for HTTP/1.1).
+	noSpare := func() bool {
+		if how != startRelease || wk.SpareFree() || !start.CompareAndSwap(0, 2) {
+			return false
+		}
+		unstarted, err = true, errNoSpare
+		close(ended)
+		return true
+	}
 	// away is closed when the route streams (startAway): the handler then
 	// runs here, on the stream's goroutine, rather than on wk.
 	away := make(chan struct{})
@@ -357,7 +371,9 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 			case startAway:
 				close(away)
 			default:
-				wk.GoAlone(ctx, lane, fn)
+				if !noSpare() {
+					wk.GoAlone(ctx, lane, fn)
+				}
 			}
 		})
 	} else {
@@ -369,7 +385,9 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 			case startAway:
 				close(away)
 			default:
-				wk.GoAlone(ctx, lane, fn)
+				if !noSpare() {
+					wk.GoAlone(ctx, lane, fn)
+				}
 			}
 		})
 	}

@@ -237,7 +237,8 @@ type Server struct {
 	stamps  bool // reads carry the kernel's receive stamps (the age limit)
 	ws      []*workerState
 	adm     *admit.Pipeline
-	lanes   *laneRouter // nil: every request in the built-in lanes
+	spares  *sparesPolicy // the server's first admission policy
+	lanes   *laneRouter   // nil: every request in the built-in lanes
 
 	// headTimeout is the time a head has to arrive: ReadHeaderTimeout,
 	// or ReadTimeout when that is shorter; 0 for none.
@@ -397,7 +398,8 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Config,
 		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}, handshakes: connList{which: linkHandshake}})
 	}
 	acfg := cfg.Admission
-	acfg.Policies = append([]admit.Policy{newSparesPolicy(srv)}, acfg.Policies...)
+	srv.spares = newSparesPolicy(srv)
+	acfg.Policies = append([]admit.Policy{srv.spares}, acfg.Policies...)
 	adm, err := admit.New(acfg, admit.Host{Executor: s, Shards: s.NumWorkers(), Clock: s.Now})
 	if err != nil {
 		return nil, netpoll.Config{}, fmt.Errorf("server: %w", err)

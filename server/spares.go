@@ -1,11 +1,19 @@
 package server
 
-import "github.com/sluice-go/sluice/admit"
+import (
+	"errors"
+
+	"github.com/sluice-go/sluice/admit"
+)
 
 // SparesReason is the Sluice-Reject-Reason of a request refused because its
 // route blocks its thread and no spare thread is left to run it beside
 // the worker (the runtime's MaxSpares are all in use).
 const SparesReason = "spares"
+
+// errNoSpare ends an HTTP/2 stream unstarted when its route blocks its
+// thread and no spare thread is left for it.
+var errNoSpare = errors.New("server: no spare thread for a route that blocks")
 
 // sparesPolicy is the server's own first admission policy: it refuses a
 // request whose route the worker's book knows to block its thread (a

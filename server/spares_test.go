@@ -20,9 +20,21 @@ import (
 // thread is left for it: one worker and two spare threads, two handlers of
 // /block blocked (the book learns the route from them, and they hold the
 // spares), then a third /block is answered 503 "spares", not started,
-// while /info on the same worker is served. Without the refusal the third
-// handler blocked the worker's own thread, and /info waited for it.
+// while /info on the same worker is served, over HTTP/1.1 and HTTP/2.
+// Without the refusal the third handler blocked the worker's own thread,
+// and /info waited for it.
 func TestBlockingRoutePastTheSparesIsRefused(t *testing.T) {
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		checkRefusedPastTheSpares(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second})
+	})
+	t.Run("HTTP/2", func(t *testing.T) {
+		client := h2cClient(t)
+		client.Timeout = 5 * time.Second
+		checkRefusedPastTheSpares(t, client)
+	})
+}
+
+func checkRefusedPastTheSpares(t *testing.T, client *http.Client) {
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, MaxSpares: 2})
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +44,6 @@ func TestBlockingRoutePastTheSparesIsRefused(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	get := func(path string) (int, http.Header, error) {
 		resp, err := client.Get("http://" + addr + path)
 		if err != nil {
