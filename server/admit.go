@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -30,7 +32,7 @@ func (srv *Server) Pipeline() *admit.Pipeline { return srv.adm }
 // request's ResponseWriter (the request's coroutine).
 func (c *conn) reject(w *ResponseWriter) {
 	a, extra := c.t.Answer()
-	c.refusing()
+	c.refusedAt = time.Now().UnixNano()
 	c.boundRejectionWrite()
 	a.SetHeader(w.Header(), false, extra) // the writer sets the length
 	w.WriteHeader(a.Status)

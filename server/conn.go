@@ -123,9 +123,9 @@ type conn struct {
 	refused  bool         // it was rejected: answer with t.Answer
 	how      int          // how its coroutine started (routeBook.start)
 	streamed bool         // its handler flushed a response not yet begun
-	// hold is how long to park the connection once the current refusal
-	// is written (holdAfter); 0: it waits for its next request at once.
-	hold time.Duration
+	// held is the answer of a refusal whose hold has not ended (park.go):
+	// written when it ends; nil when none waits.
+	held []byte
 	// refusedAt is when the last refusal on the connection was answered
 	// (Unix nanoseconds, as arrived), until the next request starts; 0:
 	// the last answer was not a refusal.
@@ -238,11 +238,6 @@ func (c *conn) awaitFirst(state uint8, lane lanes.ID) {
 // idle waits for the next request after one was answered: Upstream work,
 // under the idle timeout.
 func (c *conn) idle() {
-	if h := c.hold; h > 0 {
-		c.hold = 0
-		c.park(h)
-		return
-	}
 	c.state = connIdle
 	c.scan, c.lineOK = 0, false
 	if c.srv.stamps {
@@ -879,6 +874,7 @@ func (c *conn) close() {
 	}
 	if c.state == connParked {
 		c.unlist()
+		c.held = nil // never sent: the client went, or the server closes
 	}
 	if c.state == connHandshake {
 		c.ws.unwait(c)

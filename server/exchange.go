@@ -156,7 +156,7 @@ func (c *conn) rejectNow() bool {
 	}
 	a, extra := c.t.Answer()
 	c.refused = false
-	c.refusing()
+	hold := c.holdAfter()
 	b := c.ws.getOut()
 	b = appendStatusLine(b, 1, a.Status)
 	b = append(b, a.Fields...)
@@ -166,6 +166,20 @@ func (c *conn) rejectNow() bool {
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, a.Body...)
 	c.cur, c.body, c.rw, c.st = nil, nil, nil, nil
+	if hold > 0 {
+		c.held = b
+		c.park(hold)
+		return true
+	}
+	c.writeRefusal(b)
+	return true
+}
+
+// writeRefusal writes b, the answer of a refusal, from one of the
+// worker's out buffers, and waits for the next request (idle), or closes
+// the connection if the write fails.
+func (c *conn) writeRefusal(b []byte) {
+	c.refusedAt = time.Now().UnixNano()
 	n, err := c.nc.WriteNow(b)
 	switch {
 	case err != nil:
@@ -191,7 +205,6 @@ func (c *conn) rejectNow() bool {
 			c.close() // b is not reused: the callback may still run
 		}
 	}
-	return true
 }
 
 // endRequest ends the current request's context, if a request is under

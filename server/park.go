@@ -14,12 +14,14 @@ import (
 // served 3% of what net/http serves. So, with Config.HoldRefused set, once
 // the pipeline has found that its clients resend at once
 // (admit.FutileRatio), a connection whose request was resent at once and
-// refused for waiting the whole age limit is parked when its answer is
-// written: nothing of it is read until the refusal's
-// Retry-After has passed, as a client that honours Retry-After would have
-// waited. Its next request waits in the socket, costing nothing, and its
-// age counts from its arrival (the kernel's stamp), so one that waited past
-// the age limit meanwhile is refused cheaply when the hold ends.
+// refused for waiting the whole age limit is parked with its answer: the
+// refusal is written when the hold ends, and nothing of the connection is
+// read meanwhile. A client that resends once answered waits for the
+// answer at no cost, as a client that honours Retry-After would have
+// waited. The request held is one refused anyway: a pool that reuses the
+// connection it got back last (an open-loop generator, Go's Transport)
+// sends its next request on another connection, where it can start,
+// rather than into a parked socket that would keep it past its deadline.
 //
 // Only the connections beyond those the server can serve in time are
 // parked: those open beyond admit.Pipeline.Servable, the clients a closed
@@ -39,15 +41,9 @@ func (c *conn) holdAfter() time.Duration {
 	return set
 }
 
-// refusing notes the current refusal as its answer goes out: the hold it
-// earns, and when it was answered (a request right after it is resent).
-func (c *conn) refusing() {
-	c.hold = c.holdAfter()
-	c.refusedAt = time.Now().UnixNano()
-}
-
-// park stops reading the connection for hold, then waits for its next
-// request as idle does. A client that closes meanwhile is seen then.
+// park stops reading the connection for hold, its refusal's answer held
+// (c.held), then writes it and waits for the next request as idle does. A
+// client that closes meanwhile is seen then.
 func (c *conn) park(hold time.Duration) {
 	c.state = connParked
 	c.srv.parked.Add(1)
@@ -72,17 +68,23 @@ func (c *conn) park(hold time.Duration) {
 }
 
 // unpark ends a hold (its time is up, its client hung up, the worker went
-// idle, the server shuts down): the connection reads again, and a request
-// sent during the hold starts (or is refused for its age) as any other,
-// and a hang-up is read as one.
+// idle, the server shuts down): the refusal held is written, the
+// connection reads again, and a request its client pipelined behind the
+// refused one starts (or is refused for its age) as any other, and a
+// hang-up is read as one.
 func (c *conn) unpark() {
 	if c.state != connParked {
 		return
 	}
 	c.unlist()
 	_ = c.nc.OnHangup(nil)
-	c.idle()
-	c.nc.QueueRead()
+	b := c.held
+	c.held = nil
+	c.state = connActive
+	c.writeRefusal(b)
+	if c.state == connIdle {
+		c.nc.QueueRead()
+	}
 }
 
 // unlist takes a parked connection off its worker's parked list and the count.
