@@ -16,6 +16,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-go/sluice/bench/internal/loopback"
+	"github.com/sluice-go/sluice/bench/internal/wire"
 )
 
 // ChaosKind is one way a chaos client misbehaves (see RunChaos).
@@ -231,9 +234,9 @@ type chaos struct {
 // its connection and returned, and leaves no goroutine behind. It returns
 // an error only for a bad config.
 func RunChaos(ctx context.Context, cfg ChaosConfig) (ChaosStats, error) {
-	u, err := checkLoopback(cfg.URL)
+	u, err := loopback.Check(cfg.URL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: chaos: %w", err)
 	}
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("bench: chaos speaks plain http, not %q", u.Scheme)
@@ -558,12 +561,12 @@ func (c *chaos) garbage(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Cha
 	}
 	br := bufio.NewReaderSize(nc, 4096)
 	for {
-		res, _, err := readResponse(br, false)
+		res, _, err := wire.ReadResponse(br, false)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
-			n.answer(res.status, 1)
+			n.answer(res.Status, 1)
 			continue
 		case closedByPeer(err):
 			n.ServerClosed++
@@ -590,14 +593,14 @@ func (c *chaos) flood(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Chaos
 	n.Requests += int64(k)
 	br := bufio.NewReaderSize(nc, 4096)
 	for i := range k {
-		res, keep, err := readResponse(br, false)
+		res, keep, err := wire.ReadResponse(br, false)
 		if err != nil {
 			if ctx.Err() == nil && closedByPeer(err) {
 				n.ServerClosed++
 			}
 			return
 		}
-		n.answer(res.status, 1)
+		n.answer(res.Status, 1)
 		if !keep {
 			if i < k-1 {
 				// The server closes after this answer (a

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,9 @@ func chaosServer(t *testing.T, h http.HandlerFunc, headerTimeout time.Duration) 
 	t.Cleanup(s.Close)
 	return s.URL + "/forecast?city=Lisbon", closed
 }
+
+// ok answers "ok".
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
 
 // discardLog is an error log that keeps nothing (net/http logs every
 // garbage request and timed-out head).
@@ -248,7 +252,7 @@ func (c *choppyConn) SetWriteDeadline(time.Time) error { return nil }
 // bytes sent are whole requests back to back, up to NoReadMax of them.
 func TestChaosNoReadKeepsRequestsWhole(t *testing.T) {
 	t.Parallel()
-	u, err := checkLoopback("http://127.0.0.1:1/unread")
+	u, err := url.Parse("http://127.0.0.1:1/unread")
 	require.NoError(t, err)
 	c, err := newChaos(u, ChaosConfig{NoReadMax: 300, NoReadHold: time.Millisecond})
 	require.NoError(t, err)

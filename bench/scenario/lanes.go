@@ -25,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/laneadmin"
@@ -341,17 +342,17 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	if err != nil {
 		return nil, err
 	}
-	arrival := bench.Poisson
+	arrival := load.Poisson
 	if cfg.Constant {
-		arrival = bench.Constant
+		arrival = load.Constant
 	}
-	ic := bench.Config{
+	ic := load.Config{
 		URL: proc.URL + bench.LanesInteractivePath, Rate: c.Multiple * t.Capacity, Duration: window,
 		Deadline: cfg.Deadline, Arrival: arrival, Seed: cfg.Seed + uint64(t.Index), Bucket: c.Window,
 	}
 	withBatch := p.Part != LanesAlone
 	batchRate := c.BatchMultiple * float64(workers) / c.Batch.Seconds()
-	bc := bench.Config{
+	bc := load.Config{
 		URL: proc.URL + bench.LanesBatchPath, Rate: batchRate, Duration: window,
 		// Cut when the interactive load is done, not by a deadline.
 		Deadline: window + 2*cfg.Deadline, Conns: c.batchConns(workers),
@@ -361,7 +362,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	defer cancelBatch()
 	var (
 		wg     sync.WaitGroup
-		bres   *bench.Result
+		bres   *load.Result
 		berr   error
 		change *LanesChange
 	)
@@ -374,7 +375,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	m := bench.MeterCPU(proc)
 	t0 := time.Now()
 	if withBatch {
-		wg.Go(func() { bres, berr = bench.Run(bctx, bc) })
+		wg.Go(func() { bres, berr = load.Run(bctx, bc) })
 	}
 	if live {
 		wg.Go(func() {
@@ -387,7 +388,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 			}
 		})
 	}
-	ires, err := bench.Run(ctx, ic)
+	ires, err := load.Run(ctx, ic)
 	cancelBatch()
 	wg.Wait()
 	if berr != nil && !(errors.Is(berr, context.Canceled) && ctx.Err() == nil) {
@@ -438,7 +439,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 // fill computes li's counts, shares and series from the interactive and
 // batch results (bres nil without the batch) and the target's work log
 // (nil when it reported none), the run having started at t0.
-func (li *LanesDetail) fill(ires, bres *bench.Result, work *bench.WorkSeries, t0 time.Time) {
+func (li *LanesDetail) fill(ires, bres *load.Result, work *bench.WorkSeries, t0 time.Time) {
 	n, width := len(ires.Series), li.Window
 	if n == 0 || width <= 0 || ires.Duration <= 0 {
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -328,7 +329,7 @@ func (ll *LongLived) measure(ctx context.Context, t *bench.Trial, proc *bench.Pr
 	s := t.Sample()
 	m := bench.MeterCPU(proc)
 	c.from = time.Now()
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	if wait := time.Until(c.from.Add(ll.Window)); wait > 0 && err == nil {
 		// The load's last request went out before the window's end:
 		// the events count over the whole window.

@@ -22,6 +22,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -601,7 +602,7 @@ func (so *Soak) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	m := bench.MeterCPU(proc)
 	start := time.Now()
 	wg.Go(func() { readings = proc.Monitor(ctx, start, so.Bucket, int(so.Duration/so.Bucket)) })
-	res, runErr := bench.Run(ctx, rc)
+	res, runErr := load.Run(ctx, rc)
 	wg.Wait()
 	m.Stop(s)
 	d.Resources = append(d.Resources, readings...)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 func TestSoakChecksAndDefaults(t *testing.T) {
@@ -114,7 +115,7 @@ func soakSample(target string, ok []int64, read func(k int) bench.Resources) soa
 	}
 	s := soakCase{&bench.Sample{Scenario: "soak", Target: target, Capacity: 100, Multiple: 5}, si}
 	for i, n := range ok {
-		s.Series = append(s.Series, bench.Bucket{Start: time.Duration(i) * time.Second, OK: n})
+		s.Series = append(s.Series, load.Bucket{Start: time.Duration(i) * time.Second, OK: n})
 	}
 	for k := 0; k <= 10; k++ {
 		r := read(k)
@@ -325,7 +326,7 @@ func TestSoakFailures(t *testing.T) {
 }
 
 func TestGoodputFractions(t *testing.T) {
-	s := &bench.Sample{Capacity: 200, Series: []bench.Bucket{{Start: 0, OK: 200}, {Start: time.Second, OK: 100}, {Start: 2 * time.Second, OK: 50}}}
+	s := &bench.Sample{Capacity: 200, Series: []load.Bucket{{Start: 0, OK: 200}, {Start: time.Second, OK: 100}, {Start: 2 * time.Second, OK: 50}}}
 	d := &SoakDetail{Duration: 2500 * time.Millisecond, Bucket: time.Second}
 	assert.InDeltaSlice(t, []float64{1, 0.5, 0.5}, GoodputFractions(s, d), 1e-9, "the last bucket is half a second")
 	assert.Nil(t, GoodputFractions(&bench.Sample{Capacity: 1}, nil))
@@ -423,7 +424,7 @@ func soakReportRun(t *testing.T, target string, ok []int64, grow int) bench.Samp
 	s := &bench.Sample{Scenario: "soak", Shape: "io", Handler: bench.HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond},
 		Target: target, Capacity: 100, Multiple: 5}
 	for i, n := range ok {
-		s.Series = append(s.Series, bench.Bucket{Start: time.Duration(i) * time.Second, OK: n})
+		s.Series = append(s.Series, load.Bucket{Start: time.Duration(i) * time.Second, OK: n})
 	}
 	for k := 0; k <= 6; k++ {
 		r := bench.Resources{At: time.Duration(k) * time.Second, Up: true, FDs: 300 + grow*k, Goroutines: 20, RSS: 24 << 20}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -223,7 +224,7 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 	d := StrayDetail{Part: t.Point.Part, Delay: st.Delay}
 	withCalls := t.Point.Part != StrayCPU
 	type outcome struct {
-		res *bench.Result
+		res *load.Result
 		err error
 	}
 	calls := make(chan outcome, 1)
@@ -231,15 +232,15 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 	m := bench.MeterCPU(proc)
 	if withCalls {
 		go func() {
-			res, err := bench.Run(ctx, bench.Config{
+			res, err := load.Run(ctx, load.Config{
 				URL: proc.URL + bench.StrayPath, Rate: st.Rate, Duration: t.Suite.Duration,
-				Deadline: st.Delay + StrayGrace, Arrival: bench.Constant,
+				Deadline: st.Delay + StrayGrace, Arrival: load.Constant,
 			})
 			calls <- outcome{res, err}
 		}()
 	}
-	res, err := bench.Run(ctx, rc)
-	var callRes *bench.Result
+	res, err := load.Run(ctx, rc)
+	var callRes *load.Result
 	if withCalls {
 		o := <-calls
 		callRes, err = o.res, errors.Join(err, o.err)

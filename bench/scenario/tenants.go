@@ -25,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/tenant"
@@ -429,7 +430,7 @@ func newTenantMix(c *Tenants, seed uint64) *tenantMix {
 	return m
 }
 
-// classify is bench.Config.Classify: the generator calls it from one goroutine.
+// classify is load.Config.Classify: the generator calls it from one goroutine.
 func (m *tenantMix) classify(int) (string, http.Header) {
 	x := m.rng.Float64() * m.cum[len(m.cum)-1]
 	i, _ := slices.BinarySearch(m.cum, x)
@@ -469,7 +470,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		urls = append(urls, u+bench.WeatherPath)
 	}
 	seed := cfg.Seed + uint64(t.Index)
-	rc := bench.Config{
+	rc := load.Config{
 		URLs:     urls,
 		Rate:     c.multiple() * t.Capacity,
 		Duration: c.Duration,
@@ -479,7 +480,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		Classify: newTenantMix(c, seed).classify,
 	}
 	if !cfg.Constant {
-		rc.Arrival = bench.Poisson
+		rc.Arrival = load.Poisson
 	}
 	s = t.Sample()
 	m := b.MeterCPU()
@@ -488,7 +489,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		kill := time.AfterFunc(c.KillStore, stopStore)
 		defer kill.Stop()
 	}
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	m.Stop(s)
 	if res == nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/internal/redistest"
 )
 
@@ -153,10 +154,10 @@ func TestWaterFill(t *testing.T) {
 // heavy offered 50 a bucket, a light tenant 1 a bucket; light fails its
 // first failFor buckets, heavy succeeds on heavyOK a bucket.
 func tenantSample(failFor int, heavyOK int64) (*bench.Sample, *TenantsDetail) {
-	series := func(offered int64, ok func(i int) int64) []bench.Bucket {
-		var out []bench.Bucket
+	series := func(offered int64, ok func(i int) int64) []load.Bucket {
+		var out []load.Bucket
 		for i := range 10 {
-			out = append(out, bench.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok(i)})
+			out = append(out, load.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok(i)})
 		}
 		return out
 	}
@@ -270,10 +271,10 @@ func TestTenantsKillFlag(t *testing.T) {
 // tenantsReport is a report of one repeat of the tenants scenario: the on
 // part meets every target, the off part none.
 func tenantsReport(t *testing.T) *bench.Report {
-	series := func(offered, ok int64) []bench.Bucket {
-		var out []bench.Bucket
+	series := func(offered, ok int64) []load.Bucket {
+		var out []load.Bucket
 		for i := range 20 {
-			out = append(out, bench.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok})
+			out = append(out, load.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok})
 		}
 		return out
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
@@ -473,7 +474,7 @@ func TestClientAndShapesFlags(t *testing.T) {
 	f, err = parse("-client", "keep, reconnect", "-shapes", "io,cpu", "-conns", "5000")
 	require.NoError(t, err)
 	assert.Equal(t, 5000, f.cfg.Conns)
-	assert.Equal(t, []bench.ClientMode{bench.ClientKeep, bench.ClientReconnect}, f.cfg.ClientModes)
+	assert.Equal(t, []load.ClientMode{load.ClientKeep, load.ClientReconnect}, f.cfg.ClientModes)
 	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, f.cfg.Shapes)
 }
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -187,10 +188,10 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 
 // parseClientModes reads -client: client modes, comma-separated, each once;
 // none for an empty list.
-func parseClientModes(list string) ([]bench.ClientMode, error) {
-	var modes []bench.ClientMode
+func parseClientModes(list string) ([]load.ClientMode, error) {
+	var modes []load.ClientMode
 	for _, name := range splitList(list) {
-		m, err := bench.ParseClientMode(name)
+		m, err := load.ParseClientMode(name)
 		if err != nil {
 			return nil, fmt.Errorf("-client: %q is not a mode: reconnect or keep", name)
 		}
@@ -278,8 +279,8 @@ func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, mult
 		cfg: bench.SuiteConfig{
 			Duration: duration,
 			Repeats:  repeats,
-			Deadline: bench.DefaultDeadline,
-			Calibrate: bench.CalibrateConfig{
+			Deadline: load.DefaultDeadline,
+			Calibrate: load.CalibrateConfig{
 				Warmup:   300 * time.Millisecond,
 				Duration: time.Second,
 			},
