@@ -7,9 +7,7 @@
 // and runs one with the kit a Trial gives it: a target's child process,
 // the load generator (package bench/load) set up as the suite says, and
 // the CPU bracket of both processes (CPUMeter). Package bench/scenario
-// holds the scenarios, one file each. For the soak scenario, RunChaos runs
-// misbehaving clients (slowloris, clients that never read, resets
-// mid-request, garbage, pipelined floods) beside the load, and
-// Process.Monitor reads the target's memory, goroutines and descriptors
-// every second.
+// holds the scenarios, one file each. Process.Monitor reads a target's
+// memory, goroutines and descriptors every second, for a scenario that
+// runs misbehaving clients (package bench/chaos) beside the load.
 package bench

@@ -144,3 +144,13 @@ func (p *Process) Drain(ctx context.Context, base Resources, slack int, limit ti
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 }
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
