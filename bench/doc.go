@@ -10,4 +10,10 @@
 // holds the scenarios, one file each. Process.Monitor reads a target's
 // memory, goroutines and descriptors every second, for a scenario that
 // runs misbehaving clients (package bench/chaos) beside the load.
+//
+// The child process knows no scenario: it serves the weather service on
+// the target its ChildSpec names, and a scenario that needs more there
+// (handlers, a lane, a tenant agent, a report back) gives it a ChildHook,
+// which the program's main passes to ServeChild and the spec names
+// (ChildSpec.SetHook).
 package bench

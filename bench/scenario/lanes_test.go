@@ -166,7 +166,7 @@ func TestLanesDetailFill(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	// The target's log began 20 ms before the run, in 10 ms buckets: the
 	// buckets ending a window's work are the 10 from 2+10i.
-	work := &bench.WorkSeries{Origin: t0.Add(-20 * time.Millisecond), Bucket: 10 * time.Millisecond}
+	work := &WorkSeries{Origin: t0.Add(-20 * time.Millisecond), Bucket: 10 * time.Millisecond}
 	for k := range 44 {
 		work.Batch = append(work.Batch, int64(time.Millisecond))
 		work.Interactive = append(work.Interactive, int64(k)*int64(time.Microsecond))

@@ -564,7 +564,10 @@ func flat(name, what string, d *SoakDetail, value func(bench.Resources) float64,
 // fails checks; it is no error of the suite.
 func (so *Soak) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	cs := t.Child()
-	cs.TLS, cs.Soak, cs.PanicEvery, cs.Probe = false, true, so.PanicEvery, bench.SoakProbe
+	cs.TLS, cs.Probe = false, bench.SoakProbe
+	if err := cs.SetHook(so.Name(), soakChild{PanicEvery: so.PanicEvery}); err != nil {
+		return nil, err
+	}
 	proc, err := t.Start(ctx, cs)
 	if err != nil {
 		return nil, err
@@ -600,7 +603,7 @@ func (so *Soak) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	if so.Chaos.Total() > 0 {
 		wg.Go(func() {
 			d.Chaos, chaosErr = chaos.Run(chaosCtx, chaos.Config{
-				URL: rc.URL, NoReadPath: bench.LargePath, Mix: *so.Chaos, Seed: rc.Seed,
+				URL: rc.URL, NoReadPath: SoakLargePath, Mix: *so.Chaos, Seed: rc.Seed,
 			})
 		})
 	}

@@ -73,7 +73,7 @@ func TestSuiteTenants(t *testing.T) {
 		assert.Greater(t, s.Classes[TenantHeavy].Rates.Offered, 50*s.Classes[TenantLight(0)].Rates.Offered/10, what)
 
 		require.Len(t, ti.Servers, 1, what)
-		assert.Equal(t, bench.TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
+		assert.Equal(t, TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
 		var leaderships, refused int64
 		for _, sv := range ti.Servers {
 			assert.NotEmpty(t, sv.Totals, "%s: each server counted its tenants", what)
@@ -290,7 +290,7 @@ func tenantsReport(t *testing.T) *bench.Report {
 			Series: series(165, heavyOK+lightOK),
 		}
 		require.NoError(t, s.SetDetail(TenantsDetail{Part: part, Heavy: 5, Light: 0.05, Lights: 10, Period: time.Second,
-			Bucket: 100 * time.Millisecond, Servers: make([]bench.TenantServer, 3), TenantsFigures: f}))
+			Bucket: 100 * time.Millisecond, Servers: make([]TenantServer, 3), TenantsFigures: f}))
 		return s
 	}
 	on := TenantsFigures{Converged: true, ConvergedAt: 1500 * time.Millisecond, ConvergePeriods: 1.5, LightSuccess: 0.995,
@@ -331,7 +331,7 @@ func TestTenantsReport(t *testing.T) {
 
 	for i := range rep.Samples {
 		d := detail[TenantsDetail](t, &rep.Samples[i])
-		d.Servers, d.Protection = d.Servers[:1], bench.TenantsDefault
+		d.Servers, d.Protection = d.Servers[:1], TenantsDefault
 		require.NoError(t, rep.Samples[i].SetDetail(d))
 	}
 	buf.Reset()
@@ -397,7 +397,7 @@ func TestTenantsFlagsAndChecks(t *testing.T) {
 	assert.Equal(t, DefaultTenantsDuration, tc.Duration)
 	assert.Equal(t, DefaultTenantsCPU, tc.CPU)
 	assert.Equal(t, DefaultTenantsServers, tc.Servers)
-	assert.Equal(t, bench.TenantsDefault, tc.Protection)
+	assert.Equal(t, TenantsDefault, tc.Protection)
 
 	tc, err = parse("-tenants-duration", "5s", "-tenants-cpu", "2ms", "-tenants-utilisation", "0.85", "-tenants-servers", "3", "-tenants-protection", "busy")
 	require.NoError(t, err)
@@ -405,7 +405,7 @@ func TestTenantsFlagsAndChecks(t *testing.T) {
 	assert.Equal(t, 2*time.Millisecond, tc.CPU)
 	assert.Equal(t, 0.85, tc.Utilisation)
 	assert.Equal(t, 3, tc.Servers)
-	assert.Equal(t, bench.TenantsBusy, tc.Protection)
+	assert.Equal(t, TenantsBusy, tc.Protection)
 
 	for flagName, bad := range map[string]string{
 		"-tenants-duration": "0s", "-tenants-cpu": "0s", "-tenants-utilisation": "1.5",

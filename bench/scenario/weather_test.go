@@ -18,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	bench.ServeChild() // the targets' child processes
+	bench.ServeChild(ChildHooks()...) // the targets' child processes
 	goleak.VerifyTestMain(m)
 }
 

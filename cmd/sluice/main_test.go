@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	bench.ServeChild() // the demo's targets run as children of this binary
+	bench.ServeChild(scenario.ChildHooks()...) // the demo's targets run as children of this binary
 	// Operations awaited by the lanes demo may still sleep briefly after a run.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("time.Sleep"))
 }
