@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // restartTries bounds the attempts to start a killed backend again on its
@@ -173,14 +175,14 @@ func (cfg *SuiteConfig) CalibrateBackends(ctx context.Context, target string, b 
 	cc := cfg.Calibrate
 	for _, n := range cfg.CalibrateConns {
 		cc.Conns = n
-		cals := make([]Calibration, len(b.procs))
+		cals := make([]load.Calibration, len(b.procs))
 		errs := make([]error, len(b.procs))
 		m := b.MeterCPU()
 		var wg sync.WaitGroup
 		for i, p := range b.procs {
 			c := cc
 			c.URL = p.URL + WeatherPath
-			wg.Go(func() { cals[i], errs[i] = Calibrate(ctx, c) })
+			wg.Go(func() { cals[i], errs[i] = load.Calibrate(ctx, c) })
 		}
 		wg.Wait()
 		tcpu, _, _ := m.Read()

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// NeighbourEnv is the environment variable that makes a program the noisy
-// neighbour of the noisy scenario: ServeChild sees it and, instead of the
+// NeighbourEnv is the environment variable that makes a program a busy
+// neighbour (Trial.StartNeighbour): ServeChild sees it and, instead of the
 // program, runs a busy loop on the CPU it was started on until its stdin
 // ends or its time is up, then exits.
 const NeighbourEnv = "SLUICE_BENCH_NEIGHBOUR"

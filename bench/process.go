@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,26 +33,13 @@ type ChildSpec struct {
 	Target  string      `json:"target"`
 	Handler HandlerSpec `json:"handler"`
 	Nice    int         `json:"nice,omitempty"`
-	// Soak serves the soak scenario's handler (see childHandler), whose
-	// /forecast panics on every PanicEvery-th request when that is
-	// positive.
-	Soak       bool `json:"soak,omitempty"`
-	PanicEvery int  `json:"panic_every,omitempty"`
 	// Probe, when positive, makes the child write a "probe" line (its
 	// goroutines and heap, childProbe) every Probe while it serves, and
 	// an "exit" line (ChildExit) after it stopped.
 	Probe time.Duration `json:"probe,omitempty"`
-	// StrayURL, when set, makes the child serve the stray scenario's
-	// handlers beside the weather (see strayHandler): its blocking
-	// endpoint calls this URL.
-	StrayURL string `json:"stray_url,omitempty"`
-	// LongLived makes the child serve the longlived scenario's handlers
-	// beside the weather (see longLivedHandler): a WebSocket echo, a
-	// stream of server-sent events and TrivialPath.
-	LongLived bool `json:"long_lived,omitempty"`
-	// Addr, when set, is the address the target listens on (the cluster
-	// scenario starts a killed backend again on its address); LoadHint
-	// makes a sluice target send the load hint (server.Config.LoadHint).
+	// Addr, when set, is the address the target listens on (to start a
+	// killed target again on its address); LoadHint makes a sluice target
+	// send the load hint (server.Config.LoadHint).
 	Addr     string `json:"addr,omitempty"`
 	LoadHint bool   `json:"load_hint,omitempty"`
 	// TLS makes the target serve HTTPS with a throwaway certificate.
@@ -65,14 +50,12 @@ type ChildSpec struct {
 	// Attack makes the child serve the attack suite's target
 	// (attack.Serve) instead of the weather service.
 	Attack bool `json:"attack,omitempty"`
-	// Tenants, when set, gives a sluice target a tenant tracker and an
-	// agent over Redis (the tenants scenario, see TenantChild).
-	Tenants *TenantChild `json:"tenants,omitempty"`
-	// Lanes, when set, makes the child serve the lanes scenario's
-	// handlers (see lanesHandler) and, on a sluice target, its lanes
-	// (LanesChild.attach); the child reports its work log in a "work"
-	// line after it stopped.
-	Lanes *LanesChild `json:"lanes,omitempty"`
+	// Hook, when set, names the ChildHook that adds a scenario's
+	// behaviour to the child, and HookConfig holds the hook's own
+	// settings, as JSON (SetHook sets both; a hook without settings needs
+	// Hook alone).
+	Hook       string          `json:"hook,omitempty"`
+	HookConfig json.RawMessage `json:"hook_config,omitempty"`
 }
 
 // TargetNice is the nice value of the targets' child processes. On a
@@ -92,11 +75,14 @@ func (h HandlerSpec) Options() weather.Config {
 // child (ChildEnv is set), then exits the process: 0 after a clean stop, 1
 // on an error (written to stderr). Without ChildEnv it returns at once and
 // does nothing. Call it first thing in main, and in TestMain of a test
-// binary that starts targets with the default launcher.
+// binary that starts targets with the default launcher, with the hooks of
+// the scenarios the program runs (scenario.ChildHooks): a child whose spec
+// names a hook (ChildSpec.Hook) looks for it among them.
 //
-// With NeighbourEnv set instead, the process is the noisy scenario's busy
-// neighbour: it spins until its stdin ends or its time is up, then exits.
-func ServeChild() {
+// With NeighbourEnv set instead, the process is a busy neighbour
+// (Trial.StartNeighbour): it spins until its stdin ends or its time is
+// up, then exits.
+func ServeChild(hooks ...ChildHook) {
 	if v := os.Getenv(NeighbourEnv); v != "" {
 		if err := runNeighbour(v, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench neighbour:", err)
@@ -108,7 +94,7 @@ func ServeChild() {
 	if v == "" {
 		return
 	}
-	if err := serveChild(context.Background(), v, os.Stdin, os.Stdout); err != nil {
+	if err := serveChild(context.Background(), v, os.Stdin, os.Stdout, hooks); err != nil {
 		fmt.Fprintln(os.Stderr, "bench target:", err)
 		os.Exit(1)
 	}
@@ -118,13 +104,15 @@ func ServeChild() {
 // serveChild starts the target described by spec, writes "listening URL"
 // on out, and serves until in reaches its end (the parent closed it or
 // died) or ctx ends. Then it stops the target and writes "stats JSON"
-// (the target's counters, if it has any) and, when probed, "exit JSON".
-func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) error {
+// (the target's counters, if it has any), "report JSON" when its hook
+// reports, and, when probed, "exit JSON". The spec's hook is looked for
+// among hooks.
+func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer, hooks []ChildHook) error {
 	var cs ChildSpec
 	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
 		return fmt.Errorf("bad %s: %w", ChildEnv, err)
 	}
-	o := serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv), tenants: cs.Tenants, lanes: cs.Lanes}
+	o := serveOptions{addr: cs.Addr, loadHint: cs.LoadHint, dashboard: os.Getenv(DashboardEnv)}
 	if cs.TLS {
 		cert, _, err := selfsigned.New()
 		if err != nil {
@@ -132,13 +120,22 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 		}
 		o.tls = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
-	t, ok := targetByName(cs.Target, o)
-	if !ok {
+	if _, ok := targetByName(cs.Target, o); !ok {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}
+	h := weather.Handler(cs.Handler.Options())
+	part, err := openHook(cs, h, hooks)
+	if err != nil {
+		return err
+	}
+	if part != nil && part.Handler != nil {
+		h = part.Handler
+	}
+	o.part = part
+	t, _ := targetByName(cs.Target, o)
 	if cs.Nice != 0 {
 		if err := renice(cs.Nice); err != nil {
-			return err
+			return errors.Join(err, closePart(part))
 		}
 	}
 	var before census
@@ -152,24 +149,23 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 		}
 		before = takeCensus()
 	}
-	h, work := childHandler(cs), (*workLog)(nil)
-	if cs.Lanes != nil {
-		h, work = lanesHandler(cs)
-	}
 	serve := t.Serve
 	if cs.Attack {
 		serve = func(http.Handler) (*Running, error) { return attackTarget(cs) }
 	}
 	rn, err := serve(h)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", cs.Target, err)
+		return errors.Join(fmt.Errorf("start %s: %w", cs.Target, err), closePart(part))
 	}
+	// The target stops first, then the hook's part lets go of what it
+	// holds, before the target's stats are read.
+	stop := func() error { return errors.Join(rn.Stop(), closePart(part)) }
 	if _, err := fmt.Fprintf(out, "listening %s\n", rn.URL); err != nil {
-		return errors.Join(err, rn.Stop())
+		return errors.Join(err, stop())
 	}
 	if rn.Admin != "" {
 		if _, err := fmt.Fprintf(out, "admin %s\n", rn.Admin); err != nil {
-			return errors.Join(err, rn.Stop())
+			return errors.Join(err, stop())
 		}
 	}
 	if rn.Placement != nil {
@@ -178,7 +174,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 			_, err = fmt.Fprintf(out, "placement %s\n", js)
 		}
 		if err != nil {
-			return errors.Join(fmt.Errorf("placement: %w", err), rn.Stop())
+			return errors.Join(fmt.Errorf("placement: %w", err), stop())
 		}
 	}
 	stopProbe := func() {}
@@ -196,7 +192,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	}
 	stopProbe()
 	stopped := time.Now()
-	if err := rn.Stop(); err != nil {
+	if err := stop(); err != nil {
 		return err
 	}
 	if rn.Stats != nil {
@@ -208,12 +204,12 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 			return err
 		}
 	}
-	if work != nil {
-		js, err := json.Marshal(work.series())
+	if part != nil && part.Report != nil {
+		js, err := json.Marshal(part.Report())
 		if err != nil {
-			return fmt.Errorf("work: %w", err)
+			return fmt.Errorf("report: %w", err)
 		}
-		if _, err := fmt.Fprintf(out, "work %s\n", js); err != nil {
+		if _, err := fmt.Fprintf(out, "report %s\n", js); err != nil {
 			return err
 		}
 	}
@@ -228,117 +224,6 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer) e
 	}
 	return nil
 }
-
-// childHandler returns the handler a child serves: the weather service
-// shaped by cs.Handler; for a soak, the weather service whose /forecast
-// panics on every cs.PanicEvery-th request when that is positive, and
-// LargePath, which the no-read chaos clients ask for; for the stray
-// scenario, the weather service beside StrayPath and TrivialPath; for
-// the longlived scenario, the weather service beside WebSocketPath,
-// EventsPath and TrivialPath.
-func childHandler(cs ChildSpec) http.Handler {
-	h := weather.Handler(cs.Handler.Options())
-	if cs.StrayURL != "" {
-		return strayHandler(h, cs.StrayURL)
-	}
-	if cs.LongLived {
-		return longLivedHandler(h)
-	}
-	if !cs.Soak {
-		return h
-	}
-	mux := http.NewServeMux()
-	forecast := h
-	if cs.PanicEvery > 0 {
-		forecast = panicking(cs.PanicEvery, h)
-	}
-	mux.Handle("/forecast", forecast)
-	mux.Handle("GET "+LargePath, large())
-	mux.Handle("/", h) // 404 for everything else, as the service says it
-	return mux
-}
-
-// Paths of the stray scenario's target (ChildSpec.StrayURL), beside the
-// weather's /forecast.
-const (
-	// StrayPath is the stray blocking handler: it calls a slow service
-	// with a plain net/http client (not through package await), which
-	// holds the thread it runs on, a sluice worker, until the answer.
-	StrayPath = "/stray"
-	// TrivialPath answers "ok" at once.
-	TrivialPath = "/trivial"
-)
-
-// strayClientTimeout bounds a stray call in the target, should the slow
-// service never answer.
-const strayClientTimeout = 30 * time.Second
-
-// strayHandler is the stray scenario's target handler: the weather
-// service h, StrayPath (a plain net/http client call to slowURL, which
-// holds the thread) and TrivialPath.
-func strayHandler(h http.Handler, slowURL string) http.Handler {
-	client := &http.Client{Timeout: strayClientTimeout} // a plain client: no await
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.HandleFunc("GET "+StrayPath, func(w http.ResponseWriter, _ *http.Request) {
-		resp, err := client.Get(slowURL)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		_, _ = io.WriteString(w, "done\n")
-	})
-	mux.HandleFunc("GET "+TrivialPath, trivial)
-	return mux
-}
-
-// trivial answers TrivialPath: "ok" at once.
-func trivial(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, "ok\n")
-}
-
-// LargePath is the soak handler's large answer, LargeSize bytes: the
-// no-read chaos clients ask for it, so that a few unread answers fill the
-// server's socket buffer (up to 4 MiB on Linux) and block its writes.
-const (
-	LargePath = "/soak/large"
-	LargeSize = 256 << 10
-)
-
-// large answers LargeSize bytes.
-func large() http.Handler {
-	body := bytes.Repeat([]byte("sluice soak\n"), LargeSize/12+1)[:LargeSize]
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		_, _ = w.Write(body)
-	})
-}
-
-// panicking wraps h so that every n-th request panics: alternately before
-// h runs (nothing written yet: servers answer 500) and after it has
-// written its answer (which a server may have begun to send: it then cuts
-// the connection).
-func panicking(n int, h http.Handler) http.Handler {
-	var count atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := count.Add(1)
-		if i%int64(n) != 0 {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if (i/int64(n))%2 == 1 {
-			panic(PanicValue)
-		}
-		h.ServeHTTP(w, r)
-		panic(PanicValue)
-	})
-}
-
-// PanicValue is what the soak scenario's handler panics with.
-const PanicValue = "bench: the soak handler panics on purpose"
 
 // childSettle bounds the wait, after the target stopped, for its
 // goroutines and descriptors to go back to their counts before it started.
@@ -486,16 +371,17 @@ type Process struct {
 	// Stats is the target's counters as JSON, reported when it stopped
 	// (nil for a target without any, or before Stop).
 	Stats json.RawMessage
-	// Exit is what a probed child (the soak scenario's) reported after
+	// Exit is what a probed child (ChildSpec.Probe) reported after
 	// its target stopped; nil before Stop, or when it reported nothing.
 	Exit *ChildExit
 	// Placement is where a sluice target's workers run, as the child
 	// reported it once it listened; nil for other targets (read it after
 	// Stop).
 	Placement *Placement
-	// Work is what a lanes child reported of its handlers' work
-	// (WorkSeries, as JSON); nil before Stop and for other children.
-	Work json.RawMessage
+	// Report is what the child's hook reported once its target had
+	// stopped (ChildPart.Report), as JSON; nil before Stop and for a
+	// child whose hook reports nothing.
+	Report json.RawMessage
 	// Throttled is what the child's CPU quota (ChildSpec.Quota) did to it
 	// over its life; nil before Stop and for a child without a quota.
 	Throttled *Throttled
@@ -645,9 +531,9 @@ func (p *Process) readLine(line string) {
 		if json.Unmarshal([]byte(js), &e) == nil {
 			p.Exit = &e
 		}
-	case "work":
+	case "report":
 		if json.Valid([]byte(js)) {
-			p.Work = json.RawMessage(js)
+			p.Report = json.RawMessage(js)
 		}
 	case "admin":
 		if js != "" {

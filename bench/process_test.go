@@ -46,15 +46,15 @@ func TestStartProcessErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "broken")
 
 	// A bad spec makes the child fail.
-	err = serveChild(context.Background(), "{", strings.NewReader(""), io.Discard)
+	err = serveChild(context.Background(), "{", strings.NewReader(""), io.Discard, nil)
 	assert.ErrorContains(t, err, "bad "+ChildEnv)
-	err = serveChild(context.Background(), `{"target":"nope"}`, strings.NewReader(""), io.Discard)
+	err = serveChild(context.Background(), `{"target":"nope"}`, strings.NewReader(""), io.Discard, nil)
 	assert.ErrorContains(t, err, `unknown target "nope"`)
 }
 
 func TestServeChildStopsAtEndOfInput(t *testing.T) {
 	var out strings.Builder
-	err := serveChild(context.Background(), `{"target":"nethttp"}`, strings.NewReader(""), &out)
+	err := serveChild(context.Background(), `{"target":"nethttp"}`, strings.NewReader(""), &out, nil)
 	assert.NoError(t, err)
 	assert.True(t, strings.HasPrefix(out.String(), "listening http://127.0.0.1:"), out.String())
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// SoakProbe is how often a soaked child (ChildSpec.Soak) should report its
-// goroutines (ChildSpec.Probe): often enough that the count read at each
-// bucket's end is at most this old.
+// SoakProbe is how often a child monitored every second (Process.Monitor)
+// should report its goroutines (ChildSpec.Probe): often enough that the
+// count read at each bucket's end is at most this old.
 const SoakProbe = 200 * time.Millisecond
 
 // Resources are a reading of a target's process.
@@ -143,4 +143,24 @@ func (p *Process) Drain(ctx context.Context, base Resources, slack int, limit ti
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Status returns the child's resident set size in bytes and its thread
+// count, from /proc/PID/status (Linux only).
+func (p *Process) Status() (rss int64, threads int, err error) {
+	rss, threads, err = procStatus(p.pid())
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: target's status: %w", err)
+	}
+	return rss, threads, nil
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strconv"
@@ -32,57 +30,12 @@ func TestProcReadings(t *testing.T) {
 	assert.Equal(t, -1, countFDs("nope"))
 }
 
-func TestPanicking(t *testing.T) {
-	h := panicking(3, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	call := func() (body string, panicked any) {
-		rec := httptest.NewRecorder()
-		func() {
-			defer func() { panicked = recover() }()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/forecast", nil))
-		}()
-		return rec.Body.String(), panicked
-	}
-	var got []string
-	for range 6 {
-		body, p := call()
-		switch {
-		case p == nil:
-			got = append(got, body)
-		case body == "":
-			assert.Equal(t, PanicValue, p)
-			got = append(got, "panic before")
-		default:
-			got = append(got, "panic after "+body)
-		}
-	}
-	assert.Equal(t, []string{"ok", "ok", "panic before", "ok", "ok", "panic after ok"}, got)
-}
-
-func TestChildHandler(t *testing.T) {
-	get := func(h http.Handler, path string) *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return rec
-	}
-	plain := childHandler(ChildSpec{PanicEvery: 1})
-	assert.Equal(t, http.StatusNotFound, get(plain, LargePath).Code, "only a soak serves the large answer")
-	assert.Equal(t, http.StatusOK, get(plain, WeatherPath).Code, "and only a soak panics")
-
-	soak := childHandler(ChildSpec{Soak: true, PanicEvery: 2})
-	rec := get(soak, LargePath)
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, LargeSize, rec.Body.Len())
-	assert.Equal(t, http.StatusNotFound, get(soak, "/elsewhere").Code)
-	assert.Equal(t, http.StatusOK, get(soak, WeatherPath).Code)
-	assert.PanicsWithValue(t, PanicValue, func() { get(soak, WeatherPath) }, "the second request")
-}
-
 func TestServeChildProbes(t *testing.T) {
 	in, stop := io.Pipe()
 	var out strings.Builder
 	done := make(chan error, 1)
 	go func() {
-		done <- serveChild(context.Background(), `{"target":"nethttp","soak":true,"probe":10000000}`, in, &out)
+		done <- serveChild(context.Background(), `{"target":"nethttp","probe":10000000}`, in, &out, nil)
 	}()
 	time.Sleep(60 * time.Millisecond)
 	require.NoError(t, stop.Close())
@@ -118,9 +71,11 @@ func TestProcessReadLine(t *testing.T) {
 	p.readLine(`stats {"admitted":3}`)
 	p.readLine(`probe {"goroutines":7,"heap_bytes":1024}`)
 	p.readLine(`exit {"goroutines_before":1,"goroutines_after":2,"fds_before":3,"fds_after":4,"after":5}`)
+	p.readLine(`report {"batch":[1,2]}`)
 	p.readLine(`probe not json`)
 	p.readLine(`other line`)
 	assert.JSONEq(t, `{"admitted":3}`, string(p.Stats))
+	assert.JSONEq(t, `{"batch":[1,2]}`, string(p.Report))
 	r := p.probe.Load()
 	require.NotNil(t, r)
 	assert.Equal(t, childProbe{Goroutines: 7, HeapBytes: 1024}, r.childProbe)

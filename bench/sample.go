@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // Scenario names, as they appear in Sample.Scenario.
@@ -74,16 +76,16 @@ type Sample struct {
 	Rates    Rates   `json:"rates"`
 	// Requests is the number of requests scheduled.
 	Requests int64 `json:"requests"`
-	// Client is the generator's client mode (ClientMode's name) when the
+	// Client is the generator's client mode (load.ClientMode's name) when the
 	// suite named modes (SuiteConfig.ClientModes); empty otherwise, which
 	// is "reconnect".
 	Client string `json:"client,omitempty"`
 	// NewConns is the TCP connections the generator opened per second of
-	// the sending window (Result.Dials).
+	// the sending window (load.Result.Dials).
 	NewConns float64 `json:"new_conns"`
 	// Clients is the number of clients with a connection each
 	// (SuiteConfig.Clients), 0 for the pooled generator; Jain and Starved
-	// are then Result.Fairness's: Jain's index over the clients' OK
+	// are then load.Result.Fairness's: Jain's index over the clients' OK
 	// answers, and the share of clients that got none.
 	Clients int     `json:"clients,omitempty"`
 	Jain    float64 `json:"jain,omitempty"`
@@ -113,8 +115,8 @@ type Sample struct {
 	Server json.RawMessage `json:"server,omitempty"`
 	// Step is set for the step scenario, Series for the step and soak
 	// scenarios.
-	Step   *StepInfo `json:"step,omitempty"`
-	Series []Bucket  `json:"series,omitempty"`
+	Step   *StepInfo     `json:"step,omitempty"`
+	Series []load.Bucket `json:"series,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or
 	// floating, and why), as its process reported it; nil for the others.
 	Placement *Placement `json:"placement,omitempty"`
@@ -188,7 +190,7 @@ type ClassSample struct {
 	Latency Percentiles `json:"latency_ms"`
 	// Series is the class's outcomes per bucket, for a scenario that
 	// counts them (tenants).
-	Series []Bucket `json:"series,omitempty"`
+	Series []load.Bucket `json:"series,omitempty"`
 }
 
 // HandlerSpec is the weather handler's shape, as the targets serve it.

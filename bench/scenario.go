@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // A Scenario is one experiment of the suite: what it offers the targets,
@@ -168,9 +170,9 @@ func (t *Trial) AllCPUs() []int { return slices.Clone(t.Suite.allCPUs) }
 // connection pool, Poisson or constant arrivals, new connections, clients,
 // the point's client mode). The caller sets what it offers: Rate and
 // Duration, or Phases.
-func (t *Trial) Generator(proc *Process) (Config, error) {
+func (t *Trial) Generator(proc *Process) (load.Config, error) {
 	cfg := t.Suite
-	rc := Config{
+	rc := load.Config{
 		URL:      proc.URL + WeatherPath,
 		Deadline: cfg.Deadline,
 		Seed:     cfg.Seed + uint64(t.Index),
@@ -181,10 +183,10 @@ func (t *Trial) Generator(proc *Process) (Config, error) {
 		rc.NewConn = func(int) bool { return true }
 	}
 	if !cfg.Constant {
-		rc.Arrival = Poisson
+		rc.Arrival = load.Poisson
 	}
 	if t.Point.Client != "" {
-		m, err := ParseClientMode(t.Point.Client)
+		m, err := load.ParseClientMode(t.Point.Client)
 		if err != nil {
 			return rc, err
 		}
@@ -198,9 +200,9 @@ func (t *Trial) Generator(proc *Process) (Config, error) {
 // counters and placement, and both processes' CPU time. It returns s, or
 // nil when the run measured nothing, with any error of the run or of the
 // stop.
-func (t *Trial) Measure(ctx context.Context, proc *Process, rc Config, s *Sample) (*Sample, error) {
+func (t *Trial) Measure(ctx context.Context, proc *Process, rc load.Config, s *Sample) (*Sample, error) {
 	m := MeterCPU(proc)
-	res, err := Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	m.Stop(s)
 	err = errors.Join(err, proc.Stop())
 	if res == nil {

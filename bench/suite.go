@@ -13,6 +13,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/sluice-go/sluice/bench/load"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -68,14 +69,14 @@ type SuiteConfig struct {
 	Repeats int
 	// Deadline is the client deadline; default DefaultDeadline (1 s).
 	Deadline time.Duration
-	// ClientModes are the generator's client modes (Config.ClientMode)
+	// ClientModes are the generator's client modes (load.Config.ClientMode)
 	// the sweep and shapes scenarios run each point under, one after the
 	// other, so that the modes alternate; empty means ClientReconnect
 	// alone, the generator's behaviour of the recorded runs. Samples
 	// name their mode when this is set.
-	ClientModes []ClientMode
+	ClientModes []load.ClientMode
 	// Conns is the generator's connection pool in the sweep, shapes,
-	// slowdown, mix and step scenarios (Config.Conns); zero derives it
+	// slowdown, mix and step scenarios (load.Config.Conns); zero derives it
 	// from Little's law, capped at MaxConns. A larger pool lets more
 	// requests reach the target at once instead of waiting in the client
 	// for a connection, as a client without a per-host limit does.
@@ -93,7 +94,7 @@ type SuiteConfig struct {
 	// handshake each), as clients that do not keep connections do.
 	NewConns bool
 	// Clients, when positive, makes the generator's load that of Clients
-	// clients with a kept-alive connection each (Config.Clients) in the
+	// clients with a kept-alive connection each (load.Config.Clients) in the
 	// sweep, shapes, slowdown and step scenarios, and the samples report
 	// how alike the clients were served (Sample.Jain, Sample.Starved).
 	Clients int
@@ -105,7 +106,7 @@ type SuiteConfig struct {
 	// per repeat and shape (its URL and Conns are ignored): a closed loop
 	// at each of CalibrateConns connections in turn, C being the best
 	// goodput of them.
-	Calibrate CalibrateConfig
+	Calibrate load.CalibrateConfig
 	// CalibrateConns are the closed-loop concurrencies the capacity is
 	// measured at; default 16, 32, 64 and 128. One level would favour one
 	// kind of target: a server with a timed queue and an age limit
@@ -188,7 +189,7 @@ func (c *SuiteConfig) defaults() error {
 		c.Repeats = 3
 	}
 	if c.Deadline <= 0 {
-		c.Deadline = DefaultDeadline
+		c.Deadline = load.DefaultDeadline
 	}
 	if c.Calibrate.Warmup <= 0 {
 		c.Calibrate.Warmup = 300 * time.Millisecond
@@ -440,11 +441,11 @@ func (cfg *SuiteConfig) calibrateChild(ctx context.Context, cs ChildSpec) (capac
 	cc := cfg.Calibrate
 	cc.URL = p.URL + WeatherPath
 	cc.NewConns = cfg.NewConns
-	var best Calibration
+	var best load.Calibration
 	for _, n := range cfg.CalibrateConns {
 		cc.Conns = n
 		m := MeterCPU(p)
-		cal, cerr := Calibrate(ctx, cc)
+		cal, cerr := load.Calibrate(ctx, cc)
 		tcpu, _, _ := m.Read()
 		if cerr != nil {
 			err = cerr
@@ -470,7 +471,7 @@ const WeatherPath = "/forecast?city=Lisbon"
 // Fill copies what a run of the generator measured into s: rates, the
 // requests scheduled, whether it fell behind, the series, connections
 // opened, the clients' fairness, latencies of all classes and of each.
-func Fill(s *Sample, res *Result) {
+func Fill(s *Sample, res *load.Result) {
 	s.Requests = res.Offered
 	s.Rates = RatesOf(res.Offered, res.OK, res.Rejected, res.Failed, res.Duration)
 	s.Behind = res.Behind

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // suiteShape is a light handler: a suite of it on a small machine stays
@@ -32,7 +34,7 @@ func tinySuite() SuiteConfig {
 		Duration:       300 * time.Millisecond,
 		Repeats:        1,
 		Constant:       true,
-		Calibrate:      CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
+		Calibrate:      load.CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
 		CalibrateConns: []int{8, 16},
 	}
 }

@@ -20,7 +20,8 @@ import (
 )
 
 // Target is a server under test, started on 127.0.0.1 with a handler: the
-// weather service (examples/weather) or the soak's.
+// weather service (examples/weather), or what a scenario's child hook
+// serves instead (ChildPart.Handler).
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
@@ -28,8 +29,7 @@ type Target struct {
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
-	// (weather.Handler), or for the soak the weather service wrapped in a
-	// handler that panics now and then.
+	// (weather.Handler), or a child hook's handler.
 	Serve func(h http.Handler) (*Running, error)
 }
 
@@ -38,7 +38,7 @@ type Running struct {
 	// URL is the target's base URL.
 	URL string
 	// Admin, when set, is the URL of an endpoint the target serves for
-	// the benchmark on a listener of its own (the lanes scenario's lane
+	// the benchmark on a listener of its own (ChildPart.Listening: an
 	// admin endpoint).
 	Admin string
 	// Stop stops the target and releases everything it holds.
@@ -127,9 +127,9 @@ func SluiceHoldConfig() sluice.Config {
 // The handler is the weather service in every one.
 func Targets() []Target { return targets(serveOptions{}) }
 
-// serveOptions say how a child serves its target beyond the handler: the
-// cluster scenario's backends listen on a given address, to come back on
-// it after being killed, and sluice ones send the load hint.
+// serveOptions say how a child serves its target beyond the handler: on a
+// given address (to come back on it after being killed), with the load
+// hint, over TLS, with the child hook's part.
 type serveOptions struct {
 	// addr is the address to listen on; empty means 127.0.0.1 on a port
 	// the kernel picks.
@@ -139,12 +139,10 @@ type serveOptions struct {
 	// dashboard, when set, is the address a sluice target serves its
 	// dashboard on (DashboardEnv).
 	dashboard string
-	// tenants, when set, puts a tenant tracker and agent in a sluice
-	// target (TenantChild.attach).
-	tenants *TenantChild
-	// lanes, when set, gives a sluice target the lanes scenario's lane
-	// and lane admin endpoint (LanesChild.attach).
-	lanes *LanesChild
+	// part, when set, is the child's hook's part, which a sluice target
+	// lets change its configuration, serve beside it and report its
+	// stats.
+	part *ChildPart
 	// tls, when set, makes the target serve HTTPS with it.
 	tls *tls.Config
 }
@@ -304,20 +302,18 @@ func running(url string, stop func() error, err error) (*Running, error) {
 func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, error) {
 	cfg.LoadHint = cfg.LoadHint || o.loadHint
 	cfg.TLS = o.tls
-	var tenants *tenantAgent
-	if o.tenants != nil {
-		var err error
-		if tenants, err = o.tenants.attach(&cfg); err != nil {
+	part := o.part
+	if part == nil {
+		part = &ChildPart{}
+	}
+	if part.Configure != nil {
+		if err := part.Configure(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	var lanesReady func(*sluice.Server) (string, func() error, error)
-	if o.lanes != nil {
-		lanesReady = o.lanes.attach(&cfg)
-	}
 	srv, err := sluice.Listen(o.listenAddr(), h, cfg)
 	if err != nil {
-		return nil, errors.Join(err, tenants.stop())
+		return nil, err
 	}
 	rt := srv.Runtime()
 	info := rt.CPUInfo()
@@ -327,13 +323,9 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 		defer cancel()
 		return srv.Stop(ctx)
 	}
-	if tenants != nil {
-		stopServer := stop
-		stop = func() error { return errors.Join(stopServer(), tenants.stop()) }
-	}
 	var admin string
-	if lanesReady != nil {
-		url, stopAdmin, err := lanesReady(srv)
+	if part.Listening != nil {
+		url, stopAdmin, err := part.Listening(srv)
 		if err != nil {
 			return nil, errors.Join(err, stop())
 		}
@@ -349,8 +341,11 @@ func startSluice(o serveOptions, h http.Handler, cfg sluice.Config) (*Running, e
 		stopServer := stop
 		stop = func() error { return errors.Join(stopDashboard(), stopServer()) }
 	}
-	stats := func() any { return tenants.stats(srv.Stats()) }
-	if tenants == nil && srv.Server() != nil {
+	stats := func() any { return srv.Stats() }
+	switch {
+	case part.Stats != nil:
+		stats = func() any { return part.Stats(srv) }
+	case srv.Server() != nil:
 		stats = func() any {
 			snap := rt.Snapshot()
 			return SluiceServer{Stats: srv.Stats(), Holds: srv.Server().Holds(), Blocked: snap.Blocked, Handovers: snap.Handovers}

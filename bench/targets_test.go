@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/selfsigned"
@@ -40,7 +41,7 @@ func TestTargetsServeTheWeather(t *testing.T) {
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&f))
 			assert.Equal(t, "Oslo", f.City)
 			// And the generator can drive it.
-			res, err := Run(context.Background(), Config{URL: base + "/forecast?city=Oslo", Rate: 100, Duration: 200 * time.Millisecond})
+			res, err := load.Run(context.Background(), load.Config{URL: base + "/forecast?city=Oslo", Rate: 100, Duration: 200 * time.Millisecond})
 			require.NoError(t, err)
 			assertLightLoadServed(t, tg.Name, res, "")
 		})
@@ -52,7 +53,7 @@ func TestTargetsServeTheWeather(t *testing.T) {
 // counts every runnable goroutine of the process, the test binary's others
 // included, so on a loaded machine it refuses some of a light load (see
 // GoSchedFraction); every request must still be answered.
-func assertLightLoadServed(t *testing.T, target string, res *Result, format string, args ...any) {
+func assertLightLoadServed(t *testing.T, target string, res *load.Result, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if target == "gosched" {
@@ -111,18 +112,18 @@ func TestTargetsServeOverTLS(t *testing.T) {
 			require.True(t, strings.HasPrefix(rn.URL, "https://"), rn.URL)
 			url := rn.URL + "/forecast?city=Oslo"
 			for _, fresh := range []bool{false, true} {
-				cfg := Config{URL: url, Rate: 100, Duration: 200 * time.Millisecond}
+				cfg := load.Config{URL: url, Rate: 100, Duration: 200 * time.Millisecond}
 				if fresh {
 					cfg.NewConn = func(int) bool { return true }
 				}
-				res, err := Run(context.Background(), cfg)
+				res, err := load.Run(context.Background(), cfg)
 				require.NoError(t, err)
 				assertLightLoadServed(t, name, res, "fresh %v", fresh)
 				if fresh {
 					assert.EqualValues(t, res.Offered, res.Dials, "a connection per request")
 				}
 			}
-			cal, err := Calibrate(context.Background(), CalibrateConfig{URL: url, Conns: 2, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond, NewConns: true})
+			cal, err := load.Calibrate(context.Background(), load.CalibrateConfig{URL: url, Conns: 2, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond, NewConns: true})
 			require.NoError(t, err)
 			assert.Positive(t, cal.OK)
 			assert.Zero(t, cal.Failed)

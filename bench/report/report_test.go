@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 func TestMain(m *testing.M) {
@@ -232,7 +233,7 @@ func stepSample(target string, repeat, settle, dirty int) bench.Sample {
 		Step:     &bench.StepInfo{Low: 0.5, High: 4, Up: time.Second, Down: 3 * time.Second, End: 5 * time.Second},
 	}
 	for i := range 50 {
-		b := bench.Bucket{Start: time.Duration(i) * bucket, Offered: 50, OK: 50}
+		b := load.Bucket{Start: time.Duration(i) * bucket, Offered: 50, OK: 50}
 		switch {
 		case i >= 10 && i < 30:
 			b.Offered, b.OK = 200, 100

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // SettleBand is how close to its level goodput must stay, as a fraction of
@@ -35,7 +36,7 @@ const SettleBand = 0.10
 // These read each request in the bucket of its scheduled time: what the
 // target made of the load offered then. OutputSteady, OutputReact and
 // OutputStable are the same computed on the OK answers by the bucket in
-// which they ended (bench.Bucket.Completed): the target's output over
+// which they ended (load.Bucket.Completed): the target's output over
 // time. The two differ when a target serves the load of some moments and
 // rejects that of others while its output stays level (a queue that
 // builds up and is flushed). HasOutput is false for series without
@@ -68,7 +69,7 @@ type Step struct {
 // BucketWidth returns the smallest positive gap between consecutive bucket
 // starts; for a single bucket, the time from its start to end (0 when
 // unknown).
-func BucketWidth(series []bench.Bucket, end time.Duration) time.Duration {
+func BucketWidth(series []load.Bucket, end time.Duration) time.Duration {
 	var w time.Duration
 	for i := 1; i < len(series); i++ {
 		if d := series[i].Start - series[i-1].Start; d > 0 && (w == 0 || d < w) {
@@ -100,7 +101,7 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 		return Step{}, false
 	}
 	mid := info.Up + (info.Down-info.Up)/2
-	var high []bench.Bucket
+	var high []load.Bucket
 	var offered []float64
 	for _, b := range s.Series {
 		if b.Start < info.Up || b.Start+w > info.Down {
@@ -111,11 +112,11 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 	}
 	st := Step{Bucket: w, HighOffered: Median(offered)}
 	var ok bool
-	if st.Steady, st.Level, st.ReactTime, st.Stable, ok = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.OK }); !ok {
+	if st.Steady, st.Level, st.ReactTime, st.Stable, ok = settle(high, mid, w, info.Up, st.HighOffered, func(b load.Bucket) int64 { return b.OK }); !ok {
 		return Step{}, false
 	}
 	if st.HasOutput = hasCompletions(s.Series); st.HasOutput {
-		st.OutputSteady, _, st.OutputReact, st.OutputStable, _ = settle(high, mid, w, info.Up, st.HighOffered, func(b bench.Bucket) int64 { return b.Completed })
+		st.OutputSteady, _, st.OutputReact, st.OutputStable, _ = settle(high, mid, w, info.Up, st.HighOffered, func(b load.Bucket) int64 { return b.Completed })
 	}
 
 	st.Recovered = true
@@ -134,9 +135,9 @@ func StepMetrics(s bench.Sample) (Step, bool) {
 }
 
 // hasCompletions reports whether a series counts its answers by end time
-// (bench.Bucket.Completed); series of older reports do not.
-func hasCompletions(series []bench.Bucket) bool {
-	return slices.ContainsFunc(series, func(b bench.Bucket) bool { return b.Completed > 0 })
+// (load.Bucket.Completed); series of older reports do not.
+func hasCompletions(series []load.Bucket) bool {
+	return slices.ContainsFunc(series, func(b load.Bucket) bool { return b.Completed > 0 })
 }
 
 // settle reads a step response from the high-phase buckets high, counting
@@ -145,7 +146,7 @@ func hasCompletions(series []bench.Bucket) bool {
 // the end of the first bucket within SettleBand of level or above, and
 // stable the share of the later buckets within the band. It returns false
 // when no bucket starts at or after mid.
-func settle(high []bench.Bucket, mid, w, up time.Duration, offered float64, count func(bench.Bucket) int64) (steady, level float64, react time.Duration, stable float64, ok bool) {
+func settle(high []load.Bucket, mid, w, up time.Duration, offered float64, count func(load.Bucket) int64) (steady, level float64, react time.Duration, stable float64, ok bool) {
 	var late []float64
 	for _, b := range high {
 		if b.Start >= mid {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -95,7 +96,7 @@ func (*Closed) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	}
 	s := t.Sample()
 	m := bench.MeterCPU(proc)
-	cal, err := bench.Calibrate(ctx, bench.CalibrateConfig{
+	cal, err := load.Calibrate(ctx, load.CalibrateConfig{
 		URL:      proc.URL + bench.WeatherPath,
 		Conns:    t.Point.Conns,
 		Warmup:   t.Suite.Calibrate.Warmup,

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/client"
 )
@@ -527,9 +528,9 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	urls := b.URLs()
 	rate := p.Multiple * t.Capacity
 	// Connections per backend: as many as the whole load could have in
-	// flight within the deadline (Little's law, as bench.Run derives
+	// flight within the deadline (Little's law, as load.Run derives
 	// Conns).
-	conns := min(max(int(math.Ceil(rate*cfg.Deadline.Seconds())), 1), bench.MaxConns)
+	conns := min(max(int(math.Ceil(rate*cfg.Deadline.Seconds())), 1), load.MaxConns)
 	base := &http.Transport{
 		Proxy:               nil, // loopback: never through a proxy
 		MaxConnsPerHost:     conns,
@@ -550,7 +551,7 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, tr.Close()) }()
-	rc := bench.Config{
+	rc := load.Config{
 		URL:      urls[0] + bench.WeatherPath, // the client sends it to the backend it picks
 		Rate:     rate,
 		Duration: c.window(cfg, p.Part),
@@ -559,7 +560,7 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		Client:   &http.Client{Transport: tr},
 	}
 	if !cfg.Constant {
-		rc.Arrival = bench.Poisson
+		rc.Arrival = load.Poisson
 	}
 	killed := make(chan error, 1)
 	kctx, stopKiller := context.WithCancel(ctx)
@@ -572,7 +573,7 @@ func (c *Cluster) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		k.start = t0
 		go func() { killed <- k.run(kctx, c, b) }()
 	}
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	if k != nil {
 		if err != nil {
 			stopKiller()

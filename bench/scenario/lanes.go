@@ -25,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/laneadmin"
@@ -77,13 +78,13 @@ const (
 // batch requests that yield between slices of their work, with the batch
 // in the built-in lanes, in a background lane of few shares, in that lane
 // with its shares raised halfway through the run, and without the batch.
-// Each part runs on a fresh target process (bench.LanesChild), for the
+// Each part runs on a fresh target process (LanesChild), for the
 // suite's Duration:
 //
-//   - the interactive route, bench.LanesInteractivePath, computes for
+//   - the interactive route, LanesInteractivePath, computes for
 //     Interactive and is offered Multiple of C, the target's capacity on a
 //     handler of that work (measured as in the other scenarios);
-//   - the batch route, bench.LanesBatchPath, computes for Batch in slices of
+//   - the batch route, LanesBatchPath, computes for Batch in slices of
 //     Slice, calling sluice.Yield between them (a no-op on net/http), and
 //     is offered BatchMultiple of C_b = workers / Batch on BatchConns
 //     connections of its own: a flood that always has requests waiting at
@@ -93,8 +94,8 @@ const (
 //     connection.
 //
 // The parts: one-lane (every request in the built-in lanes), background
-// (the runtime registers bench.LanesBackground with Priority and Shares, and the
-// server routes bench.LanesBatchPath to it), live (as background, then at the
+// (the runtime registers LanesBackground with Priority and Shares, and the
+// server routes LanesBatchPath to it), live (as background, then at the
 // middle of the run the generator sets the lane's shares to LiveShares
 // through the lane admin endpoint, package laneadmin, mounted on the target
 // behind a token of the run), alone (the interactive load without the
@@ -325,9 +326,9 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 		workers = max(len(t.AllCPUs()), 1)
 	}
 	window := cfg.Duration
-	child := &bench.LanesChild{Batch: c.Batch, Slice: c.Slice, Span: window + 2*cfg.Deadline + lanesSpanSlack}
+	child := &LanesChild{Batch: c.Batch, Slice: c.Slice, Span: window + 2*cfg.Deadline + lanesSpanSlack}
 	if needsLanes(p.Part) {
-		child.Lane = &lanes.Spec{Name: bench.LanesBackground, Priority: c.Priority, Shares: c.Shares}
+		child.Lane = &lanes.Spec{Name: LanesBackground, Priority: c.Priority, Shares: c.Shares}
 	}
 	live := p.Part == LanesLive
 	if live {
@@ -336,23 +337,26 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 		}
 	}
 	cs := t.Child()
-	cs.TLS, cs.Lanes = false, child
+	cs.TLS = false
+	if err := cs.SetHook(c.Name(), child); err != nil {
+		return nil, err
+	}
 	proc, err := t.Start(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
-	arrival := bench.Poisson
+	arrival := load.Poisson
 	if cfg.Constant {
-		arrival = bench.Constant
+		arrival = load.Constant
 	}
-	ic := bench.Config{
-		URL: proc.URL + bench.LanesInteractivePath, Rate: c.Multiple * t.Capacity, Duration: window,
+	ic := load.Config{
+		URL: proc.URL + LanesInteractivePath, Rate: c.Multiple * t.Capacity, Duration: window,
 		Deadline: cfg.Deadline, Arrival: arrival, Seed: cfg.Seed + uint64(t.Index), Bucket: c.Window,
 	}
 	withBatch := p.Part != LanesAlone
 	batchRate := c.BatchMultiple * float64(workers) / c.Batch.Seconds()
-	bc := bench.Config{
-		URL: proc.URL + bench.LanesBatchPath, Rate: batchRate, Duration: window,
+	bc := load.Config{
+		URL: proc.URL + LanesBatchPath, Rate: batchRate, Duration: window,
 		// Cut when the interactive load is done, not by a deadline.
 		Deadline: window + 2*cfg.Deadline, Conns: c.batchConns(workers),
 		Arrival: arrival, Seed: cfg.Seed + uint64(t.Index) + lanesBatchSeed, Bucket: c.Window,
@@ -361,7 +365,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	defer cancelBatch()
 	var (
 		wg     sync.WaitGroup
-		bres   *bench.Result
+		bres   *load.Result
 		berr   error
 		change *LanesChange
 	)
@@ -374,7 +378,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	m := bench.MeterCPU(proc)
 	t0 := time.Now()
 	if withBatch {
-		wg.Go(func() { bres, berr = bench.Run(bctx, bc) })
+		wg.Go(func() { bres, berr = load.Run(bctx, bc) })
 	}
 	if live {
 		wg.Go(func() {
@@ -387,7 +391,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 			}
 		})
 	}
-	ires, err := bench.Run(ctx, ic)
+	ires, err := load.Run(ctx, ic)
 	cancelBatch()
 	wg.Wait()
 	if berr != nil && !(errors.Is(berr, context.Canceled) && ctx.Err() == nil) {
@@ -422,10 +426,10 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	if withBatch {
 		d.BatchRate, d.BatchConns = batchRate, bc.Conns
 	}
-	var work *bench.WorkSeries
-	if len(proc.Work) > 0 {
-		var ws bench.WorkSeries
-		if jerr := json.Unmarshal(proc.Work, &ws); jerr == nil {
+	var work *WorkSeries
+	if len(proc.Report) > 0 {
+		var ws WorkSeries
+		if jerr := json.Unmarshal(proc.Report, &ws); jerr == nil {
 			work = &ws
 		} else {
 			err = errors.Join(err, fmt.Errorf("bench: lanes: the target's work log: %w", jerr))
@@ -438,7 +442,7 @@ func (c *Lanes) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 // fill computes li's counts, shares and series from the interactive and
 // batch results (bres nil without the batch) and the target's work log
 // (nil when it reported none), the run having started at t0.
-func (li *LanesDetail) fill(ires, bres *bench.Result, work *bench.WorkSeries, t0 time.Time) {
+func (li *LanesDetail) fill(ires, bres *load.Result, work *WorkSeries, t0 time.Time) {
 	n, width := len(ires.Series), li.Window
 	if n == 0 || width <= 0 || ires.Duration <= 0 {
 		return
@@ -493,7 +497,7 @@ const lanesChangeAttempts = 5
 // endpoint at url, and says when and how it went; t0 is the start of the
 // run.
 func changeShares(ctx context.Context, url, token string, shares uint32, t0 time.Time) *LanesChange {
-	body, _ := json.Marshal(laneadmin.Change{Lane: bench.LanesBackground, Shares: new(int64(shares))})
+	body, _ := json.Marshal(laneadmin.Change{Lane: LanesBackground, Shares: new(int64(shares))})
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
@@ -511,7 +515,7 @@ func changeShares(ctx context.Context, url, token string, shares uint32, t0 time
 		switch {
 		case err != nil:
 			c.Err = err.Error()
-		case status == http.StatusOK && laneShares(st, bench.LanesBackground) == shares:
+		case status == http.StatusOK && laneShares(st, LanesBackground) == shares:
 			c.OK, c.Err = true, ""
 			return c
 		default:
@@ -1048,7 +1052,7 @@ func (c *Lanes) WriteReport(w io.Writer, rep *bench.Report) error {
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "\nlanes: %s computes %v at %sx of C, beside %s computing %v in slices of %v (sluice.Yield between; a no-op on net/http)\n",
-		bench.LanesInteractivePath, first.Interactive, formatMultiple(multiple), bench.LanesBatchPath, first.Batch, first.Slice)
+		LanesInteractivePath, first.Interactive, formatMultiple(multiple), LanesBatchPath, first.Batch, first.Slice)
 	if batch.BatchRate > 0 {
 		fmt.Fprintf(&buf, "batch offered at %.4g/s (C_b = workers / %v = %.4g/s) on %d connections of its own\n",
 			batch.BatchRate, batch.Batch, float64(batch.Workers)/batch.Batch.Seconds(), batch.BatchConns)

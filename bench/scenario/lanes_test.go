@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/lanes"
 	srt "github.com/sluice-go/sluice/runtime"
@@ -153,19 +154,19 @@ func TestLanesPointsRunOn(t *testing.T) {
 // from the target's log, each in the window it ended in.
 func TestLanesDetailFill(t *testing.T) {
 	const w = 100 * time.Millisecond
-	series := func(done ...int64) []bench.Bucket {
-		out := make([]bench.Bucket, len(done))
+	series := func(done ...int64) []load.Bucket {
+		out := make([]load.Bucket, len(done))
 		for i, d := range done {
-			out[i] = bench.Bucket{Start: time.Duration(i) * w, Completed: d}
+			out[i] = load.Bucket{Start: time.Duration(i) * w, Completed: d}
 		}
 		return out
 	}
-	ires := &bench.Result{Duration: 4 * w, Series: series(100, 80, 60, 40)}
-	bres := &bench.Result{Offered: 70, Duration: 4 * w, Series: series(1, 2, 3, 4)}
+	ires := &load.Result{Duration: 4 * w, Series: series(100, 80, 60, 40)}
+	bres := &load.Result{Offered: 70, Duration: 4 * w, Series: series(1, 2, 3, 4)}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	// The target's log began 20 ms before the run, in 10 ms buckets: the
 	// buckets ending a window's work are the 10 from 2+10i.
-	work := &bench.WorkSeries{Origin: t0.Add(-20 * time.Millisecond), Bucket: 10 * time.Millisecond}
+	work := &WorkSeries{Origin: t0.Add(-20 * time.Millisecond), Bucket: 10 * time.Millisecond}
 	for k := range 44 {
 		work.Batch = append(work.Batch, int64(time.Millisecond))
 		work.Interactive = append(work.Interactive, int64(k)*int64(time.Microsecond))

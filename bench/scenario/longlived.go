@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/reject"
 )
@@ -62,16 +63,16 @@ const (
 
 // LongLived measures connections that stay open and mostly idle beside a
 // normal load. For each N, on a fresh target serving the weather service
-// beside bench.WebSocketPath (a WebSocket echo served inside its
-// handler), bench.EventsPath (server-sent events, one a second, each
-// stamped with its send time) and bench.TrivialPath, it:
+// beside WebSocketPath (a WebSocket echo served inside its
+// handler), EventsPath (server-sent events, one a second, each
+// stamped with its send time) and TrivialPath, it:
 //
 //  1. reads the target's RSS and threads;
 //  2. opens N WebSockets (each dial and upgrade within
 //     LongLivedOpenTimeout) and leaves them idle, then N event streams
 //     (each counted when its first event arrives within
 //     LongLivedOpenTimeout), Dials at a time;
-//  3. offers TrivialRate requests a second to bench.TrivialPath on
+//  3. offers TrivialRate requests a second to TrivialPath on
 //     TrivialConns connections of their own for Window, while it reads
 //     every event and records its delivery delay (receipt less the
 //     stamp: the target runs on this machine);
@@ -282,7 +283,7 @@ type LongLivedDetail struct {
 // target.
 func (ll *LongLived) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	cs := t.Child()
-	cs.LongLived = true
+	cs.Hook = ll.Name() // no settings
 	proc, err := t.Start(ctx, cs)
 	if err != nil {
 		return nil, err
@@ -324,11 +325,11 @@ func (ll *LongLived) measure(ctx context.Context, t *bench.Trial, proc *bench.Pr
 	if err != nil {
 		return nil, d, err
 	}
-	rc.URL, rc.Rate, rc.Conns, rc.Duration = proc.URL+bench.TrivialPath, ll.TrivialRate, ll.TrivialConns, ll.Window
+	rc.URL, rc.Rate, rc.Conns, rc.Duration = proc.URL+TrivialPath, ll.TrivialRate, ll.TrivialConns, ll.Window
 	s := t.Sample()
 	m := bench.MeterCPU(proc)
 	c.from = time.Now()
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	if wait := time.Until(c.from.Add(ll.Window)); wait > 0 && err == nil {
 		// The load's last request went out before the window's end:
 		// the events count over the whole window.
@@ -410,7 +411,7 @@ func openBounded[T any](n, dials int, open func(i int) (*T, error)) ([]*T, error
 // dialAll opens n WebSockets to the echo, each within
 // LongLivedOpenTimeout, and returns how many opened and the first error.
 func (c *longLivedClients) dialAll(ctx context.Context, n int) (int, error) {
-	url := "ws" + strings.TrimPrefix(c.base, "http") + bench.WebSocketPath
+	url := "ws" + strings.TrimPrefix(c.base, "http") + WebSocketPath
 	dialer := websocket.Dialer{HandshakeTimeout: LongLivedOpenTimeout}
 	conns, err := openBounded(n, c.dials, func(i int) (*websocket.Conn, error) {
 		dctx, cancel := context.WithTimeout(ctx, LongLivedOpenTimeout)
@@ -501,7 +502,7 @@ func (c *longLivedClients) open(ctx context.Context) (*eventStream, error) {
 	}
 	var resp *http.Response
 	for try := 1; ; try++ {
-		req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.base+bench.EventsPath, nil)
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.base+EventsPath, nil)
 		if err != nil {
 			return fail(err)
 		}
@@ -772,7 +773,7 @@ func (ll *LongLived) WriteReport(w io.Writer, rep *bench.Report) error {
 	setup := runs[0].detail
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "\nlonglived: N idle WebSockets (%s, an echo inside the handler) and N event streams (%s, an event every %v) held open while %s is offered %.4g/s for %v\n",
-		bench.WebSocketPath, bench.EventsPath, bench.EventInterval, bench.TrivialPath, setup.Rate, setup.Window)
+		WebSocketPath, EventsPath, EventInterval, TrivialPath, setup.Rate, setup.Window)
 	tw := report.NewTab(&buf)
 	report.Line(tw, "target", "N", "upgrades", "SSE", "echoes", "goodput/s", "p99 ms", "refused",
 		"event p99 ms", "event max ms", "late events", "RSS KiB/conn", "threads", "runs")

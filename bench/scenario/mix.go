@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // Mix offers requests on kept-alive connections and on new connections
@@ -33,7 +34,7 @@ func (*Mix) Points(s *bench.SuiteConfig) []bench.Point {
 // on a new connection or a kept one as spread says.
 func (*Mix) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	isNew := spread(t.Suite.NewFraction)
-	return offer(ctx, t, func(rc *bench.Config, _ *bench.Sample) {
+	return offer(ctx, t, func(rc *load.Config, _ *bench.Sample) {
 		rc.NewConn = isNew
 		rc.Classify = func(i int) (string, http.Header) {
 			if isNew(i) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -154,7 +155,7 @@ func (n *Noisy) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err e
 	queue := bench.MeterRunQueue(proc)
 	used := nb.CPUTime()
 	m := bench.MeterCPU(proc)
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	elapsed := m.Stop(s)
 	used = nb.CPUTime() - used
 	if rq, ok := queue.Stop(); ok {

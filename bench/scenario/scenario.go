@@ -10,11 +10,16 @@
 // one whose runs are checked against rules, Enforcer. WriteReport,
 // WriteJSON and Plots put the whole report together from them.
 //
-// Adding a scenario is one file here and one line in All. What the
-// target's child process serves runs inside package bench (ChildSpec), so
-// a scenario that needs more there than the handlers it has adds it to
-// that package; the command's usage (the -scenarios flag of cmd/sluice)
-// describes each scenario in words.
+// A scenario whose targets serve more than the weather service implements
+// bench.ChildHooker: its hook (handlers, a change to a sluice target's
+// configuration, machinery beside the target, a report) runs in the
+// target's child process, which finds it among ChildHooks by the name the
+// scenario puts in the child's spec (bench.ChildSpec.SetHook). The hook
+// sits beside its scenario, in <name>_child.go.
+//
+// Adding a scenario is its file (and its hook's, if it has one) here and
+// one line in All; package bench is not edited. The command's usage (the
+// -scenarios flag of cmd/sluice) describes each scenario in words.
 package scenario
 
 import (
@@ -50,6 +55,20 @@ func All() []bench.Scenario {
 		&Tenants{},
 		&Lanes{},
 	}
+}
+
+// ChildHooks returns the child hooks of the scenarios of All that have
+// one (bench.ChildHooker). Pass them to bench.ServeChild first thing in
+// main, and in TestMain of a test binary that runs such scenarios, so that
+// a target's child process finds its scenario's hook.
+func ChildHooks() []bench.ChildHook {
+	var hooks []bench.ChildHook
+	for _, s := range All() {
+		if h, ok := s.(bench.ChildHooker); ok {
+			hooks = append(hooks, h.ChildHook())
+		}
+	}
+	return hooks
 }
 
 // Default names the scenarios `sluice bench` runs when -scenarios is not

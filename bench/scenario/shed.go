@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/gate"
 )
@@ -161,7 +162,7 @@ func (sh *Shed) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 		return nil, errors.Join(err, proc.Stop())
 	}
 	rc.Conns = 0 // the pool the rates need
-	rc.Phases = []bench.Phase{
+	rc.Phases = []load.Phase{
 		{Rate: sh.Low * capacity, Duration: sh.Before},
 		{Rate: sh.High * capacity, Duration: sh.During},
 		{Rate: sh.Low * capacity, Duration: sh.After},
@@ -176,7 +177,7 @@ func (sh *Shed) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	}
 	defer host.Close()
 	m := bench.MeterCPU(proc)
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	m.Stop(s)
 	hst := host.Refresh()
 	err = errors.Join(err, proc.Stop())
@@ -237,7 +238,7 @@ func ShedMetricsOf(s bench.Sample) (ShedMetrics, bool) {
 	if w <= 0 {
 		return ShedMetrics{}, false
 	}
-	phaseOf := func(b bench.Bucket) int {
+	phaseOf := func(b load.Bucket) int {
 		switch {
 		case b.Start >= info.Down:
 			return 2

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-go/sluice/admit"
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -139,7 +140,7 @@ func shedSample(target string, repeat, refuseFrom, refuseAfter int, reasons stri
 		Server:  json.RawMessage(reasons),
 	}
 	for i := range 9 {
-		b := bench.Bucket{Start: time.Duration(i) * time.Second, Offered: 100}
+		b := load.Bucket{Start: time.Duration(i) * time.Second, Offered: 100}
 		switch {
 		case i >= 2 && i < 6:
 			b.Offered = 300

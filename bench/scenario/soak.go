@@ -22,6 +22,8 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/chaos"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
@@ -37,11 +39,15 @@ const (
 	DefaultPanicEvery = 100
 )
 
+// DefaultChaosMix is Soak.Chaos's default: 32 chaos clients, half of them
+// slowloris (they hold a connection each and send almost nothing).
+var DefaultChaosMix = chaos.Mix{Slowloris: 16, NoRead: 4, Reset: 4, Garbage: 4, Flood: 4}
+
 // maxSoakDuration bounds -soak-duration.
 const maxSoakDuration = time.Hour
 
 // Soak offers Multiple×C for Duration, open loop, with the chaos clients
-// of Chaos alongside (on connections of their own, bench.RunChaos) and a
+// of Chaos alongside (on connections of their own, chaos.Run) and a
 // weather handler that panics on every PanicEvery-th request, its goodput
 // counted per Bucket, and the target's resident memory, goroutines and
 // open descriptors read at the end of every Bucket (bench.Process.Monitor).
@@ -69,9 +75,9 @@ type Soak struct {
 	// default 100, 1%; negative: never.
 	PanicEvery int
 	// Chaos is how many chaos clients of each kind run alongside the
-	// load (see bench.RunChaos); nil means bench.DefaultChaosMix, a zero
-	// ChaosMix none.
-	Chaos *bench.ChaosMix
+	// load (see chaos.Run); nil means DefaultChaosMix, a zero Mix
+	// none.
+	Chaos *chaos.Mix
 	// Rules are the pass/fail rules; zero fields take those of
 	// DefaultSoakRules.
 	Rules SoakRules
@@ -138,10 +144,10 @@ func (so *Soak) Check(s *bench.SuiteConfig) error {
 		so.PanicEvery = 0
 	}
 	if so.Chaos == nil {
-		mix := bench.DefaultChaosMix
+		mix := DefaultChaosMix
 		so.Chaos = &mix
 	}
-	for _, k := range bench.ChaosKinds {
+	for _, k := range chaos.Kinds {
 		if so.Chaos.Of(k) < 0 {
 			return fmt.Errorf("bench: the soak scenario's Chaos has a negative count of %s clients", k)
 		}
@@ -272,13 +278,13 @@ type SoakStop struct {
 // SoakDetail is what a soak sample records beyond the common figures
 // (Sample.Detail); the goodput per bucket is in Sample.Series.
 type SoakDetail struct {
-	Duration   time.Duration  `json:"duration"`
-	Bucket     time.Duration  `json:"bucket"`
-	Settle     time.Duration  `json:"settle"`
-	PanicEvery int            `json:"panic_every"`
-	ChaosMix   bench.ChaosMix `json:"chaos_mix"`
+	Duration   time.Duration `json:"duration"`
+	Bucket     time.Duration `json:"bucket"`
+	Settle     time.Duration `json:"settle"`
+	PanicEvery int           `json:"panic_every"`
+	ChaosMix   chaos.Mix     `json:"chaos_mix"`
 	// Chaos is what the chaos clients did and saw, per kind.
-	Chaos bench.ChaosStats `json:"chaos,omitempty"`
+	Chaos chaos.Stats `json:"chaos,omitempty"`
 	// Resources holds the reading before the load (At 0), then one at
 	// the end of every bucket.
 	Resources []bench.Resources `json:"resources"`
@@ -558,7 +564,10 @@ func flat(name, what string, d *SoakDetail, value func(bench.Resources) float64,
 // fails checks; it is no error of the suite.
 func (so *Soak) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	cs := t.Child()
-	cs.TLS, cs.Soak, cs.PanicEvery, cs.Probe = false, true, so.PanicEvery, bench.SoakProbe
+	cs.TLS, cs.Probe = false, bench.SoakProbe
+	if err := cs.SetHook(so.Name(), soakChild{PanicEvery: so.PanicEvery}); err != nil {
+		return nil, err
+	}
 	proc, err := t.Start(ctx, cs)
 	if err != nil {
 		return nil, err
@@ -593,15 +602,15 @@ func (so *Soak) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) 
 	defer stopChaos()
 	if so.Chaos.Total() > 0 {
 		wg.Go(func() {
-			d.Chaos, chaosErr = bench.RunChaos(chaosCtx, bench.ChaosConfig{
-				URL: rc.URL, NoReadPath: bench.LargePath, Mix: *so.Chaos, Seed: rc.Seed,
+			d.Chaos, chaosErr = chaos.Run(chaosCtx, chaos.Config{
+				URL: rc.URL, NoReadPath: SoakLargePath, Mix: *so.Chaos, Seed: rc.Seed,
 			})
 		})
 	}
 	m := bench.MeterCPU(proc)
 	start := time.Now()
 	wg.Go(func() { readings = proc.Monitor(ctx, start, so.Bucket, int(so.Duration/so.Bucket)) })
-	res, runErr := bench.Run(ctx, rc)
+	res, runErr := load.Run(ctx, rc)
 	wg.Wait()
 	m.Stop(s)
 	d.Resources = append(d.Resources, readings...)
@@ -766,8 +775,8 @@ func (so *Soak) WriteReport(w io.Writer, rep *bench.Report) error {
 			}
 			fmt.Fprintf(&buf, "  %s %s: %s\n", verdict, c.Name, c.Detail)
 		}
-		if chaos := describeChaos(run.detail.Chaos); chaos != "" {
-			fmt.Fprintf(&buf, "  chaos: %s\n", chaos)
+		if desc := describeChaos(run.detail.Chaos); desc != "" {
+			fmt.Fprintf(&buf, "  chaos: %s\n", desc)
 		}
 	}
 	behind := slices.ContainsFunc(rows, func(r SoakRow) bool { return r.Behind })
@@ -817,12 +826,12 @@ func fds(r bench.Resources) string {
 }
 
 // describeMix says which chaos clients ran.
-func describeMix(m bench.ChaosMix) string {
+func describeMix(m chaos.Mix) string {
 	if m.Total() == 0 {
 		return "no chaos clients"
 	}
 	var parts []string
-	for _, k := range bench.ChaosKinds {
+	for _, k := range chaos.Kinds {
 		if n := m.Of(k); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
@@ -853,9 +862,9 @@ func ordinalSuffix(n int) string {
 }
 
 // describeChaos sums up what the chaos clients did, kind by kind.
-func describeChaos(st bench.ChaosStats) string {
+func describeChaos(st chaos.Stats) string {
 	var parts []string
-	for _, k := range bench.ChaosKinds {
+	for _, k := range chaos.Kinds {
 		c := st[k.String()]
 		if c == nil {
 			continue

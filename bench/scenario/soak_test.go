@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/chaos"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 func TestSoakChecksAndDefaults(t *testing.T) {
@@ -30,10 +32,10 @@ func TestSoakChecksAndDefaults(t *testing.T) {
 	assert.Equal(t, 10*time.Second, c.Settle)
 	assert.Equal(t, 100, c.PanicEvery)
 	require.NotNil(t, c.Chaos)
-	assert.Equal(t, bench.DefaultChaosMix, *c.Chaos)
+	assert.Equal(t, DefaultChaosMix, *c.Chaos)
 	assert.Equal(t, DefaultSoakRules(), c.Rules)
 
-	short := Soak{Duration: 10 * time.Second, PanicEvery: -1, Chaos: &bench.ChaosMix{}}
+	short := Soak{Duration: 10 * time.Second, PanicEvery: -1, Chaos: &chaos.Mix{}}
 	require.NoError(t, short.Check(suite))
 	assert.Equal(t, 3*time.Second, short.Settle, "a third of a short soak, in whole buckets")
 	assert.Zero(t, short.PanicEvery, "negative: never")
@@ -54,7 +56,7 @@ func TestSoakChecksAndDefaults(t *testing.T) {
 		{Duration: 1500 * time.Millisecond},
 		{Duration: 5 * time.Second, Settle: 6 * time.Second},
 		{Multiple: -1},
-		{Chaos: &bench.ChaosMix{Reset: -1}},
+		{Chaos: &chaos.Mix{Reset: -1}},
 	} {
 		assert.Error(t, bad.Check(suite), "%+v", bad)
 	}
@@ -114,7 +116,7 @@ func soakSample(target string, ok []int64, read func(k int) bench.Resources) soa
 	}
 	s := soakCase{&bench.Sample{Scenario: "soak", Target: target, Capacity: 100, Multiple: 5}, si}
 	for i, n := range ok {
-		s.Series = append(s.Series, bench.Bucket{Start: time.Duration(i) * time.Second, OK: n})
+		s.Series = append(s.Series, load.Bucket{Start: time.Duration(i) * time.Second, OK: n})
 	}
 	for k := 0; k <= 10; k++ {
 		r := read(k)
@@ -325,7 +327,7 @@ func TestSoakFailures(t *testing.T) {
 }
 
 func TestGoodputFractions(t *testing.T) {
-	s := &bench.Sample{Capacity: 200, Series: []bench.Bucket{{Start: 0, OK: 200}, {Start: time.Second, OK: 100}, {Start: 2 * time.Second, OK: 50}}}
+	s := &bench.Sample{Capacity: 200, Series: []load.Bucket{{Start: 0, OK: 200}, {Start: time.Second, OK: 100}, {Start: 2 * time.Second, OK: 50}}}
 	d := &SoakDetail{Duration: 2500 * time.Millisecond, Bucket: time.Second}
 	assert.InDeltaSlice(t, []float64{1, 0.5, 0.5}, GoodputFractions(s, d), 1e-9, "the last bucket is half a second")
 	assert.Nil(t, GoodputFractions(&bench.Sample{Capacity: 1}, nil))
@@ -338,7 +340,7 @@ func TestSuiteSoak(t *testing.T) {
 	cfg.Targets = []string{"sluice"}
 	cfg.Scenarios = []bench.Scenario{&Soak{
 		Multiple: 0.2, Duration: time.Second, Bucket: 250 * time.Millisecond, PanicEvery: 10,
-		Chaos: &bench.ChaosMix{Slowloris: 1, NoRead: 1, Reset: 1, Garbage: 1, Flood: 1},
+		Chaos: &chaos.Mix{Slowloris: 1, NoRead: 1, Reset: 1, Garbage: 1, Flood: 1},
 		Rules: SoakRules{MinGoodput: 0.05},
 	}}
 	rep, err := bench.RunSuite(context.Background(), cfg)
@@ -360,7 +362,7 @@ func TestSuiteSoak(t *testing.T) {
 		assert.LessOrEqual(t, r.Conns, r.FDs)
 		assert.GreaterOrEqual(t, r.CloseWait, 0)
 	}
-	assert.Len(t, si.Chaos, len(bench.ChaosKinds), "every kind ran")
+	assert.Len(t, si.Chaos, len(chaos.Kinds), "every kind ran")
 	assert.Positive(t, si.Chaos["reset"].Conns)
 	m := byName(si.Checks)
 	require.Len(t, m, 7)
@@ -412,8 +414,8 @@ func TestEvaluateSoakCountsDescriptorsBeyondConnections(t *testing.T) {
 func soakReportRun(t *testing.T, target string, ok []int64, grow int) bench.Sample {
 	d := &SoakDetail{
 		Duration: 6 * time.Second, Bucket: time.Second, Settle: 2 * time.Second, PanicEvery: 100,
-		ChaosMix: bench.ChaosMix{Slowloris: 2, Flood: 1},
-		Chaos: bench.ChaosStats{
+		ChaosMix: chaos.Mix{Slowloris: 2, Flood: 1},
+		Chaos: chaos.Stats{
 			"slowloris": {Conns: 4, ServerClosed: 2, CutMin: 10 * time.Second, CutMax: 10100 * time.Millisecond},
 			"flood":     {Conns: 3, Requests: 30, Status: map[int]int64{200: 20, 503: 10}},
 		},
@@ -423,7 +425,7 @@ func soakReportRun(t *testing.T, target string, ok []int64, grow int) bench.Samp
 	s := &bench.Sample{Scenario: "soak", Shape: "io", Handler: bench.HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond},
 		Target: target, Capacity: 100, Multiple: 5}
 	for i, n := range ok {
-		s.Series = append(s.Series, bench.Bucket{Start: time.Duration(i) * time.Second, OK: n})
+		s.Series = append(s.Series, load.Bucket{Start: time.Duration(i) * time.Second, OK: n})
 	}
 	for k := 0; k <= 6; k++ {
 		r := bench.Resources{At: time.Duration(k) * time.Second, Up: true, FDs: 300 + grow*k, Goroutines: 20, RSS: 24 << 20}
@@ -512,8 +514,8 @@ func TestDescribePanicsAndMix(t *testing.T) {
 	assert.Equal(t, "a handler that panics on every 2nd request (50%)", describePanics(2))
 	assert.Equal(t, "a handler that panics on every 11th request (9.09%)", describePanics(11))
 	assert.Equal(t, "a handler that panics on every 21st request (4.76%)", describePanics(21))
-	assert.Equal(t, "no chaos clients", describeMix(bench.ChaosMix{}))
-	assert.True(t, strings.HasPrefix(describeMix(bench.DefaultChaosMix), "32 chaos clients (16 slowloris, 4 noread"))
+	assert.Equal(t, "no chaos clients", describeMix(chaos.Mix{}))
+	assert.True(t, strings.HasPrefix(describeMix(DefaultChaosMix), "32 chaos clients (16 slowloris, 4 noread"))
 }
 
 func TestSoakPlots(t *testing.T) {

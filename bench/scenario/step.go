@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // Step offers a low load, then a high one, then the low one again (the
@@ -28,9 +29,9 @@ func (*Step) Points(s *bench.SuiteConfig) []bench.Point {
 // (Sample.Step) with the series.
 func (*Step) Run(ctx context.Context, t *bench.Trial) (*bench.Sample, error) {
 	st, c := t.Suite.Step, t.Capacity
-	return offer(ctx, t, func(rc *bench.Config, s *bench.Sample) {
+	return offer(ctx, t, func(rc *load.Config, s *bench.Sample) {
 		rc.Rate, rc.Duration = 0, 0
-		rc.Phases = []bench.Phase{
+		rc.Phases = []load.Phase{
 			{Rate: st.Low * c, Duration: st.Before},
 			{Rate: st.High * c, Duration: st.During},
 			{Rate: st.Low * c, Duration: st.After},

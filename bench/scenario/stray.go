@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
 // The parts of the stray scenario, as in StrayDetail.Part and
 // bench.Point.Part, in the order it runs them on each target.
 const (
-	// StrayTrivial offers Stray.TrivialRate to bench.TrivialPath with the
+	// StrayTrivial offers Stray.TrivialRate to TrivialPath with the
 	// stray calls alongside.
 	StrayTrivial = "trivial"
 	// StrayCPU offers Stray.Multiple of C to the CPU-bound handler,
@@ -51,12 +52,12 @@ const (
 )
 
 // Stray measures a handler that blocks its thread without saying so:
-// bench.StrayPath calls a slow service (a net/http server in the
+// StrayPath calls a slow service (a net/http server in the
 // generator's process, on loopback, that answers after Delay) with a plain
 // net/http client, Rate times a second at constant gaps. Beside those
 // calls it measures, each part on a fresh target process:
 //
-//   - trivial: bench.TrivialPath, offered TrivialRate requests a second on
+//   - trivial: TrivialPath, offered TrivialRate requests a second on
 //     TrivialConns kept-alive connections of their own (its p50, p99 and
 //     errors are the figures);
 //   - cpu: Shape's handler (CPU-bound) at Multiple of the target's C
@@ -177,7 +178,7 @@ func (st *Stray) Points(s *bench.SuiteConfig) []bench.Point {
 
 // StrayDetail is what a stray sample records beyond the common figures
 // (Sample.Detail), whose rates and latencies are those of the measured
-// endpoint (bench.TrivialPath, or the CPU-bound handler).
+// endpoint (TrivialPath, or the CPU-bound handler).
 type StrayDetail struct {
 	// Part is StrayTrivial, StrayCPU or StrayCPUWith.
 	Part string `json:"part"`
@@ -194,7 +195,7 @@ type StrayDetail struct {
 	CallsBehind bool `json:"calls_behind,omitempty"`
 }
 
-// Run runs one part on a fresh target whose bench.StrayPath calls a slow
+// Run runs one part on a fresh target whose StrayPath calls a slow
 // service that this process serves for the run: the part's load for the
 // suite's Duration and, but in the cpu part, the stray calls alongside,
 // each with a deadline of Delay + StrayGrace.
@@ -205,7 +206,9 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 	}
 	defer func() { err = errors.Join(err, stopSlow()) }()
 	cs := t.Child()
-	cs.StrayURL = slowURL + "/slow"
+	if err := cs.SetHook(st.Name(), strayChild{URL: slowURL + "/slow"}); err != nil {
+		return nil, err
+	}
 	proc, err := t.Start(ctx, cs)
 	if err != nil {
 		return nil, err
@@ -216,14 +219,14 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 	}
 	rc.Duration = t.Suite.Duration
 	if t.Point.Part == StrayTrivial {
-		rc.URL, rc.Rate, rc.Conns = proc.URL+bench.TrivialPath, st.TrivialRate, st.TrivialConns
+		rc.URL, rc.Rate, rc.Conns = proc.URL+TrivialPath, st.TrivialRate, st.TrivialConns
 	} else {
 		rc.Rate, rc.Conns = t.Point.Multiple*t.Capacity, 0 // the pool the rate needs
 	}
 	d := StrayDetail{Part: t.Point.Part, Delay: st.Delay}
 	withCalls := t.Point.Part != StrayCPU
 	type outcome struct {
-		res *bench.Result
+		res *load.Result
 		err error
 	}
 	calls := make(chan outcome, 1)
@@ -231,15 +234,15 @@ func (st *Stray) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err 
 	m := bench.MeterCPU(proc)
 	if withCalls {
 		go func() {
-			res, err := bench.Run(ctx, bench.Config{
-				URL: proc.URL + bench.StrayPath, Rate: st.Rate, Duration: t.Suite.Duration,
-				Deadline: st.Delay + StrayGrace, Arrival: bench.Constant,
+			res, err := load.Run(ctx, load.Config{
+				URL: proc.URL + StrayPath, Rate: st.Rate, Duration: t.Suite.Duration,
+				Deadline: st.Delay + StrayGrace, Arrival: load.Constant,
 			})
 			calls <- outcome{res, err}
 		}()
 	}
-	res, err := bench.Run(ctx, rc)
-	var callRes *bench.Result
+	res, err := load.Run(ctx, rc)
+	var callRes *load.Result
 	if withCalls {
 		o := <-calls
 		callRes, err = o.res, errors.Join(err, o.err)
@@ -432,8 +435,8 @@ func (st *Stray) WriteReport(w io.Writer, rep *bench.Report) error {
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "\nstray blocking: %s calls a service that answers after %v through a plain net/http client (holding its thread), %.3g a second\n",
-		bench.StrayPath, setup.Delay, setup.Rate)
-	fmt.Fprintf(&buf, "%s beside the stray calls:\n", bench.TrivialPath)
+		StrayPath, setup.Delay, setup.Rate)
+	fmt.Fprintf(&buf, "%s beside the stray calls:\n", TrivialPath)
 	tw := report.NewTab(&buf)
 	report.Line(tw, "target", "workers", "offered/s", "goodput/s", "p50 ms", "p99 ms", "503 %", "failed %", "stray calls/s", "done/s", "runs")
 	for _, r := range rows {

@@ -25,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/internal/redistest"
 	"github.com/sluice-go/sluice/tenant"
@@ -97,7 +98,7 @@ const (
 // handler with CPU of busy work per request, protected as Protection says,
 // each with a tenant.Tracker among its admission policies and a
 // tenant.Agent, whose embedded tenant.Controller leads by lease, over a
-// tenant.RedisStore (bench.TenantChild) on a redis-server started from PATH for the run (none:
+// tenant.RedisStore (TenantChild) on a redis-server started from PATH for the run (none:
 // the scenario fails, naming the package to install). The servers share
 // the target CPUs of the suite, or split them when there are at least as
 // many CPUs as servers; a server has a worker per CPU it runs on.
@@ -138,7 +139,7 @@ type Tenants struct {
 	// from its queue whatever the tenant.
 	Servers int
 	// Protection is what protects each server besides its tracker: one of
-	// bench.TenantsProtections; default bench.TenantsDefault, the age
+	// TenantsProtections; default TenantsDefault, the age
 	// limit alone.
 	Protection string
 	// KillStore, when positive, is when redis-server is stopped, from the
@@ -177,7 +178,7 @@ func (c *Tenants) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&f.utilisation, "tenants-utilisation", 0, "share of the measured capacity the tenants scenario's controllers give out, in (0, 1]; 0: the controller's default (0.97)")
 	fs.IntVar(&f.servers, "tenants-servers", DefaultTenantsServers, "servers of the tenants scenario, each a child process with a worker per target CPU it runs on")
 	fs.DurationVar(&f.killStore, "tenants-kill-redis", 0, "stop the tenants scenario's redis-server this long into each part's load (0: never), to see the servers go on without their store")
-	fs.StringVar(&f.protection, "tenants-protection", bench.TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(bench.TenantsProtections(), ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
+	fs.StringVar(&f.protection, "tenants-protection", TenantsDefault, "what protects the tenants scenario's servers besides the tracker: "+strings.Join(TenantsProtections(), ", ")+" (default: the age limit alone; busy: the busy gate and timed queue; concurrency: a gate of a request per worker and the timed queue)")
 }
 
 // readFlags checks the flags' values and sets the fields they name.
@@ -194,8 +195,8 @@ func (c *Tenants) readFlags() error {
 		return fmt.Errorf("-tenants-utilisation must be in (0, 1], or 0 for the default, got %v", f.utilisation)
 	case f.servers < 1 || f.servers > maxTenantsServers:
 		return fmt.Errorf("-tenants-servers must be in [1, %d], got %d", maxTenantsServers, f.servers)
-	case !slices.Contains(bench.TenantsProtections(), f.protection):
-		return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(bench.TenantsProtections(), ", "), f.protection)
+	case !slices.Contains(TenantsProtections(), f.protection):
+		return fmt.Errorf("-tenants-protection must be one of %s, got %q", strings.Join(TenantsProtections(), ", "), f.protection)
 	case f.killStore < 0 || f.killStore >= f.duration:
 		return fmt.Errorf("-tenants-kill-redis must be in [0, -tenants-duration %v), got %v", f.duration, f.killStore)
 	}
@@ -224,7 +225,7 @@ func (c *Tenants) Check(s *bench.SuiteConfig) error {
 	c.Period = cmp.Or(c.Period, DefaultTenantsPeriod)
 	c.Bucket = cmp.Or(c.Bucket, DefaultTenantsBucket)
 	c.Servers = cmp.Or(c.Servers, DefaultTenantsServers)
-	c.Protection = cmp.Or(c.Protection, bench.TenantsDefault)
+	c.Protection = cmp.Or(c.Protection, TenantsDefault)
 	for name, v := range map[string]float64{"heavy load": c.Heavy, "light load": c.Light} {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("bench: tenants %s %v must be positive and finite", name, v)
@@ -235,8 +236,8 @@ func (c *Tenants) Check(s *bench.SuiteConfig) error {
 		return fmt.Errorf("bench: tenants: %d light tenants; want at least one", c.Lights)
 	case c.Servers < 1 || c.Servers > maxTenantsServers:
 		return fmt.Errorf("bench: tenants: %d servers; want 1 to %d", c.Servers, maxTenantsServers)
-	case !slices.Contains(bench.TenantsProtections(), c.Protection):
-		return fmt.Errorf("bench: tenants protection %q; want one of %s", c.Protection, strings.Join(bench.TenantsProtections(), ", "))
+	case !slices.Contains(TenantsProtections(), c.Protection):
+		return fmt.Errorf("bench: tenants protection %q; want one of %s", c.Protection, strings.Join(TenantsProtections(), ", "))
 	case c.CPU < 0 || c.Duration < 0 || c.Period < 0 || c.Bucket < 0:
 		return errors.New("bench: tenants durations must not be negative")
 	case c.Utilisation < 0 || c.Utilisation > 1 || math.IsNaN(c.Utilisation):
@@ -300,10 +301,10 @@ type TenantsDetail struct {
 	// concurrency gate and the timed queue.
 	Protection string `json:"protection,omitempty"`
 	// Servers are the servers' own reports, one per server.
-	Servers []bench.TenantServer `json:"servers"`
+	Servers []TenantServer `json:"servers"`
 	// Steps are the controller's decisions (whichever server led), by
 	// version, timed from the start of the load.
-	Steps []bench.TenantStep `json:"steps,omitempty"`
+	Steps []TenantStep `json:"steps,omitempty"`
 	// StoreKilledAt is when redis-server was stopped, from the start of
 	// the load (Tenants.KillStore); zero: it ran throughout.
 	StoreKilledAt time.Duration `json:"store_killed_at,omitempty"`
@@ -429,7 +430,7 @@ func newTenantMix(c *Tenants, seed uint64) *tenantMix {
 	return m
 }
 
-// classify is bench.Config.Classify: the generator calls it from one goroutine.
+// classify is load.Config.Classify: the generator calls it from one goroutine.
 func (m *tenantMix) classify(int) (string, http.Header) {
 	x := m.rng.Float64() * m.cum[len(m.cum)-1]
 	i, _ := slices.BinarySearch(m.cum, x)
@@ -458,8 +459,12 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	var stopErr error
 	stopStore := func() { stopOnce.Do(func() { stopErr = stopRedis() }) }
 	defer func() { stopStore(); err = errors.Join(err, stopErr) }()
-	child := &bench.TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", t.Index), Off: p.Part == TenantsOff, Period: c.Period, Utilisation: c.Utilisation, Protection: c.Protection}
-	b, err := cfg.StartBackends(ctx, bench.ChildSpec{Target: t.Target, Nice: bench.TargetNice, Tenants: child, Quota: cfg.Quota}, c.specs())
+	child := &TenantChild{Redis: addr, Fleet: fmt.Sprintf("bench-%d", t.Index), Off: p.Part == TenantsOff, Period: c.Period, Utilisation: c.Utilisation, Protection: c.Protection}
+	cs := bench.ChildSpec{Target: t.Target, Nice: bench.TargetNice, Quota: cfg.Quota}
+	if err := cs.SetHook(c.Name(), child); err != nil {
+		return nil, err
+	}
+	b, err := cfg.StartBackends(ctx, cs, c.specs())
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +474,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		urls = append(urls, u+bench.WeatherPath)
 	}
 	seed := cfg.Seed + uint64(t.Index)
-	rc := bench.Config{
+	rc := load.Config{
 		URLs:     urls,
 		Rate:     c.multiple() * t.Capacity,
 		Duration: c.Duration,
@@ -479,7 +484,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		Classify: newTenantMix(c, seed).classify,
 	}
 	if !cfg.Constant {
-		rc.Arrival = bench.Poisson
+		rc.Arrival = load.Poisson
 	}
 	s = t.Sample()
 	m := b.MeterCPU()
@@ -488,7 +493,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 		kill := time.AfterFunc(c.KillStore, stopStore)
 		defer kill.Stop()
 	}
-	res, err := bench.Run(ctx, rc)
+	res, err := load.Run(ctx, rc)
 	m.Stop(s)
 	if res == nil {
 		return nil, err
@@ -498,7 +503,7 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 	err = errors.Join(err, b.Stop())
 	d := &TenantsDetail{Part: p.Part, Heavy: c.Heavy, Light: c.Light, Lights: c.Lights, Period: c.Period, Bucket: c.Bucket, Protection: c.Protection, StoreKilledAt: c.KillStore}
 	for i, js := range b.Stats() {
-		var ts bench.TenantServer
+		var ts TenantServer
 		if jerr := json.Unmarshal(js, &ts); jerr != nil || ts.Totals == nil {
 			err = errors.Join(err, fmt.Errorf("bench: tenants: server %d reported no tenants (%s is not a sluice target?)", i, t.Target))
 		}
@@ -514,16 +519,16 @@ func (c *Tenants) Run(ctx context.Context, t *bench.Trial) (s *bench.Sample, err
 
 // mergeSteps returns the servers' steps by version, each once, timed from
 // start.
-func mergeSteps(servers []bench.TenantServer, start time.Time) []bench.TenantStep {
-	var out []bench.TenantStep
+func mergeSteps(servers []TenantServer, start time.Time) []TenantStep {
+	var out []TenantStep
 	for _, sv := range servers {
 		for _, st := range sv.Steps {
 			st.Offset = st.At.Sub(start)
 			out = append(out, st)
 		}
 	}
-	slices.SortFunc(out, func(a, b bench.TenantStep) int { return cmp.Compare(a.Version, b.Version) })
-	return slices.CompactFunc(out, func(a, b bench.TenantStep) bool { return a.Version == b.Version })
+	slices.SortFunc(out, func(a, b TenantStep) int { return cmp.Compare(a.Version, b.Version) })
+	return slices.CompactFunc(out, func(a, b TenantStep) bool { return a.Version == b.Version })
 }
 
 // tenantSeries are the per-bucket counts of one tenant.
@@ -675,7 +680,7 @@ func measureBlame(f *TenantsFigures, ti *TenantsDetail) {
 		f.DemandBlameHeavy = heavyDemand / demand
 	}
 	for _, st := range ti.Steps {
-		if i := slices.IndexFunc(st.Tenants, func(t bench.TenantStepTenant) bool { return t.Tenant == TenantHeavy && t.Drop > 0 }); i >= 0 {
+		if i := slices.IndexFunc(st.Tenants, func(t TenantStepTenant) bool { return t.Tenant == TenantHeavy && t.Drop > 0 }); i >= 0 {
 			f.FirstDrop = st.Offset
 			break
 		}
@@ -1046,11 +1051,11 @@ func tenantsServers(info *TenantsDetail) string {
 // their trackers.
 func tenantsProtection(info *TenantsDetail) string {
 	switch info.Protection {
-	case bench.TenantsDefault:
+	case TenantsDefault:
 		return "the default configuration (the age limit alone)"
-	case bench.TenantsBusy:
+	case TenantsBusy:
 		return "the busy gate and the timed queue"
-	case "", bench.TenantsConcurrency:
+	case "", TenantsConcurrency:
 		// Runs saved before the setting had this one.
 		return "a concurrency gate of a request per worker and the timed queue"
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/internal/redistest"
 )
 
@@ -72,7 +73,7 @@ func TestSuiteTenants(t *testing.T) {
 		assert.Greater(t, s.Classes[TenantHeavy].Rates.Offered, 50*s.Classes[TenantLight(0)].Rates.Offered/10, what)
 
 		require.Len(t, ti.Servers, 1, what)
-		assert.Equal(t, bench.TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
+		assert.Equal(t, TenantsDefault, ti.Protection, "%s: the default configuration protects the server", what)
 		var leaderships, refused int64
 		for _, sv := range ti.Servers {
 			assert.NotEmpty(t, sv.Totals, "%s: each server counted its tenants", what)
@@ -153,10 +154,10 @@ func TestWaterFill(t *testing.T) {
 // heavy offered 50 a bucket, a light tenant 1 a bucket; light fails its
 // first failFor buckets, heavy succeeds on heavyOK a bucket.
 func tenantSample(failFor int, heavyOK int64) (*bench.Sample, *TenantsDetail) {
-	series := func(offered int64, ok func(i int) int64) []bench.Bucket {
-		var out []bench.Bucket
+	series := func(offered int64, ok func(i int) int64) []load.Bucket {
+		var out []load.Bucket
 		for i := range 10 {
-			out = append(out, bench.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok(i)})
+			out = append(out, load.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok(i)})
 		}
 		return out
 	}
@@ -270,10 +271,10 @@ func TestTenantsKillFlag(t *testing.T) {
 // tenantsReport is a report of one repeat of the tenants scenario: the on
 // part meets every target, the off part none.
 func tenantsReport(t *testing.T) *bench.Report {
-	series := func(offered, ok int64) []bench.Bucket {
-		var out []bench.Bucket
+	series := func(offered, ok int64) []load.Bucket {
+		var out []load.Bucket
 		for i := range 20 {
-			out = append(out, bench.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok})
+			out = append(out, load.Bucket{Start: time.Duration(i) * 100 * time.Millisecond, Offered: offered, OK: ok})
 		}
 		return out
 	}
@@ -289,7 +290,7 @@ func tenantsReport(t *testing.T) *bench.Report {
 			Series: series(165, heavyOK+lightOK),
 		}
 		require.NoError(t, s.SetDetail(TenantsDetail{Part: part, Heavy: 5, Light: 0.05, Lights: 10, Period: time.Second,
-			Bucket: 100 * time.Millisecond, Servers: make([]bench.TenantServer, 3), TenantsFigures: f}))
+			Bucket: 100 * time.Millisecond, Servers: make([]TenantServer, 3), TenantsFigures: f}))
 		return s
 	}
 	on := TenantsFigures{Converged: true, ConvergedAt: 1500 * time.Millisecond, ConvergePeriods: 1.5, LightSuccess: 0.995,
@@ -330,7 +331,7 @@ func TestTenantsReport(t *testing.T) {
 
 	for i := range rep.Samples {
 		d := detail[TenantsDetail](t, &rep.Samples[i])
-		d.Servers, d.Protection = d.Servers[:1], bench.TenantsDefault
+		d.Servers, d.Protection = d.Servers[:1], TenantsDefault
 		require.NoError(t, rep.Samples[i].SetDetail(d))
 	}
 	buf.Reset()
@@ -396,7 +397,7 @@ func TestTenantsFlagsAndChecks(t *testing.T) {
 	assert.Equal(t, DefaultTenantsDuration, tc.Duration)
 	assert.Equal(t, DefaultTenantsCPU, tc.CPU)
 	assert.Equal(t, DefaultTenantsServers, tc.Servers)
-	assert.Equal(t, bench.TenantsDefault, tc.Protection)
+	assert.Equal(t, TenantsDefault, tc.Protection)
 
 	tc, err = parse("-tenants-duration", "5s", "-tenants-cpu", "2ms", "-tenants-utilisation", "0.85", "-tenants-servers", "3", "-tenants-protection", "busy")
 	require.NoError(t, err)
@@ -404,7 +405,7 @@ func TestTenantsFlagsAndChecks(t *testing.T) {
 	assert.Equal(t, 2*time.Millisecond, tc.CPU)
 	assert.Equal(t, 0.85, tc.Utilisation)
 	assert.Equal(t, 3, tc.Servers)
-	assert.Equal(t, bench.TenantsBusy, tc.Protection)
+	assert.Equal(t, TenantsBusy, tc.Protection)
 
 	for flagName, bad := range map[string]string{
 		"-tenants-duration": "0s", "-tenants-cpu": "0s", "-tenants-utilisation": "1.5",

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // The weather scenarios (sweep, shapes, slowdown, mix, step) offer the
@@ -44,7 +45,7 @@ func clientPoints(p bench.Point, s *bench.SuiteConfig) []bench.Point {
 
 // offer runs the trial's point on a fresh target: rate requests a second
 // for the suite's Duration, shaped by shape (nil for none).
-func offer(ctx context.Context, t *bench.Trial, shape func(*bench.Config, *bench.Sample)) (*bench.Sample, error) {
+func offer(ctx context.Context, t *bench.Trial, shape func(*load.Config, *bench.Sample)) (*bench.Sample, error) {
 	proc, err := t.Start(ctx, t.Child())
 	if err != nil {
 		return nil, err

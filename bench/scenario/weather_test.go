@@ -14,10 +14,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 func TestMain(m *testing.M) {
-	bench.ServeChild() // the targets' child processes
+	bench.ServeChild(ChildHooks()...) // the targets' child processes
 	goleak.VerifyTestMain(m)
 }
 
@@ -36,7 +37,7 @@ func tinySuite() bench.SuiteConfig {
 		Duration:       300 * time.Millisecond,
 		Repeats:        1,
 		Constant:       true,
-		Calibrate:      bench.CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
+		Calibrate:      load.CalibrateConfig{Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Conns: 16},
 		CalibrateConns: []int{8, 16},
 	}
 }
@@ -57,7 +58,7 @@ func TestSuiteScenarios(t *testing.T) {
 
 	assert.Equal(t, "bench -test", rep.Command)
 	assert.Equal(t, 1, rep.Repeats)
-	assert.Equal(t, bench.DefaultDeadline, rep.Deadline)
+	assert.Equal(t, load.DefaultDeadline, rep.Deadline)
 	assert.NotEmpty(t, rep.Machine)
 	assert.False(t, rep.Started.IsZero())
 
@@ -146,7 +147,7 @@ func TestSuiteScenarios(t *testing.T) {
 }
 
 func TestClientModesAlternate(t *testing.T) {
-	s := bench.SuiteConfig{Shape: bench.ShapeIO, Multiples: []float64{2, 5}, ShapeMultiples: []float64{5}, Shapes: []bench.Shape{bench.ShapeIO}, ClientModes: bench.ClientModes}
+	s := bench.SuiteConfig{Shape: bench.ShapeIO, Multiples: []float64{2, 5}, ShapeMultiples: []float64{5}, Shapes: []bench.Shape{bench.ShapeIO}, ClientModes: load.ClientModes}
 	var got []string
 	for _, sc := range []bench.Scenario{&Sweep{}, &Shapes{}} {
 		for _, p := range sc.Points(&s) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 )
 
 // loadConfig is what sluice load sends.
@@ -41,7 +41,7 @@ func loadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&c.rate, "rate", 0, "open loop: requests per second, Poisson arrivals, whatever the answers")
 	fs.IntVar(&c.closed, "closed", 0, "closed loop instead: this many connections, each sending when its last answer is in (after a refusal or a failure it pauses 1 ms), counted after a warm-up of 0.5 s")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to send")
-	fs.DurationVar(&c.deadline, "deadline", bench.DefaultDeadline, "a 2xx answered later than this, from the request's scheduled send, does not count as in time")
+	fs.DurationVar(&c.deadline, "deadline", load.DefaultDeadline, "a 2xx answered later than this, from the request's scheduled send, does not count as in time")
 	fs.DurationVar(&c.every, "every", time.Second, "open loop: print a line per this much of the run")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the Poisson arrivals")
 	fs.Usage = func() {
@@ -77,8 +77,8 @@ func (c loadConfig) check() error {
 		return errors.New("load: -url is required")
 	case c.rate < 0 || math.IsInf(c.rate, 0) || math.IsNaN(c.rate) || c.rate > 1e6:
 		return fmt.Errorf("load: -rate must be in (0, 1e6] requests per second, got %v", c.rate)
-	case c.closed < 0 || c.closed > bench.MaxConns:
-		return fmt.Errorf("load: -closed must be in (0, %d] connections, got %d", bench.MaxConns, c.closed)
+	case c.closed < 0 || c.closed > load.MaxConns:
+		return fmt.Errorf("load: -closed must be in (0, %d] connections, got %d", load.MaxConns, c.closed)
 	case (c.rate > 0) == (c.closed > 0):
 		return errors.New("load: give exactly one of -rate (open loop) and -closed (closed loop)")
 	case c.duration <= 0 || c.duration > time.Hour:
@@ -92,9 +92,9 @@ func (c loadConfig) check() error {
 }
 
 func loadOpen(ctx context.Context, c loadConfig, stdout io.Writer) error {
-	res, err := bench.Run(ctx, bench.Config{
+	res, err := load.Run(ctx, load.Config{
 		URL: c.url, Method: c.method, Rate: c.rate, Duration: c.duration,
-		Arrival: bench.Poisson, Seed: c.seed, Deadline: c.deadline, Bucket: c.every,
+		Arrival: load.Poisson, Seed: c.seed, Deadline: c.deadline, Bucket: c.every,
 	})
 	if err != nil && res == nil {
 		return fmt.Errorf("load: %w", err)
@@ -125,7 +125,7 @@ func loadOpen(ctx context.Context, c loadConfig, stdout io.Writer) error {
 }
 
 func loadClosed(ctx context.Context, c loadConfig, stdout io.Writer) error {
-	cal, err := bench.Calibrate(ctx, bench.CalibrateConfig{
+	cal, err := load.Calibrate(ctx, load.CalibrateConfig{
 		URL: c.url, Method: c.method, Conns: c.closed, Duration: c.duration, Deadline: c.deadline,
 	})
 	if err != nil && cal.Duration == 0 {

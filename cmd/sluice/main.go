@@ -25,10 +25,11 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 func main() {
-	bench.ServeChild() // a benchmark target's child process serves and exits here
+	bench.ServeChild(scenario.ChildHooks()...) // a benchmark target's child process serves and exits here
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {

@@ -16,12 +16,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
 func TestMain(m *testing.M) {
-	bench.ServeChild() // the demo's targets run as children of this binary
+	bench.ServeChild(scenario.ChildHooks()...) // the demo's targets run as children of this binary
 	// Operations awaited by the lanes demo may still sleep briefly after a run.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("time.Sleep"))
 }
@@ -473,7 +474,7 @@ func TestClientAndShapesFlags(t *testing.T) {
 	f, err = parse("-client", "keep, reconnect", "-shapes", "io,cpu", "-conns", "5000")
 	require.NoError(t, err)
 	assert.Equal(t, 5000, f.cfg.Conns)
-	assert.Equal(t, []bench.ClientMode{bench.ClientKeep, bench.ClientReconnect}, f.cfg.ClientModes)
+	assert.Equal(t, []load.ClientMode{load.ClientKeep, load.ClientReconnect}, f.cfg.ClientModes)
 	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, f.cfg.Shapes)
 }
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/load"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -58,7 +59,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&so.Multiple, "x", so.Multiple, "offered load, in multiples of each target's capacity")
 		fs.DurationVar(&so.Settle, "settle", so.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
 		fs.IntVar(&so.PanicEvery, "panic-every", so.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
-		fs.StringVar(&f.chaos, "chaos", formatMix(bench.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
+		fs.StringVar(&f.chaos, "chaos", formatMix(scenario.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
 		fs.Float64Var(&so.Rules.MinGoodput, "min-goodput", scenario.DefaultSoakRules().MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
@@ -187,10 +188,10 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 
 // parseClientModes reads -client: client modes, comma-separated, each once;
 // none for an empty list.
-func parseClientModes(list string) ([]bench.ClientMode, error) {
-	var modes []bench.ClientMode
+func parseClientModes(list string) ([]load.ClientMode, error) {
+	var modes []load.ClientMode
 	for _, name := range splitList(list) {
-		m, err := bench.ParseClientMode(name)
+		m, err := load.ParseClientMode(name)
 		if err != nil {
 			return nil, fmt.Errorf("-client: %q is not a mode: reconnect or keep", name)
 		}
@@ -278,8 +279,8 @@ func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, mult
 		cfg: bench.SuiteConfig{
 			Duration: duration,
 			Repeats:  repeats,
-			Deadline: bench.DefaultDeadline,
-			Calibrate: bench.CalibrateConfig{
+			Deadline: load.DefaultDeadline,
+			Calibrate: load.CalibrateConfig{
 				Warmup:   300 * time.Millisecond,
 				Duration: time.Second,
 			},

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/chaos"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -35,12 +35,12 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // formatMix writes a chaos mix as the -chaos flag takes it.
-func formatMix(m bench.ChaosMix) string {
+func formatMix(m chaos.Mix) string {
 	if m.Total() == 0 {
 		return "none"
 	}
 	var parts []string
-	for _, k := range bench.ChaosKinds {
+	for _, k := range chaos.Kinds {
 		if n := m.Of(k); n > 0 {
 			parts = append(parts, k.String()+"="+strconv.Itoa(n))
 		}
@@ -50,8 +50,8 @@ func formatMix(m bench.ChaosMix) string {
 
 // parseMix reads the -chaos flag: "none", or comma-separated kind=count
 // pairs, the kinds left out running no client.
-func parseMix(s string) (bench.ChaosMix, error) {
-	var m bench.ChaosMix
+func parseMix(s string) (chaos.Mix, error) {
+	var m chaos.Mix
 	if strings.TrimSpace(s) == "none" {
 		return m, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/chaos"
 	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
@@ -39,16 +40,16 @@ func TestSoakBadInput(t *testing.T) {
 }
 
 func TestParseMix(t *testing.T) {
-	m, err := parseMix(formatMix(bench.DefaultChaosMix))
+	m, err := parseMix(formatMix(scenario.DefaultChaosMix))
 	require.NoError(t, err)
-	assert.Equal(t, bench.DefaultChaosMix, m)
+	assert.Equal(t, scenario.DefaultChaosMix, m)
 	m, err = parseMix("none")
 	require.NoError(t, err)
 	assert.Zero(t, m.Total())
 	assert.Equal(t, "none", formatMix(m))
 	m, err = parseMix(" reset=2, flood=0 ,garbage=1")
 	require.NoError(t, err)
-	assert.Equal(t, bench.ChaosMix{Reset: 2, Garbage: 1}, m)
+	assert.Equal(t, chaos.Mix{Reset: 2, Garbage: 1}, m)
 	assert.Equal(t, "reset=2,garbage=1", formatMix(m))
 }
 

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"fmt"
@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluice-go/sluice/bench"
 )
 
-// Paths of the longlived scenario's target (ChildSpec.LongLived), beside
-// the weather's /forecast and TrivialPath.
+// Paths of the longlived scenario's target (a child with its hook,
+// LongLived.ChildHook), beside the weather's /forecast and TrivialPath.
 const (
 	// WebSocketPath is a WebSocket echo served inside its handler, as
 	// gorilla/websocket's examples serve one: upgrade, then read a
@@ -24,6 +26,15 @@ const (
 
 // EventInterval is the gap between two events of EventsPath.
 const EventInterval = time.Second
+
+// ChildHook returns the longlived scenario's part in its targets' child
+// processes: the weather service beside WebSocketPath, EventsPath and
+// TrivialPath.
+func (ll *LongLived) ChildHook() bench.ChildHook {
+	return bench.ChildHook{Name: ll.Name(), Open: func(_ bench.ChildSpec, weather http.Handler) (*bench.ChildPart, error) {
+		return &bench.ChildPart{Handler: longLivedHandler(weather)}, nil
+	}}
+}
 
 // longLivedHandler is the longlived scenario's target handler: the
 // weather service h, WebSocketPath, EventsPath and TrivialPath.
@@ -80,14 +91,4 @@ func events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 		}
 	}
-}
-
-// Status returns the child's resident set size in bytes and its thread
-// count, from /proc/PID/status (Linux only).
-func (p *Process) Status() (rss int64, threads int, err error) {
-	rss, threads, err = procStatus(p.pid())
-	if err != nil {
-		return 0, 0, fmt.Errorf("bench: target's status: %w", err)
-	}
-	return rss, threads, nil
 }

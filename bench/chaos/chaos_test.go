@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package chaos
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -19,7 +20,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// largeAnswer is the size of the answers the no-read clients ask for in
+// the tests: large enough that a few unread ones fill the server's socket
+// buffer and block its writes.
+const largeAnswer = 256 << 10
 
 // chaosServer starts a loopback net/http server running h with the given
 // header timeout (0: none), counting the connections it saw close, and
@@ -40,16 +51,19 @@ func chaosServer(t *testing.T, h http.HandlerFunc, headerTimeout time.Duration) 
 	return s.URL + "/forecast?city=Lisbon", closed
 }
 
+// ok answers "ok".
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+
 // discardLog is an error log that keeps nothing (net/http logs every
 // garbage request and timed-out head).
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // runChaos runs the chaos of cfg for d.
-func runChaos(t *testing.T, cfg ChaosConfig, d time.Duration) ChaosStats {
+func runChaos(t *testing.T, cfg Config, d time.Duration) Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	st, err := RunChaos(ctx, cfg)
+	st, err := Run(ctx, cfg)
 	require.NoError(t, err)
 	return st
 }
@@ -57,7 +71,7 @@ func runChaos(t *testing.T, cfg ChaosConfig, d time.Duration) ChaosStats {
 func TestChaosSlowlorisIsCutByTheHeaderTimeout(t *testing.T) {
 	t.Parallel()
 	url, _ := chaosServer(t, ok, 150*time.Millisecond)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{Slowloris: 2}, SlowGap: 20 * time.Millisecond, SlowHold: 5 * time.Second}, 700*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{Slowloris: 2}, SlowGap: 20 * time.Millisecond, SlowHold: 5 * time.Second}, 700*time.Millisecond)
 	require.Len(t, st, 1)
 	c := st["slowloris"]
 	require.NotNil(t, c)
@@ -71,7 +85,7 @@ func TestChaosSlowlorisIsCutByTheHeaderTimeout(t *testing.T) {
 func TestChaosSlowlorisGivesUpOnAPatientServer(t *testing.T) {
 	t.Parallel()
 	url, _ := chaosServer(t, ok, 0)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{Slowloris: 1}, SlowGap: 10 * time.Millisecond, SlowHold: 100 * time.Millisecond}, 450*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{Slowloris: 1}, SlowGap: 10 * time.Millisecond, SlowHold: 100 * time.Millisecond}, 450*time.Millisecond)
 	c := st["slowloris"]
 	assert.GreaterOrEqual(t, c.GaveUp, int64(2), "held to SlowHold, closed, started over")
 	assert.Zero(t, c.ServerClosed)
@@ -81,12 +95,12 @@ func TestChaosSlowlorisGivesUpOnAPatientServer(t *testing.T) {
 func TestChaosNoReadStallsTheServersWrites(t *testing.T) {
 	t.Parallel()
 	var served atomic.Int64
-	big := bytes.Repeat([]byte("x"), LargeSize)
+	big := bytes.Repeat([]byte("x"), largeAnswer)
 	url, closed := chaosServer(t, func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		_, _ = w.Write(big)
 	}, 0)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{NoRead: 1}, NoReadHold: 100 * time.Millisecond}, 700*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{NoRead: 1}, NoReadHold: 100 * time.Millisecond}, 700*time.Millisecond)
 	c := st["noread"]
 	require.NotNil(t, c)
 	assert.Positive(t, c.Stalled, "net/http stops reading requests while it cannot write its answers")
@@ -101,7 +115,7 @@ func TestChaosNoReadStallsTheServersWrites(t *testing.T) {
 func TestChaosResetsMidRequest(t *testing.T) {
 	t.Parallel()
 	url, closed := chaosServer(t, ok, 0)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{Reset: 2}}, 300*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{Reset: 2}}, 300*time.Millisecond)
 	c := st["reset"]
 	require.NotNil(t, c)
 	assert.GreaterOrEqual(t, c.Conns, int64(4))
@@ -112,7 +126,7 @@ func TestChaosResetsMidRequest(t *testing.T) {
 func TestChaosGarbageIsRefused(t *testing.T) {
 	t.Parallel()
 	url, _ := chaosServer(t, ok, 0)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{Garbage: 2}, Seed: 7, Timeout: 100 * time.Millisecond}, 500*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{Garbage: 2}, Seed: 7, Timeout: 100 * time.Millisecond}, 500*time.Millisecond)
 	c := st["garbage"]
 	require.NotNil(t, c)
 	assert.Positive(t, c.Conns)
@@ -129,7 +143,7 @@ func TestChaosFloodIsAnsweredInOrder(t *testing.T) {
 		served.Add(1)
 		ok(w, r)
 	}, 0)
-	st := runChaos(t, ChaosConfig{URL: url, Mix: ChaosMix{Flood: 1}, FloodRequests: 40}, 200*time.Millisecond)
+	st := runChaos(t, Config{URL: url, Mix: Mix{Flood: 1}, FloodRequests: 40}, 200*time.Millisecond)
 	c := st["flood"]
 	require.NotNil(t, c)
 	assert.GreaterOrEqual(t, c.Requests, int64(10))
@@ -142,31 +156,42 @@ func TestChaosStopsWithItsContext(t *testing.T) {
 	t.Parallel()
 	url, _ := chaosServer(t, ok, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan ChaosStats, 1)
+	every := Mix{Slowloris: 16, NoRead: 4, Reset: 4, Garbage: 4, Flood: 4}
+	done := make(chan Stats, 1)
 	go func() {
 		// Long holds and timeouts: only the end of ctx stops them.
-		st, _ := RunChaos(ctx, ChaosConfig{URL: url, SlowHold: time.Minute, NoReadHold: time.Minute, Timeout: time.Minute})
+		st, _ := Run(ctx, Config{URL: url, Mix: every, SlowHold: time.Minute, NoReadHold: time.Minute, Timeout: time.Minute})
 		done <- st
 	}()
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	select {
 	case st := <-done:
-		assert.Len(t, st, len(ChaosKinds), "every kind of DefaultChaosMix ran")
-		assert.Equal(t, int64(DefaultChaosMix.Slowloris), st["slowloris"].Conns)
+		assert.Len(t, st, len(Kinds), "every kind of the mix ran")
+		assert.Equal(t, int64(every.Slowloris), st["slowloris"].Conns)
 	case <-time.After(2 * time.Second):
-		t.Fatal("RunChaos did not return promptly after its context ended")
+		t.Fatal("Run did not return promptly after its context ended")
 	}
 }
 
 func TestChaosConfigErrors(t *testing.T) {
 	t.Parallel()
-	_, err := RunChaos(context.Background(), ChaosConfig{URL: "http://192.0.2.1:80/"})
+	_, err := Run(context.Background(), Config{URL: "http://192.0.2.1:80/"})
 	assert.ErrorContains(t, err, "not a loopback address")
-	_, err = RunChaos(context.Background(), ChaosConfig{URL: "https://127.0.0.1:1/"})
+	_, err = Run(context.Background(), Config{URL: "https://127.0.0.1:1/"})
 	assert.ErrorContains(t, err, "plain http")
-	_, err = RunChaos(context.Background(), ChaosConfig{URL: "http://127.0.0.1:1/", Mix: ChaosMix{Flood: -1}})
+	_, err = Run(context.Background(), Config{URL: "http://127.0.0.1:1/", Mix: Mix{Flood: -1}})
 	assert.ErrorContains(t, err, "negative count of flood clients")
+}
+
+func TestChaosWithoutClientsReturnsAtOnce(t *testing.T) {
+	t.Parallel()
+	url, _ := chaosServer(t, ok, 0)
+	start := time.Now()
+	st, err := Run(context.Background(), Config{URL: url})
+	require.NoError(t, err)
+	assert.Empty(t, st)
+	assert.Less(t, time.Since(start), time.Second, "nothing to wait for")
 }
 
 func TestChaosDialErrorsDoNotSpin(t *testing.T) {
@@ -175,7 +200,7 @@ func TestChaosDialErrorsDoNotSpin(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there any more
-	st := runChaos(t, ChaosConfig{URL: "http://" + addr + "/", Mix: ChaosMix{Reset: 1}}, 250*time.Millisecond)
+	st := runChaos(t, Config{URL: "http://" + addr + "/", Mix: Mix{Reset: 1}}, 250*time.Millisecond)
 	c := st["reset"]
 	assert.Zero(t, c.Conns)
 	assert.Positive(t, c.DialErrors)
@@ -185,22 +210,21 @@ func TestChaosDialErrorsDoNotSpin(t *testing.T) {
 
 func TestChaosMix(t *testing.T) {
 	t.Parallel()
-	m := ChaosMix{Slowloris: 1, NoRead: 2, Reset: 3, Garbage: 4, Flood: 5}
-	for i, k := range ChaosKinds {
+	m := Mix{Slowloris: 1, NoRead: 2, Reset: 3, Garbage: 4, Flood: 5}
+	for i, k := range Kinds {
 		assert.Equal(t, i+1, m.Of(k), k.String())
 	}
 	assert.Equal(t, 15, m.Total())
-	assert.Equal(t, 32, DefaultChaosMix.Total())
-	assert.Equal(t, "chaos(9)", ChaosKind(9).String())
-	assert.Zero(t, m.Of(ChaosKind(9)))
+	assert.Equal(t, "chaos(9)", Kind(9).String())
+	assert.Zero(t, m.Of(Kind(9)))
 }
 
 func TestChaosCountsAdd(t *testing.T) {
 	t.Parallel()
-	var total ChaosCounts
-	total.add(&ChaosCounts{Conns: 1, Status: map[int]int64{200: 2}, CutMin: 3 * time.Second, CutMax: 4 * time.Second})
-	total.add(&ChaosCounts{Conns: 2, Status: map[int]int64{200: 1, 400: 1}, CutMin: time.Second, CutMax: 2 * time.Second})
-	total.add(&ChaosCounts{Conns: 1})
+	var total Counts
+	total.add(&Counts{Conns: 1, Status: map[int]int64{200: 2}, CutMin: 3 * time.Second, CutMax: 4 * time.Second})
+	total.add(&Counts{Conns: 2, Status: map[int]int64{200: 1, 400: 1}, CutMin: time.Second, CutMax: 2 * time.Second})
+	total.add(&Counts{Conns: 1})
 	assert.Equal(t, int64(4), total.Conns)
 	assert.Equal(t, map[int]int64{200: 3, 400: 1}, total.Status)
 	assert.Equal(t, time.Second, total.CutMin)
@@ -248,12 +272,12 @@ func (c *choppyConn) SetWriteDeadline(time.Time) error { return nil }
 // bytes sent are whole requests back to back, up to NoReadMax of them.
 func TestChaosNoReadKeepsRequestsWhole(t *testing.T) {
 	t.Parallel()
-	u, err := checkLoopback("http://127.0.0.1:1/unread")
+	u, err := url.Parse("http://127.0.0.1:1/unread")
 	require.NoError(t, err)
-	c, err := newChaos(u, ChaosConfig{NoReadMax: 300, NoReadHold: time.Millisecond})
+	c, err := newRunner(u, Config{NoReadMax: 300, NoReadHold: time.Millisecond})
 	require.NoError(t, err)
 	conn := &choppyConn{}
-	var n ChaosCounts
+	var n Counts
 	reset := c.noRead(context.Background(), conn, rand.New(rand.NewPCG(1, 2)), &n)
 	assert.True(t, reset)
 	assert.Positive(t, conn.writes/10, "writes were cut")

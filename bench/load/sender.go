@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"context"
@@ -182,5 +182,5 @@ func (c *rawClient) send(ctx context.Context, deadline time.Time, fresh bool, hd
 	if err != nil {
 		return outFailed
 	}
-	return classify(res.status, res.notStarted)
+	return classify(res.Status, res.NotStarted)
 }

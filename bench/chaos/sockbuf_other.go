@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench
+package chaos
 
 // smallBuffers leaves the socket's buffers as they are: without the unix
 // socket options, the chaos clients' small windows are the system's

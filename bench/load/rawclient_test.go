@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package load
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/bench/internal/wire"
 	"github.com/sluice-go/sluice/reject"
 )
 
@@ -173,7 +174,7 @@ func (b *rawBlocker) waitArrival(t *testing.T) string {
 }
 
 type rawDone struct {
-	res rawResult
+	res wire.Response
 	err error
 	at  time.Time
 }
@@ -211,8 +212,8 @@ func TestRawKeepAliveReusesConnection(t *testing.T) {
 	for i := range 3 {
 		res, err := c.do(context.Background(), rawSoon(), false, nil)
 		require.NoError(t, err, i)
-		assert.Equal(t, http.StatusOK, res.status)
-		assert.False(t, res.notStarted)
+		assert.Equal(t, http.StatusOK, res.Status)
+		assert.False(t, res.NotStarted)
 		open, all, idle := rawPool(c)
 		assert.Equal(t, [3]int{1, 1, 1}, [3]int{open, all, idle}, "one connection, idle again")
 	}
@@ -259,7 +260,7 @@ func TestRawBodyUntilClose(t *testing.T) {
 	for i := range 2 {
 		res, err := c.do(context.Background(), rawSoon(), false, nil)
 		require.NoError(t, err, i)
-		assert.Equal(t, http.StatusOK, res.status)
+		assert.Equal(t, http.StatusOK, res.Status)
 		open, all, idle := rawPool(c)
 		assert.Equal(t, [3]int{0, 0, 0}, [3]int{open, all, idle}, "not reused")
 	}
@@ -344,7 +345,7 @@ func TestRawResponses(t *testing.T) {
 			if tc.err != "" {
 				want = outFailed
 			} else {
-				assert.Equal(t, tc.name == "rejected" || tc.name == "rejected-lower-case" || tc.name == "200-marked", res.notStarted)
+				assert.Equal(t, tc.name == "rejected" || tc.name == "rejected-lower-case" || tc.name == "200-marked", res.NotStarted)
 			}
 			// A second request: on the same connection when it was kept,
 			// on a new one otherwise.
@@ -439,11 +440,11 @@ func TestRawPoolLimit(t *testing.T) {
 	b.Release()
 	d1 := rawReceive(t, first, "the first request")
 	require.NoError(t, d1.err)
-	assert.Equal(t, http.StatusOK, d1.res.status)
+	assert.Equal(t, http.StatusOK, d1.res.Status)
 	addr2 := b.waitArrival(t)
 	d2 := rawReceive(t, second, "the second request")
 	require.NoError(t, d2.err)
-	assert.Equal(t, http.StatusOK, d2.res.status)
+	assert.Equal(t, http.StatusOK, d2.res.Status)
 	assert.Equal(t, addr1, addr2, "the second request reused the connection")
 	assert.Equal(t, int64(1), s.conns.Load())
 	open, all, idle = rawPool(c)
@@ -741,7 +742,7 @@ func TestRawHeadRequest(t *testing.T) {
 	defer c.close()
 	res, err := c.do(context.Background(), time.Now().Add(500*time.Millisecond), false, nil)
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, res.status)
+	assert.Equal(t, http.StatusOK, res.Status)
 }
 
 // TestRawInformationalResponse: a 1xx response is followed by the final
@@ -756,7 +757,7 @@ func TestRawInformationalResponse(t *testing.T) {
 	for range 2 {
 		res, err := c.do(context.Background(), rawSoon(), false, nil)
 		require.NoError(t, err)
-		assert.Equal(t, http.StatusOK, res.status)
+		assert.Equal(t, http.StatusOK, res.Status)
 	}
 	assert.Equal(t, outOK, c.send(context.Background(), rawSoon(), false, nil))
 }

@@ -1,4 +1,23 @@
-package bench
+// Package chaos runs misbehaving HTTP/1.1 clients against a loopback
+// server, to see that it keeps serving its well-behaved clients and gives
+// back what the bad ones took: slowloris heads that never end, clients that
+// pipeline requests and never read the answers, requests cut short by a
+// reset, random bytes, and floods of pipelined requests.
+//
+// Run starts the clients of a Mix, each repeating its misbehaviour one
+// connection at a time until its context ends, and returns what they did
+// and saw (Stats, one Counts per kind):
+//
+//	ctx, stop := context.WithTimeout(ctx, time.Minute)
+//	defer stop()
+//	st, err := chaos.Run(ctx, chaos.Config{
+//		URL: "http://127.0.0.1:8080/",
+//		Mix: chaos.Mix{Slowloris: 16, NoRead: 4, Flood: 4},
+//	})
+//
+// The clients speak plain http and only to loopback addresses; they run
+// beside a load (package bench/load) or alone.
+package chaos
 
 import (
 	"bufio"
@@ -16,52 +35,55 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-go/sluice/bench/internal/loopback"
+	"github.com/sluice-go/sluice/bench/internal/wire"
 )
 
-// ChaosKind is one way a chaos client misbehaves (see RunChaos).
-type ChaosKind uint8
+// Kind is one way a chaos client misbehaves (see Run).
+type Kind uint8
 
 const (
-	// ChaosSlowloris writes a request head a byte at a time, about
-	// ChaosConfig.SlowGap apart, never ending it, until the server cuts
-	// the connection or ChaosConfig.SlowHold passes.
-	ChaosSlowloris ChaosKind = iota
-	// ChaosNoRead pipelines requests (for ChaosConfig.NoReadPath) on a
+	// Slowloris writes a request head a byte at a time, about
+	// Config.SlowGap apart, never ending it, until the server cuts
+	// the connection or Config.SlowHold passes.
+	Slowloris Kind = iota
+	// NoRead pipelines requests (for Config.NoReadPath) on a
 	// connection with small buffers and never reads the answers, until
 	// the server's writes block and it stops reading, holds the
 	// connection, then resets it.
-	ChaosNoRead
-	// ChaosReset writes part of a request, a head cut short or a whole
+	NoRead
+	// Reset writes part of a request, a head cut short or a whole
 	// head whose body is cut short, and resets the connection (SO_LINGER
 	// 0: the kernel sends RST).
-	ChaosReset
-	// ChaosGarbage writes random bytes, alone or after a request line,
+	Reset
+	// Garbage writes random bytes, alone or after a request line,
 	// and reads what the server answers until it closes.
-	ChaosGarbage
-	// ChaosFlood writes many requests back to back on one connection,
+	Garbage
+	// Flood writes many requests back to back on one connection,
 	// then reads every answer.
-	ChaosFlood
+	Flood
 
-	numChaosKinds
+	numKinds
 )
 
-// ChaosKinds lists every kind, in order.
-var ChaosKinds = []ChaosKind{ChaosSlowloris, ChaosNoRead, ChaosReset, ChaosGarbage, ChaosFlood}
+// Kinds lists every kind, in order.
+var Kinds = []Kind{Slowloris, NoRead, Reset, Garbage, Flood}
 
-var chaosNames = [numChaosKinds]string{"slowloris", "noread", "reset", "garbage", "flood"}
+var kindNames = [numKinds]string{"slowloris", "noread", "reset", "garbage", "flood"}
 
 // String returns the kind's name: slowloris, noread, reset, garbage or
 // flood.
-func (k ChaosKind) String() string {
-	if k < numChaosKinds {
-		return chaosNames[k]
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
 	}
 	return "chaos(" + strconv.Itoa(int(k)) + ")"
 }
 
-// ChaosMix is how many clients of each kind run at once; each runs its
+// Mix is how many clients of each kind run at once; each runs its
 // misbehaviour over and over, one connection at a time.
-type ChaosMix struct {
+type Mix struct {
 	Slowloris int `json:"slowloris"`
 	NoRead    int `json:"noread"`
 	Reset     int `json:"reset"`
@@ -69,48 +91,44 @@ type ChaosMix struct {
 	Flood     int `json:"flood"`
 }
 
-// DefaultChaosMix is the mix of the soak scenario: 32 clients, half of
-// them slowloris (they hold a connection each and send almost nothing).
-var DefaultChaosMix = ChaosMix{Slowloris: 16, NoRead: 4, Reset: 4, Garbage: 4, Flood: 4}
-
 // Of returns the number of clients of kind k.
-func (m ChaosMix) Of(k ChaosKind) int {
+func (m Mix) Of(k Kind) int {
 	switch k {
-	case ChaosSlowloris:
+	case Slowloris:
 		return m.Slowloris
-	case ChaosNoRead:
+	case NoRead:
 		return m.NoRead
-	case ChaosReset:
+	case Reset:
 		return m.Reset
-	case ChaosGarbage:
+	case Garbage:
 		return m.Garbage
-	case ChaosFlood:
+	case Flood:
 		return m.Flood
 	}
 	return 0
 }
 
 // Total returns the number of clients of every kind.
-func (m ChaosMix) Total() int {
+func (m Mix) Total() int {
 	n := 0
-	for _, k := range ChaosKinds {
+	for _, k := range Kinds {
 		n += max(m.Of(k), 0)
 	}
 	return n
 }
 
-// Defaults of ChaosConfig's zero fields.
+// Defaults of Config's zero fields.
 const (
 	DefaultSlowGap       = time.Second
 	DefaultSlowHold      = 15 * time.Second
 	DefaultNoReadHold    = 3 * time.Second
 	DefaultNoReadMax     = 4096
 	DefaultFloodRequests = 256
-	DefaultChaosTimeout  = 5 * time.Second
+	DefaultTimeout       = 5 * time.Second
 )
 
-// ChaosConfig configures RunChaos. Zero fields take the defaults given.
-type ChaosConfig struct {
+// Config configures Run. Zero fields take the defaults given.
+type Config struct {
 	// URL is the target; its path and query are those of the
 	// well-formed requests (flood, reset, slowloris), and its host must
 	// be a loopback address or "localhost".
@@ -118,11 +136,11 @@ type ChaosConfig struct {
 	// NoReadPath is the request target of the no-read clients; empty
 	// means URL's. The larger its answer, the fewer requests fill the
 	// server's socket buffer (up to 4 MiB on Linux) and block its writes:
-	// the soak asks for LargePath, 256 KiB.
+	// a path with an answer of a few hundred KiB is a good choice.
 	NoReadPath string
-	// Mix is how many clients of each kind run; the zero value means
-	// DefaultChaosMix.
-	Mix ChaosMix
+	// Mix is how many clients of each kind run; with the zero value, Run
+	// runs none and returns at once.
+	Mix Mix
 	// Seed seeds the clients' random choices (client i uses Seed+i).
 	Seed uint64
 	// SlowGap is the mean gap between two bytes of a slowloris client
@@ -147,8 +165,8 @@ type ChaosConfig struct {
 	Timeout time.Duration
 }
 
-// ChaosCounts is what the clients of one kind did and saw.
-type ChaosCounts struct {
+// Counts is what the clients of one kind did and saw.
+type Counts struct {
 	// Conns counts the connections opened, DialErrors the dials that
 	// failed, and DialError is the first of their errors.
 	Conns      int64  `json:"conns"`
@@ -177,7 +195,7 @@ type ChaosCounts struct {
 }
 
 // add adds o's counts to c's.
-func (c *ChaosCounts) add(o *ChaosCounts) {
+func (c *Counts) add(o *Counts) {
 	c.Conns += o.Conns
 	c.DialErrors += o.DialErrors
 	if c.DialError == "" {
@@ -197,26 +215,26 @@ func (c *ChaosCounts) add(o *ChaosCounts) {
 	}
 }
 
-func (c *ChaosCounts) answer(code int, n int64) {
+func (c *Counts) answer(code int, n int64) {
 	if c.Status == nil {
 		c.Status = make(map[int]int64)
 	}
 	c.Status[code] += n
 }
 
-func (c *ChaosCounts) cut(d time.Duration) {
+func (c *Counts) cut(d time.Duration) {
 	if c.CutMax == 0 || d < c.CutMin {
 		c.CutMin = d
 	}
 	c.CutMax = max(c.CutMax, d)
 }
 
-// ChaosStats holds the counts of each kind that ran, by its name.
-type ChaosStats map[string]*ChaosCounts
+// Stats holds the counts of each kind that ran, by its name.
+type Stats map[string]*Counts
 
-// chaos is a running set of chaos clients.
-type chaos struct {
-	cfg  ChaosConfig
+// runner is a running set of chaos clients.
+type runner struct {
+	cfg  Config
 	addr string // host:port
 	host string // the Host field
 	path string // the request target
@@ -224,21 +242,21 @@ type chaos struct {
 	unread string
 }
 
-// RunChaos runs the chaos clients of cfg.Mix against cfg.URL until ctx
-// ends, each repeating its misbehaviour (see the ChaosKind constants), one
-// connection at a time, and returns what they did. The end of ctx cuts
-// whatever they are doing; RunChaos returns once every client has closed
-// its connection and returned, and leaves no goroutine behind. It returns
-// an error only for a bad config.
-func RunChaos(ctx context.Context, cfg ChaosConfig) (ChaosStats, error) {
-	u, err := checkLoopback(cfg.URL)
+// Run runs the chaos clients of cfg.Mix against cfg.URL until ctx ends,
+// each repeating its misbehaviour (see the Kind constants) one connection
+// at a time, and returns what they did. The end of ctx cuts whatever they
+// are doing; Run returns once every client has closed its connection and
+// returned, and leaves no goroutine behind. A Mix of no client returns at
+// once, with empty Stats. Run returns an error only for a bad config.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
+	u, err := loopback.Check(cfg.URL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	if u.Scheme != "http" {
-		return nil, fmt.Errorf("bench: chaos speaks plain http, not %q", u.Scheme)
+		return nil, fmt.Errorf("chaos: the clients speak plain http, not %q", u.Scheme)
 	}
-	c, err := newChaos(u, cfg)
+	c, err := newRunner(u, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -247,19 +265,19 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (ChaosStats, error) {
 		mu   sync.Mutex
 		seed = c.cfg.Seed
 	)
-	stats := make(ChaosStats)
-	for _, k := range ChaosKinds {
+	stats := make(Stats)
+	for _, k := range Kinds {
 		n := c.cfg.Mix.Of(k)
 		if n <= 0 {
 			continue
 		}
-		total := &ChaosCounts{}
+		total := &Counts{}
 		stats[k.String()] = total
 		for range n {
 			rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 			seed++
 			wg.Go(func() {
-				var own ChaosCounts
+				var own Counts
 				c.client(ctx, k, rng, &own)
 				mu.Lock()
 				total.add(&own)
@@ -271,14 +289,11 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (ChaosStats, error) {
 	return stats, nil
 }
 
-// newChaos checks cfg and fills in its defaults.
-func newChaos(u *url.URL, cfg ChaosConfig) (*chaos, error) {
-	if cfg.Mix == (ChaosMix{}) {
-		cfg.Mix = DefaultChaosMix
-	}
-	for _, k := range ChaosKinds {
+// newRunner checks cfg and fills in its defaults.
+func newRunner(u *url.URL, cfg Config) (*runner, error) {
+	for _, k := range Kinds {
 		if cfg.Mix.Of(k) < 0 {
-			return nil, fmt.Errorf("bench: chaos: negative count of %s clients", k)
+			return nil, fmt.Errorf("chaos: negative count of %s clients", k)
 		}
 	}
 	if cfg.SlowGap <= 0 {
@@ -297,13 +312,13 @@ func newChaos(u *url.URL, cfg ChaosConfig) (*chaos, error) {
 		cfg.FloodRequests = DefaultFloodRequests
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultChaosTimeout
+		cfg.Timeout = DefaultTimeout
 	}
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	c := &chaos{cfg: cfg, addr: addr, host: u.Host, path: u.RequestURI(), unread: cfg.NoReadPath}
+	c := &runner{cfg: cfg, addr: addr, host: u.Host, path: u.RequestURI(), unread: cfg.NoReadPath}
 	if c.unread == "" {
 		c.unread = c.path
 	}
@@ -311,9 +326,9 @@ func newChaos(u *url.URL, cfg ChaosConfig) (*chaos, error) {
 }
 
 // client runs episodes of kind k until ctx ends.
-func (c *chaos) client(ctx context.Context, k ChaosKind, rng *rand.Rand, n *ChaosCounts) {
+func (c *runner) client(ctx context.Context, k Kind, rng *rand.Rand, n *Counts) {
 	for ctx.Err() == nil {
-		nc, err := c.dial(ctx, k == ChaosNoRead)
+		nc, err := c.dial(ctx, k == NoRead)
 		if err != nil {
 			if ctx.Err() == nil {
 				n.DialErrors++
@@ -331,16 +346,16 @@ func (c *chaos) client(ctx context.Context, k ChaosKind, rng *rand.Rand, n *Chao
 		stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
 		reset := false
 		switch k {
-		case ChaosSlowloris:
+		case Slowloris:
 			c.slowloris(ctx, nc, rng, n)
-		case ChaosNoRead:
+		case NoRead:
 			reset = c.noRead(ctx, nc, rng, n)
-		case ChaosReset:
+		case Reset:
 			c.reset(ctx, nc, rng, n)
 			reset = true
-		case ChaosGarbage:
+		case Garbage:
 			c.garbage(ctx, nc, rng, n)
-		case ChaosFlood:
+		case Flood:
 			c.flood(ctx, nc, rng, n)
 		}
 		stop()
@@ -357,7 +372,7 @@ func (c *chaos) client(ctx context.Context, k ChaosKind, rng *rand.Rand, n *Chao
 // small (4 KiB, which the kernel doubles) before connecting, and so kept
 // from growing: the window it advertises stays small, and its writes wait
 // as soon as the server stops reading.
-func (c *chaos) dial(ctx context.Context, small bool) (net.Conn, error) {
+func (c *runner) dial(ctx context.Context, small bool) (net.Conn, error) {
 	d := net.Dialer{Timeout: c.cfg.Timeout}
 	if small {
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
@@ -394,7 +409,7 @@ func closedByPeer(err error) bool {
 // slowloris drips a request head that never ends: one byte, then a read
 // that waits up to the next gap for the server's reaction (an answer or
 // the end of the connection), until the server reacts or SlowHold passes.
-func (c *chaos) slowloris(ctx context.Context, nc net.Conn, rng *rand.Rand, n *ChaosCounts) {
+func (c *runner) slowloris(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Counts) {
 	head := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n", c.path, c.host))
 	start := time.Now()
 	var one [1]byte
@@ -471,7 +486,7 @@ func noReadRequest(path, host string) []byte {
 // until the server stops reading them (its own writes are blocked) or
 // NoReadMax have gone out, then holds the connection without reading and
 // reports that it should be reset.
-func (c *chaos) noRead(ctx context.Context, nc net.Conn, rng *rand.Rand, n *ChaosCounts) bool {
+func (c *runner) noRead(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Counts) bool {
 	req := noReadRequest(c.unread, c.host)
 	buf := bytes.Repeat(req, 8)
 	limit := c.cfg.NoReadMax * len(req)
@@ -515,7 +530,7 @@ write:
 // reset writes part of a request, waits a little (the server may be
 // reading it, running the handler or draining the body), and returns for
 // the connection to be reset.
-func (c *chaos) reset(ctx context.Context, nc net.Conn, rng *rand.Rand, n *ChaosCounts) {
+func (c *runner) reset(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Counts) {
 	var part []byte
 	if rng.IntN(2) == 0 {
 		head := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-chaos\r\nAccept: */*\r\n\r\n", c.path, c.host)
@@ -539,7 +554,7 @@ func (c *chaos) reset(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Chaos
 
 // garbage writes random bytes, half the time after a valid request line,
 // then reads until the server closes, noting the status of any answer.
-func (c *chaos) garbage(ctx context.Context, nc net.Conn, rng *rand.Rand, n *ChaosCounts) {
+func (c *runner) garbage(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Counts) {
 	junk := make([]byte, 1+rng.IntN(4096))
 	fillRandom(rng, junk)
 	var msg []byte
@@ -558,12 +573,12 @@ func (c *chaos) garbage(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Cha
 	}
 	br := bufio.NewReaderSize(nc, 4096)
 	for {
-		res, _, err := readResponse(br, false)
+		res, _, err := wire.ReadResponse(br, false)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
-			n.answer(res.status, 1)
+			n.answer(res.Status, 1)
 			continue
 		case closedByPeer(err):
 			n.ServerClosed++
@@ -575,7 +590,7 @@ func (c *chaos) garbage(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Cha
 }
 
 // flood writes a burst of requests in one write and reads their answers.
-func (c *chaos) flood(ctx context.Context, nc net.Conn, rng *rand.Rand, n *ChaosCounts) {
+func (c *runner) flood(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Counts) {
 	req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", c.path, c.host))
 	k := max(c.cfg.FloodRequests/4+rng.IntN(c.cfg.FloodRequests-c.cfg.FloodRequests/4+1), 1)
 	_ = nc.SetDeadline(time.Now().Add(c.cfg.Timeout))
@@ -590,14 +605,14 @@ func (c *chaos) flood(ctx context.Context, nc net.Conn, rng *rand.Rand, n *Chaos
 	n.Requests += int64(k)
 	br := bufio.NewReaderSize(nc, 4096)
 	for i := range k {
-		res, keep, err := readResponse(br, false)
+		res, keep, err := wire.ReadResponse(br, false)
 		if err != nil {
 			if ctx.Err() == nil && closedByPeer(err) {
 				n.ServerClosed++
 			}
 			return
 		}
-		n.answer(res.status, 1)
+		n.answer(res.Status, 1)
 		if !keep {
 			if i < k-1 {
 				// The server closes after this answer (a

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package scenario
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/laneadmin"
 	"github.com/sluice-go/sluice/lanes"
 )
@@ -23,8 +24,7 @@ import (
 // On net/http, Yield does nothing: the batch handler computes its slices
 // in a row and logs each, and stops when its client has left.
 func TestLanesHandlerOnNetHTTP(t *testing.T) {
-	cs := ChildSpec{Handler: HandlerSpec{CPU: 200 * time.Microsecond}, Lanes: &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute}}
-	h, log := lanesHandler(cs)
+	h, log := lanesHandler(200*time.Microsecond, &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
@@ -55,39 +55,41 @@ func TestLanesHandlerOnNetHTTP(t *testing.T) {
 	assert.Equal(t, int64(2*time.Millisecond), sum(log.series().Batch))
 }
 
-// A sluice target of the live part serves the batch with its lane
-// registered, and changes the lane's shares through the lane admin
-// endpoint, for the run's token only.
+// A sluice target of the live part, in a child process with the lanes
+// hook, serves the batch with its lane registered, changes the lane's
+// shares through the lane admin endpoint, for the run's token only, and
+// reports its work log once stopped.
 func TestLanesTargetChangesShares(t *testing.T) {
 	child := &LanesChild{
 		Batch: time.Millisecond, Slice: 250 * time.Microsecond, Span: time.Minute,
 		Lane:  &lanes.Spec{Name: LanesBackground, Priority: 2, Shares: 10},
 		Token: "0123456789abcdef0123",
 	}
-	tg, ok := targetByName("sluice", serveOptions{lanes: child})
-	require.True(t, ok)
-	h, log := lanesHandler(ChildSpec{Handler: HandlerSpec{CPU: 100 * time.Microsecond}, Lanes: child})
-	rn, err := tg.Serve(h)
+	cs := bench.ChildSpec{Target: "sluice", Handler: bench.HandlerSpec{CPU: 100 * time.Microsecond}}
+	require.NoError(t, cs.SetHook((&Lanes{}).Name(), child))
+	trial := &bench.Trial{Suite: &bench.SuiteConfig{}}
+	proc, err := trial.Start(context.Background(), cs)
 	require.NoError(t, err)
-	defer func() { require.NoError(t, rn.Stop()) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			assert.NoError(t, proc.Stop())
+		}
+	}()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	resp, err := client.Get(rn.URL + LanesBatchPath)
+	resp, err := client.Get(proc.URL + LanesBatchPath)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, "done\n", string(body))
-	var batch int64
-	for _, ns := range log.series().Batch {
-		batch += ns
-	}
-	assert.Equal(t, int64(time.Millisecond), batch, "four slices")
 
 	// The admin endpoint has a listener of its own, outside the target's
 	// admission; the target's path of the same name is its handler's.
-	require.NotEmpty(t, rn.Admin)
-	assert.NotContains(t, rn.Admin, strings.TrimPrefix(rn.URL, "http://"))
-	resp, err = client.Get(rn.URL + LanesAdminPath)
+	require.Eventually(t, func() bool { return proc.AdminURL() != "" }, 5*time.Second, 10*time.Millisecond, "the child reports its admin endpoint")
+	admin := proc.AdminURL()
+	assert.NotContains(t, admin, strings.TrimPrefix(proc.URL, "http://"))
+	resp, err = client.Get(proc.URL + LanesAdminPath)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "the target's own handler, which has no such path")
@@ -95,7 +97,7 @@ func TestLanesTargetChangesShares(t *testing.T) {
 	change := func(token string) int {
 		body, err := json.Marshal(laneadmin.Change{Lane: LanesBackground, Shares: new(int64(50))})
 		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, rn.Admin, bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, admin, bytes.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
@@ -107,12 +109,11 @@ func TestLanesTargetChangesShares(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, change("not-the-token-of-this-run"))
 	assert.Equal(t, http.StatusOK, change(child.Token))
 
-	req, err := http.NewRequest(http.MethodGet, rn.Admin, nil)
+	req, err := http.NewRequest(http.MethodGet, admin, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+child.Token)
 	resp, err = client.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
 	var st struct {
 		Lanes []struct {
 			Name     string `json:"name"`
@@ -120,10 +121,22 @@ func TestLanesTargetChangesShares(t *testing.T) {
 			Shares   uint32 `json:"shares"`
 		} `json:"lanes"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	require.NoError(t, err)
 	require.NotEmpty(t, st.Lanes)
 	last := st.Lanes[len(st.Lanes)-1]
 	assert.Equal(t, LanesBackground, last.Name)
 	assert.Equal(t, int32(2), last.Priority)
 	assert.Equal(t, uint32(50), last.Shares)
+
+	stopped = true
+	require.NoError(t, proc.Stop())
+	var work WorkSeries
+	require.NoError(t, json.Unmarshal(proc.Report, &work), "the child reports its work log")
+	var batch int64
+	for _, ns := range work.Batch {
+		batch += ns
+	}
+	assert.Equal(t, int64(time.Millisecond), batch, "four slices")
 }

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"bufio"
@@ -7,18 +7,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/ascii"
-	"github.com/sluice-go/sluice/reject"
+	"github.com/sluice-go/sluice/bench/internal/wire"
 )
 
 // rawClient is the generator's own HTTP/1.1 client: GET requests on a pool
@@ -86,7 +83,7 @@ func newRawClient(target *url.URL, method string, conns int, dialTimeout time.Du
 		port = "443"
 		tcfg = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}, ServerName: target.Hostname()}
 	default:
-		return nil, fmt.Errorf("bench: the built-in client speaks http and https, not %q; pass a Client", target.Scheme)
+		return nil, fmt.Errorf("load: the built-in client speaks http and https, not %q; pass a Client", target.Scheme)
 	}
 	host := target.Host
 	if target.Port() == "" {
@@ -112,7 +109,7 @@ func newRawClient(target *url.URL, method string, conns int, dialTimeout time.Du
 
 // errClientClosed is returned once close has been called (newSender closes
 // the client when the run's context ends).
-var errClientClosed = errors.New("bench: client closed")
+var errClientClosed = errors.New("load: client closed")
 
 // get returns an idle pooled connection, dials a new one while the pool is
 // below its limit, or waits for one to be returned. A keeping client waits
@@ -270,7 +267,7 @@ func (c *rawClient) startDrain() bool {
 func (c *rawClient) drainLate(rc *rawConn, deadline time.Time) {
 	defer c.drains.Done()
 	_ = rc.nc.SetDeadline(deadline.Add(KeepDrain))
-	if _, keep, err := readResponse(rc.br, c.head); err == nil && keep {
+	if _, keep, err := wire.ReadResponse(rc.br, c.head); err == nil && keep {
 		c.put(rc)
 		return
 	}
@@ -278,15 +275,9 @@ func (c *rawClient) drainLate(rc *rawConn, deadline time.Time) {
 	c.release()
 }
 
-// rawResult is what a request came back with.
-type rawResult struct {
-	status     int
-	notStarted bool // the Sluice-Not-Started marker was present
-}
-
 // do sends one request with the extra header fields hdr, on a new
 // connection when fresh, and reads the whole response by the deadline.
-func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) (rawResult, error) {
+func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr http.Header) (wire.Response, error) {
 	var (
 		rc  *rawConn
 		err error
@@ -297,13 +288,13 @@ func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr 
 		rc, err = c.get(ctx, deadline)
 	}
 	if err != nil {
-		return rawResult{}, err
+		return wire.Response{}, err
 	}
 	if c.keep && !fresh && !time.Now().Before(deadline) {
 		// The deadline passed while the request waited for a
 		// connection: a keeping client leaves the connection as it is.
 		c.put(rc)
-		return rawResult{}, os.ErrDeadlineExceeded
+		return wire.Response{}, os.ErrDeadlineExceeded
 	}
 	// The connection's deadline is the request's: a pooled connection is
 	// only reused by a later request, which sets its own.
@@ -329,7 +320,7 @@ func (c *rawClient) do(ctx context.Context, deadline time.Time, fresh bool, hdr 
 
 // exchange writes the request and reads the response; keep reports whether
 // the connection can carry another request.
-func (c *rawClient) exchange(rc *rawConn, hdr http.Header, fresh bool) (rawResult, bool, error) {
+func (c *rawClient) exchange(rc *rawConn, hdr http.Header, fresh bool) (wire.Response, bool, error) {
 	req := c.plain
 	if len(hdr) > 0 || fresh {
 		b := bytes.NewBuffer(make([]byte, 0, len(c.prefix)+128))
@@ -347,135 +338,8 @@ func (c *rawClient) exchange(rc *rawConn, hdr http.Header, fresh bool) (rawResul
 	}
 	rc.written = false
 	if _, err := rc.nc.Write(req); err != nil {
-		return rawResult{}, false, err
+		return wire.Response{}, false, err
 	}
 	rc.written = true
-	return readResponse(rc.br, c.head)
-}
-
-// readResponse reads the answer to one request from br: its status,
-// whether it carries the not-started marker, and its body (discarded; none
-// for a HEAD request). Interim 1xx responses before it are skipped. keep is
-// false when the connection must close after it.
-func readResponse(br *bufio.Reader, head bool) (res rawResult, keep bool, err error) {
-	for {
-		res, keep, err = readOne(br, head)
-		if err != nil || res.status/100 != 1 || res.status == http.StatusSwitchingProtocols {
-			return res, keep, err
-		}
-	}
-}
-
-// readOne reads one response, final or interim.
-func readOne(br *bufio.Reader, head bool) (res rawResult, keep bool, err error) {
-	line, err := readLine(br)
-	if err != nil {
-		return res, false, err
-	}
-	// "HTTP/1.1 200 OK"
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-		return res, false, fmt.Errorf("bench: bad status line %q", line)
-	}
-	res.status, err = strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return res, false, fmt.Errorf("bench: bad status line %q", line)
-	}
-	keep = line[7] == '1'
-	length, chunked := int64(-1), false
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return res, false, err
-		}
-		if len(line) == 0 {
-			break
-		}
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			return res, false, fmt.Errorf("bench: bad header line %q", line)
-		}
-		v = bytes.TrimSpace(v)
-		switch {
-		case ascii.EqualFold(string(k), "Content-Length"):
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || n < 0 {
-				return res, false, fmt.Errorf("bench: bad Content-Length %q", v)
-			}
-			length = n
-		case ascii.EqualFold(string(k), "Transfer-Encoding"):
-			chunked = ascii.EqualFold(string(v), "chunked")
-		case ascii.EqualFold(string(k), "Connection"):
-			if ascii.EqualFold(string(v), "close") {
-				keep = false
-			}
-		case ascii.EqualFold(string(k), reject.NotStartedHeader):
-			res.notStarted = string(v) == "1"
-		}
-	}
-	noBody := head || res.status == http.StatusNoContent || res.status == http.StatusNotModified || res.status/100 == 1
-	switch {
-	case noBody:
-	case chunked:
-		err = discardChunked(br)
-	case length >= 0:
-		_, err = br.Discard(int(length))
-	default:
-		// Until the server closes.
-		_, err = io.Copy(io.Discard, br)
-		keep = false
-	}
-	if err != nil {
-		return res, false, err
-	}
-	return res, keep, nil
-}
-
-// readLine reads a CRLF- (or LF-) terminated line without its terminator;
-// lines longer than the reader's buffer are an error.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
-}
-
-func discardChunked(br *bufio.Reader) error {
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return err
-		}
-		if i := bytes.IndexByte(line, ';'); i >= 0 {
-			line = line[:i]
-		}
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
-		if err != nil || n < 0 {
-			return fmt.Errorf("bench: bad chunk size %q", line)
-		}
-		if n == 0 {
-			for { // trailer fields, then the empty line
-				t, err := readLine(br)
-				if err != nil {
-					return err
-				}
-				if len(t) == 0 {
-					return nil
-				}
-			}
-		}
-		if _, err := br.Discard(int(n)); err != nil {
-			return err
-		}
-		if t, err := readLine(br); err != nil || len(t) != 0 {
-			return errors.Join(err, errors.New("bench: chunk not followed by CRLF"))
-		}
-	}
+	return wire.ReadResponse(rc.br, c.head)
 }

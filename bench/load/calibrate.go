@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/sluice-go/sluice/bench/internal/loopback"
 )
 
 // Defaults of CalibrateConfig's zero fields, and the pause of a calibration
@@ -77,18 +79,18 @@ type Calibration struct {
 
 // withDefaults checks cfg and fills in its zero fields.
 func (cfg CalibrateConfig) withDefaults() (CalibrateConfig, error) {
-	if _, err := checkLoopback(cfg.URL); err != nil {
-		return cfg, err
+	if _, err := loopback.Check(cfg.URL); err != nil {
+		return cfg, fmt.Errorf("load: %w", err)
 	}
 	switch {
 	case cfg.Conns < 0:
-		return cfg, fmt.Errorf("bench: calibrate: negative Conns %d", cfg.Conns)
+		return cfg, fmt.Errorf("load: calibrate: negative Conns %d", cfg.Conns)
 	case cfg.Warmup < 0:
-		return cfg, fmt.Errorf("bench: calibrate: negative Warmup %v", cfg.Warmup)
+		return cfg, fmt.Errorf("load: calibrate: negative Warmup %v", cfg.Warmup)
 	case cfg.Duration < 0:
-		return cfg, fmt.Errorf("bench: calibrate: negative Duration %v", cfg.Duration)
+		return cfg, fmt.Errorf("load: calibrate: negative Duration %v", cfg.Duration)
 	case cfg.Deadline < 0:
-		return cfg, fmt.Errorf("bench: calibrate: negative Deadline %v", cfg.Deadline)
+		return cfg, fmt.Errorf("load: calibrate: negative Deadline %v", cfg.Deadline)
 	}
 	if cfg.Conns == 0 {
 		cfg.Conns = DefaultCalibrateConns
@@ -106,10 +108,10 @@ func (cfg CalibrateConfig) withDefaults() (CalibrateConfig, error) {
 		cfg.Method = http.MethodGet
 	}
 	if cfg.NewConns && cfg.Client != nil {
-		return cfg, errors.New("bench: calibrate: NewConns needs the built-in client: no Client")
+		return cfg, errors.New("load: calibrate: NewConns needs the built-in client: no Client")
 	}
 	if _, err := http.NewRequest(cfg.Method, cfg.URL, nil); err != nil {
-		return cfg, fmt.Errorf("bench: calibrate: %w", err)
+		return cfg, fmt.Errorf("load: calibrate: %w", err)
 	}
 	return cfg, nil
 }
@@ -220,7 +222,7 @@ func Calibrate(ctx context.Context, cfg CalibrateConfig) (Calibration, error) {
 		res.Goodput = float64(res.OK) / res.Duration.Seconds()
 	}
 	if err != nil {
-		return res, fmt.Errorf("bench: calibrate: %w", err)
+		return res, fmt.Errorf("load: calibrate: %w", err)
 	}
 	return res, nil
 }

@@ -1,10 +1,11 @@
-package bench
+package scenario
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/tenant"
 )
@@ -35,12 +37,12 @@ const (
 // TenantsProtections returns the protections of TenantChild.Protection.
 func TenantsProtections() []string { return []string{TenantsDefault, TenantsBusy, TenantsConcurrency} }
 
-// TenantChild is what a server of the tenants scenario (package
-// bench/scenario) needs beyond its target (ChildSpec.Tenants): its tenant
-// tracker (enforcing unless Off) and its agent, with a controller that
-// leads by lease, over the RedisStore of Fleet at Redis, and its
-// protection (one of TenantsProtections; empty: TenantsDefault). The
-// child reports a TenantServer when it stops.
+// TenantChild is the tenants hook's settings: what a server of the tenants
+// scenario needs beyond its target: its tenant tracker (enforcing unless
+// Off) and its agent, with a controller that leads by lease, over the
+// RedisStore of Fleet at Redis, and its protection (one of
+// TenantsProtections; empty: TenantsDefault). The child reports a
+// TenantServer when it stops.
 type TenantChild struct {
 	Redis       string        `json:"redis"`
 	Fleet       string        `json:"fleet"`
@@ -48,6 +50,28 @@ type TenantChild struct {
 	Period      time.Duration `json:"period"`
 	Utilisation float64       `json:"utilisation,omitempty"`
 	Protection  string        `json:"protection,omitempty"`
+}
+
+// ChildHook returns the tenants scenario's part in its servers' child
+// processes: on a sluice target, the tenant tracker and its agent
+// (TenantChild), stopped after the server, and the TenantServer the
+// server reports in place of its admission counters.
+func (c *Tenants) ChildHook() bench.ChildHook {
+	return bench.ChildHook{Name: c.Name(), Open: func(cs bench.ChildSpec, _ http.Handler) (*bench.ChildPart, error) {
+		tc, err := bench.DecodeHookConfig[TenantChild](cs)
+		if err != nil {
+			return nil, err
+		}
+		var agent *tenantAgent
+		return &bench.ChildPart{
+			Configure: func(cfg *sluice.Config) (err error) {
+				agent, err = tc.attach(cfg)
+				return err
+			},
+			Stats: func(srv *sluice.Server) any { return agent.stats(srv.Stats()) },
+			Close: func() error { return agent.stop() },
+		}, nil
+	}}
 }
 
 // tenantAgent is a child's tenant machinery, running.

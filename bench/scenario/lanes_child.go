@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"fmt"
@@ -9,16 +9,18 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/laneadmin"
 	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/server"
 )
 
-// Paths of the lanes scenario's target (a child with ChildSpec.Lanes).
+// Paths of the lanes scenario's target (a child with the lanes hook,
+// Lanes.ChildHook).
 const (
 	// LanesInteractivePath computes for the child's interactive work
-	// (ChildSpec.Handler.CPU).
+	// (bench.ChildSpec.Handler.CPU).
 	LanesInteractivePath = "/interactive"
 	// LanesBatchPath computes for LanesChild.Batch, in slices of
 	// LanesChild.Slice with sluice.Yield between them.
@@ -31,10 +33,10 @@ const (
 // LanesBackground is the name of the lane the batch route goes to.
 const LanesBackground = "background"
 
-// LanesChild is what a target of the lanes scenario (package
-// bench/scenario) serves beyond its
-// interactive work (ChildSpec.Handler.CPU): the batch route, and on a
-// sluice target the background lane and the lane admin endpoint.
+// LanesChild is the lanes hook's settings: what a target of the lanes
+// scenario serves beyond its interactive work (bench.ChildSpec.Handler.CPU): the
+// batch route, and on a sluice target the background lane and the lane
+// admin endpoint.
 type LanesChild struct {
 	Batch time.Duration `json:"batch"`
 	Slice time.Duration `json:"slice"`
@@ -45,41 +47,63 @@ type LanesChild struct {
 	// LanesBatchPath routed to it.
 	Lane *lanes.Spec `json:"lane,omitempty"`
 	// Token, when set, serves the lane admin endpoint at LanesAdminPath
-	// of a loopback listener beside the target's (Process.AdminURL),
+	// of a loopback listener beside the target's (bench.Process.AdminURL),
 	// behind this bearer token.
 	Token string `json:"token,omitempty"`
 }
 
-// attach gives a sluice target the child's lanes: the lane on the runtime
-// (cfg.Runtime.Lanes) and the batch route to it (cfg.Lanes). With a Token,
-// the returned ready, called once the server listens, serves the lane
-// admin endpoint over the server's lanes on a loopback listener of its
-// own, as docs/operations.md advises for admin endpoints: it stays
-// reachable while the server refuses what it cannot serve in time. ready
-// returns that endpoint's URL ("" without a Token) and what stops it.
-func (lc *LanesChild) attach(cfg *sluice.Config) (ready func(*sluice.Server) (string, func() error, error)) {
-	none := func(*sluice.Server) (string, func() error, error) { return "", func() error { return nil }, nil }
+// ChildHook returns the lanes scenario's part in its targets' child
+// processes: the interactive and batch routes, with their work log
+// (WorkSeries, in bench.Process.Report), and on a sluice target the
+// background lane and the lane admin endpoint.
+func (c *Lanes) ChildHook() bench.ChildHook {
+	return bench.ChildHook{Name: c.Name(), Open: func(cs bench.ChildSpec, _ http.Handler) (*bench.ChildPart, error) {
+		lc, err := bench.DecodeHookConfig[LanesChild](cs)
+		if err != nil {
+			return nil, err
+		}
+		h, log := lanesHandler(cs.Handler.CPU, lc)
+		return &bench.ChildPart{
+			Handler:   h,
+			Configure: func(cfg *sluice.Config) error { lc.configure(cfg); return nil },
+			Listening: lc.listening,
+			Report:    func() any { return log.series() },
+		}, nil
+	}}
+}
+
+// configure gives a sluice target the child's lane, when it has one: the
+// lane on the runtime (cfg.Runtime.Lanes) and the batch route to it
+// (cfg.Lanes).
+func (lc *LanesChild) configure(cfg *sluice.Config) {
 	if lc.Lane == nil {
-		return none
+		return
 	}
 	cfg.Runtime.Lanes = append(slices.Clip(cfg.Runtime.Lanes), *lc.Lane)
 	cfg.Lanes = server.Lanes{Routes: map[string]string{LanesBatchPath: lc.Lane.Name}}
-	if lc.Token == "" {
-		return none
+}
+
+// listening, called once the sluice target listens, serves the lane admin
+// endpoint over the server's lanes on a loopback listener of its own when
+// the child has a lane and a Token, as docs/operations.md advises for
+// admin endpoints: it stays reachable while the server refuses what it
+// cannot serve in time. It returns that endpoint's URL ("" without one)
+// and what stops it.
+func (lc *LanesChild) listening(srv *sluice.Server) (string, func() error, error) {
+	if lc.Lane == nil || lc.Token == "" {
+		return "", func() error { return nil }, nil
 	}
-	return func(srv *sluice.Server) (string, func() error, error) {
-		a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Config{Token: lc.Token})
-		if err != nil {
-			return "", nil, err
-		}
-		mux := http.NewServeMux()
-		mux.Handle(LanesAdminPath, a)
-		url, stop, err := ServeNetHTTP(mux)
-		if err != nil {
-			return "", nil, fmt.Errorf("lane admin: %w", err)
-		}
-		return url + LanesAdminPath, stop, nil
+	a, err := laneadmin.New(srv.Runtime().Lanes(), laneadmin.Config{Token: lc.Token})
+	if err != nil {
+		return "", nil, err
 	}
+	mux := http.NewServeMux()
+	mux.Handle(LanesAdminPath, a)
+	url, stop, err := bench.ServeNetHTTP(mux)
+	if err != nil {
+		return "", nil, fmt.Errorf("lane admin: %w", err)
+	}
+	return url + LanesAdminPath, stop, nil
 }
 
 // workBuckets bounds the buckets of a child's work log, so that its line
@@ -133,11 +157,10 @@ type WorkSeries struct {
 	Interactive []int64       `json:"interactive"`
 }
 
-// lanesHandler is the lanes scenario's target handler and its work log.
-func lanesHandler(cs ChildSpec) (http.Handler, *workLog) {
-	lc := cs.Lanes
+// lanesHandler is the lanes scenario's target handler, whose interactive
+// requests compute for cpu, and its work log.
+func lanesHandler(cpu time.Duration, lc *LanesChild) (http.Handler, *workLog) {
 	log := newWorkLog(lc.Span)
-	cpu := cs.Handler.CPU
 	spin := weather.NewSpinner()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LanesInteractivePath, func(w http.ResponseWriter, _ *http.Request) {

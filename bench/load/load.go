@@ -1,4 +1,5 @@
-// Package bench is an open-loop HTTP load generator for loopback targets.
+// Package load is an open-loop HTTP load generator for loopback targets,
+// with a closed-loop capacity measurement beside it.
 //
 // Run sends requests at scheduled times (constant rate or Poisson arrivals)
 // whatever the target does: a slow answer never delays the next send, so an
@@ -6,6 +7,14 @@
 // timed from its scheduled send time, not from when it actually left (no
 // coordinated omission), and has a client deadline measured from that same
 // scheduled time: a request not fully answered by then counts as failed.
+//
+//	res, err := load.Run(ctx, load.Config{
+//		URL:      "http://127.0.0.1:8080/forecast?city=Lisbon",
+//		Rate:     2000,
+//		Duration: 10 * time.Second,
+//		Arrival:  load.Poisson,
+//	})
+//	// then res.Goodput(), res.ByClass[""].Latency, res.Behind
 //
 // The offered load is either one rate for one duration or, for a step
 // response, a profile of Config.Phases run back to back, with the outcomes
@@ -36,24 +45,16 @@
 // fixed number of workers, each sending its next request as soon as the
 // previous one is answered, and reports the goodput reached.
 //
-// On top of these, RunSuite runs the overload benchmark: the targets of
-// Targets in child processes (StartProcess, ServeChild), their capacity,
-// and Scenarios, into a Report of Samples that package bench/report
-// renders. A Scenario says what points it runs and runs one with the kit a
-// Trial gives it (a target's child process, the generator as the suite is
-// set up, the CPU bracket); package bench/scenario holds them, one file
-// each. For the soak scenario, RunChaos runs misbehaving clients
-// (slowloris, clients that never read, resets mid-request, garbage,
-// pipelined floods) beside the load, and Process.Monitor reads the
-// target's memory, goroutines and descriptors every second.
-package bench
+// The package knows nothing of the benchmark's targets or scenarios:
+// package bench runs it against the targets' child processes, and any
+// tool that needs a load on a local server can use it alone.
+package load
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,6 +62,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/sluice-go/sluice/bench/internal/loopback"
 )
 
 // SendTick is the shortest sleep of Run's dispatcher: requests due within
@@ -223,7 +226,7 @@ func ParseClientMode(s string) (ClientMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("bench: unknown client mode %q (want reconnect or keep)", s)
+	return 0, fmt.Errorf("load: unknown client mode %q (want reconnect or keep)", s)
 }
 
 // Phase is one stretch of a load profile: Rate requests per second for
@@ -296,26 +299,6 @@ func (r *Result) Goodput() float64 {
 		return 0
 	}
 	return float64(r.OK) / r.Duration.Seconds()
-}
-
-// checkLoopback refuses URLs whose host is not loopback, without resolving
-// names other than "localhost".
-func checkLoopback(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("bench: bad URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("bench: URL %q: scheme must be http or https", raw)
-	}
-	h := u.Hostname()
-	if h == "localhost" {
-		return u, nil
-	}
-	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
-		return u, nil
-	}
-	return nil, fmt.Errorf("bench: URL %q: host %q is not a loopback address; bench only loads local targets", raw, h)
 }
 
 type runner struct {
@@ -462,64 +445,64 @@ func newPlan(cfg Config) (plan, error) {
 	case len(targets) == 0:
 		targets = []string{cfg.URL}
 	case cfg.URL != "":
-		return plan{}, errors.New("bench: set URL or URLs, not both")
+		return plan{}, errors.New("load: set URL or URLs, not both")
 	}
 	for _, u := range targets {
-		if _, err := checkLoopback(u); err != nil {
-			return plan{}, err
+		if _, err := loopback.Check(u); err != nil {
+			return plan{}, fmt.Errorf("load: %w", err)
 		}
 	}
 	p := plan{Config: cfg}
 	if len(cfg.Phases) == 0 {
 		if !(cfg.Rate > 0) || math.IsInf(cfg.Rate, 0) {
-			return plan{}, errors.New("bench: Rate must be positive and finite")
+			return plan{}, errors.New("load: Rate must be positive and finite")
 		}
 		if cfg.Duration <= 0 {
-			return plan{}, errors.New("bench: Duration must be positive")
+			return plan{}, errors.New("load: Duration must be positive")
 		}
 		p.phases = []Phase{{Rate: cfg.Rate, Duration: cfg.Duration}}
 	} else {
 		if cfg.Rate != 0 || cfg.Duration != 0 {
-			return plan{}, errors.New("bench: Rate and Duration must be zero when Phases is set")
+			return plan{}, errors.New("load: Rate and Duration must be zero when Phases is set")
 		}
 		// A copy, so that the caller may reuse its slice during the run.
 		p.phases = slices.Clone(cfg.Phases)
 	}
 	for i, ph := range p.phases {
 		if !(ph.Rate > 0) || math.IsInf(ph.Rate, 0) {
-			return plan{}, fmt.Errorf("bench: phase %d: Rate %v must be positive and finite", i, ph.Rate)
+			return plan{}, fmt.Errorf("load: phase %d: Rate %v must be positive and finite", i, ph.Rate)
 		}
 		if ph.Duration <= 0 {
-			return plan{}, fmt.Errorf("bench: phase %d: Duration %v must be positive", i, ph.Duration)
+			return plan{}, fmt.Errorf("load: phase %d: Duration %v must be positive", i, ph.Duration)
 		}
 		if p.total > math.MaxInt64-ph.Duration {
-			return plan{}, fmt.Errorf("bench: phase %d: the profile's total duration overflows", i)
+			return plan{}, fmt.Errorf("load: phase %d: the profile's total duration overflows", i)
 		}
 		p.total += ph.Duration
 		p.peak = max(p.peak, ph.Rate)
 	}
 	if cfg.Arrival > Poisson {
-		return plan{}, fmt.Errorf("bench: unknown Arrival %d", cfg.Arrival)
+		return plan{}, fmt.Errorf("load: unknown Arrival %d", cfg.Arrival)
 	}
 	if cfg.NewConn != nil && cfg.Client != nil {
-		return plan{}, errors.New("bench: NewConn cannot be used with Client: Run builds the fresh-connection client itself")
+		return plan{}, errors.New("load: NewConn cannot be used with Client: Run builds the fresh-connection client itself")
 	}
 	switch {
 	case cfg.Clients < 0:
-		return plan{}, fmt.Errorf("bench: Clients %d must not be negative", cfg.Clients)
+		return plan{}, fmt.Errorf("load: Clients %d must not be negative", cfg.Clients)
 	case cfg.Clients > 0 && (cfg.Client != nil || len(cfg.URLs) > 0 || cfg.NewConn != nil):
-		return plan{}, errors.New("bench: Clients needs the built-in client on one URL (no Client, no URLs) and no NewConn")
+		return plan{}, errors.New("load: Clients needs the built-in client on one URL (no Client, no URLs) and no NewConn")
 	}
 	switch cfg.ClientMode {
 	case ClientReconnect:
 	case ClientKeep:
 		for _, raw := range targets {
 			if u, _ := url.Parse(raw); cfg.Client != nil || u.Scheme != "http" && u.Scheme != "https" {
-				return plan{}, errors.New("bench: ClientKeep needs the built-in client: an http or https URL and no Client")
+				return plan{}, errors.New("load: ClientKeep needs the built-in client: an http or https URL and no Client")
 			}
 		}
 	default:
-		return plan{}, fmt.Errorf("bench: unknown ClientMode %d", cfg.ClientMode)
+		return plan{}, fmt.Errorf("load: unknown ClientMode %d", cfg.ClientMode)
 	}
 	if p.Deadline <= 0 {
 		p.Deadline = DefaultDeadline

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package load
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func TestRawKeepWaitsForLateAnswer(t *testing.T) {
 	second := rawReceive(t, l.arrived, "the second request")
 	d := rawReceive(t, done, "the second request")
 	require.NoError(t, d.err)
-	assert.Equal(t, http.StatusOK, d.res.status)
+	assert.Equal(t, http.StatusOK, d.res.Status)
 	assert.Equal(t, first, second, "the same connection, after the late answer")
 	assert.Equal(t, int64(1), s.conns.Load())
 	assert.Equal(t, int64(1), c.dials())
