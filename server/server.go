@@ -196,14 +196,15 @@ type Config struct {
 	// (TLSStats.Evicted). Zero means DefaultMaxHandshakesPerWorker per
 	// worker.
 	MaxHandshakes int
-	// HoldRefused is how long an HTTP/1.1 connection whose request was
-	// refused for its age (503 queue-timeout) is left unread, when its
-	// client resent that request the moment it was refused, the pipeline
-	// has found that its clients do so, and more connections are open
-	// than the server can serve within its age limit (admit.Pipeline.Hold):
-	// such a client, as wrk and retry loops without backoff are, then
-	// waits in its socket at no cost instead of being refused again and
-	// again, as a client that honours Retry-After would have waited. 1 s,
+	// HoldRefused is how long the refusal of a request refused for its
+	// age (503 queue-timeout) on an HTTP/1.1 connection is held back, the
+	// connection left unread meanwhile, when its client resent that
+	// request the moment it was refused before, the pipeline has found
+	// that its clients do so, and more connections are open than the
+	// server can serve within its age limit (admit.Pipeline.Hold): such a
+	// client, as wrk and retry loops without backoff are, then waits for
+	// its answer at no cost instead of being refused again and again, as
+	// a client that honours Retry-After would have waited. 1 s,
 	// the default Retry-After, is the value to use. Zero or negative means
 	// never, the default: when the server loses its CPU to another process
 	// during an open-loop overload, it admits next to nothing, finds
