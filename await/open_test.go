@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/schedtest"
 )
 
 // ctxDriverName is the name of ctxDriver, a driver with
@@ -85,7 +87,7 @@ func TestOpenDriverContext(t *testing.T) {
 	assert.False(t, made[1].closedDB.Load())
 	assert.True(t, isWrapped(t, db))
 
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	inCoroutine(t, s, func(ctx context.Context) {
 		got, err := queryRows(ctx, db, 3)
 		assert.NoError(t, err)
