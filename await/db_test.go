@@ -129,7 +129,7 @@ func TestDBWaitsForConnectionOffWorker(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startSched(t, 1)
+			s := schedtest.Start(t, 1)
 			db, f := openFake(t, fullConn, nil)
 			db.SetMaxOpenConns(1)
 			st, err := db.Prepare("select")
@@ -172,6 +172,7 @@ func TestDBWaitsForConnectionOffWorker(t *testing.T) {
 // gets once a connection comes back is released, so that the connection
 // returns to the pool.
 func TestDBStopAbandonsWait(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t)
 	s, err := sched.New(sched.Config{Workers: 1})
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
@@ -217,7 +218,7 @@ func TestDBStopAbandonsWait(t *testing.T) {
 
 // A DB can wrap a *sql.DB opened elsewhere.
 func TestDBWrapsPlainDB(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	f := &fakeConnector{kind: fullConn}
 	db := &DB{DB: sql.OpenDB(f)}
 	defer func() { require.NoError(t, db.Close()) }()

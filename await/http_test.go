@@ -41,7 +41,7 @@ func get(ctx context.Context, client *http.Client, url string) (*http.Response, 
 
 func TestTransportReleasesWorker(t *testing.T) {
 	const n = 20
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	var inHandler, gotHeaders atomic.Int32
 	allIn, allHeaders := make(chan struct{}), make(chan struct{})
 	respond, sendBody := newGate(1), newGate(1)
@@ -132,7 +132,7 @@ func TestNewClient(t *testing.T) {
 }
 
 func TestTransportCancel(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	entered := make(chan struct{}, 2)
 	srv, client := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/body" {
@@ -185,7 +185,7 @@ func TestTransportCancel(t *testing.T) {
 // A 101 Switching Protocols response's body stays an io.ReadWriteCloser,
 // and hides io.WriterTo.
 func TestTransportSwitchingProtocols(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	srv, client := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
@@ -242,6 +242,7 @@ func (b *closeRecorder) Close() error { b.closed.Store(true); return nil }
 // A scheduler stopping during a round trip abandons it: the handler gets
 // sched.ErrStopped at once, and the response that arrives later is closed.
 func TestTransportStopAbandonsRoundTrip(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t)
 	s, err := sched.New(sched.Config{Workers: 1})
 	require.NoError(t, err)
 	require.NoError(t, s.Start())

@@ -23,21 +23,6 @@ const waitFor = 10 * time.Second
 
 const tick = time.Millisecond
 
-// startSched builds and starts a scheduler with n workers, stopping it when
-// the test ends.
-func startSched(t *testing.T, n int) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(sched.Config{Workers: n})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
-
 // goCoroutines starts n coroutines running fn(ctx, i) and returns a
 // function that waits for them all to return.
 func goCoroutines(t *testing.T, s *sched.Scheduler, n int, fn func(ctx context.Context, i int)) (wait func()) {

@@ -21,10 +21,11 @@ import (
 // long as the test wants; meanwhile the only worker is free and runs a plain
 // task. Errors, such as redis.Nil for a missing key, come back unchanged.
 func TestRedisRecipe(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t) // before starting a Redis server for nothing
 	addr := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { assert.NoError(t, rdb.Close()) })
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 
 	type result struct {
 		popped       []string

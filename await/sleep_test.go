@@ -14,7 +14,7 @@ import (
 // the worker for the next one.
 func TestSleepReleasesWorker(t *testing.T) {
 	const n = 100
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var asleep atomic.Int32
@@ -38,7 +38,7 @@ func TestSleepReleasesWorker(t *testing.T) {
 // Short sleeps on one worker overlap, and end by themselves.
 func TestSleepOverlaps(t *testing.T) {
 	const n = 100
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	var asleep, most atomic.Int32
 	start := time.Now()
 	wait := goCoroutines(t, s, n, func(ctx context.Context, _ int) {

@@ -82,7 +82,7 @@ type querier interface {
 
 func testReleasesWorkers(t *testing.T, use func(*DB) querier) {
 	const n = 50
-	s := startSched(t, 2)
+	s := schedtest.Start(t, 2)
 	query, next := newGate(n), newGate(n)
 	fdb, _ := openFake(t, fullConn, map[string]*gate{"query": query, "next": next})
 	db := use(fdb)
@@ -133,7 +133,7 @@ func TestConnectorOutsideCoroutine(t *testing.T) {
 }
 
 func TestConnectorFallsBackToPrepare(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	db, f := openFake(t, minimalConn, nil)
 	inCoroutine(t, s, func(ctx context.Context) {
 		res, err := db.ExecContext(ctx, "insert", 7, "x")
@@ -185,7 +185,7 @@ func TestConnectorFallsBackToPrepare(t *testing.T) {
 }
 
 func TestConnectorPreparedStatement(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	db, f := openFake(t, fullConn, nil)
 	inCoroutine(t, s, func(ctx context.Context) {
 		st, err := db.PrepareContext(ctx, "select")
@@ -206,7 +206,7 @@ func TestConnectorPreparedStatement(t *testing.T) {
 }
 
 func TestConnectorTx(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	commit := newGate(1)
 	db, f := openFake(t, fullConn, map[string]*gate{"commit": commit})
 	committed := make(chan error, 1)
@@ -247,7 +247,7 @@ func TestConnectorTx(t *testing.T) {
 }
 
 func TestConnectorRows(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	db, _ := openFake(t, fullConn, nil)
 	inCoroutine(t, s, func(ctx context.Context) {
 		rows, err := db.QueryContext(ctx, "select", 6)
@@ -331,6 +331,7 @@ func unwrapBase(c driver.Conn) driver.Conn {
 // than reused while still busy, and it is closed only once the call returns,
 // after what the call returned has been released.
 func TestConnectorStopAbandonsCall(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t)
 	s, err := sched.New(sched.Config{Workers: 1})
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
@@ -360,7 +361,7 @@ func TestConnectorStopAbandonsCall(t *testing.T) {
 func TestConnectorErrorsPassThrough(t *testing.T) {
 	// A wrong argument fails in the fake's QueryContext; the error comes
 	// back unchanged.
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	db, _ := openFake(t, fullConn, nil)
 	inCoroutine(t, s, func(ctx context.Context) {
 		_, err := db.QueryContext(ctx, "select", "not a number")
@@ -374,7 +375,7 @@ func TestConnectorErrorsPassThrough(t *testing.T) {
 // Connector alone and through a DB, do the same driver calls and return the
 // same results, for each kind of connection.
 func TestConnectorKeepsDatabaseSQLBehaviour(t *testing.T) {
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	for _, kind := range []connKind{fullConn, minimalConn, resetConn, legacyConn} {
 		plain := &fakeConnector{kind: kind}
 		plainDB := sql.OpenDB(plain)

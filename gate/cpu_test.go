@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -171,8 +172,18 @@ func TestCPURefresher(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
+// skipWithoutProc skips a test that reads the machine it runs on through
+// /proc and the cgroup file system: only Linux has them.
+func skipWithoutProc(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skipf("reads /proc and the cgroups, which only Linux has; this is %s", runtime.GOOS)
+	}
+}
+
 // The machine the tests run on.
 func TestCPUThisMachine(t *testing.T) {
+	skipWithoutProc(t)
 	c := newCPU(t, CPUConfig{Interval: Manual})
 	time.Sleep(20 * time.Millisecond)
 	st := c.Refresh()

@@ -322,6 +322,7 @@ func TestMemoryBudgetsAdmissionsBetweenReadings(t *testing.T) {
 
 // The machine the tests run on: some source is readable.
 func TestMemoryThisMachine(t *testing.T) {
+	skipWithoutProc(t)
 	m := newMemory(t, MemoryConfig{Interval: Manual})
 	st := m.Stats()
 	require.NoError(t, st.Err)

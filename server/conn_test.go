@@ -331,8 +331,8 @@ func TestContentTypeSniffedFromALargeFirstWrite(t *testing.T) {
 }
 
 // A body with a Content-Encoding is not sniffed (its bytes are the
-// encoding's, gzip say, not the content's), as net/http does (Go issue
-// 31753); without one it is.
+// encoding's, gzip say, not the content's), as net/http does
+// (golang/go#31753); without one it is.
 func TestContentTypeNotSniffedFromAnEncodedBody(t *testing.T) {
 	gz := []byte{0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff} // a gzip header
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -453,7 +453,7 @@ func (w *ResponseWriter) appendHead(b []byte, final bool) []byte {
 	}
 	// The body is sniffed for a Content-Type unless the handler set one,
 	// said nosniff, or encoded the body (Content-Encoding: its bytes are
-	// gzip's, say, not the content's; as net/http, Go issue 31753).
+	// gzip's, say, not the content's; as net/http, golang/go#31753).
 	if !fs.ctype && !noBody && len(w.out) > 0 && firstValue(h, "X-Content-Type-Options") != "nosniff" && firstValue(h, "Content-Encoding") == "" {
 		add("Content-Type", http.DetectContentType(w.out))
 	}

@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,29 +16,9 @@ import (
 	"github.com/sluice-go/sluice/await"
 	"github.com/sluice-go/sluice/internal/schedtest"
 	"github.com/sluice-go/sluice/lanes"
-	"github.com/sluice-go/sluice/sched"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// waitFor bounds every wait of the tests; it is only there so that a broken
-// build fails rather than hangs, and is never expected to be reached.
-const waitFor = 10 * time.Second
-
-// startSched builds and starts a scheduler with n workers, stopping it when
-// the test ends.
-func startSched(t *testing.T, n int) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(sched.Config{Workers: n})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
 
 // isWrapped reports whether db's connections are await's.
 func isWrapped(t *testing.T, db *await.DB) bool {
@@ -69,6 +48,7 @@ func TestOpenUnknownDriverListsSQLite(t *testing.T) {
 // by a transaction begun elsewhere, waits off the worker, and then the
 // coroutine reads what both wrote.
 func TestOpenSQLite(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t) // before a transaction holds the lock
 	dsn := "file:" + filepath.Join(t.TempDir(), "app.db") + "?_pragma=busy_timeout(10000)"
 	db, err := await.Open("sqlite", dsn)
 	require.NoError(t, err)
@@ -86,7 +66,7 @@ func TestOpenSQLite(t *testing.T) {
 	_, err = holder.ExecContext(ctx, "insert into items (name) values (?)", "first")
 	require.NoError(t, err)
 
-	s := startSched(t, 1)
+	s := schedtest.Start(t, 1)
 	type result struct {
 		names []string
 		count int

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/internal/schedtest"
 	srt "github.com/sluice-go/sluice/runtime"
 	"github.com/sluice-go/sluice/server"
 )
@@ -48,8 +49,10 @@ func TestForecastIsStablePerCity(t *testing.T) {
 // with a 50 ms database: with await.Sleep, all requests wait at once (the
 // worker is free); with Blocking, they also overlap, because the worker goes
 // on on a spare thread while each blocks (a thread per blocked request);
-// with Blocking and that rescue off, they wait one after another.
+// with Blocking and that rescue off, they wait one after another. It
+// needs the executor, so it skips off Linux.
 func TestDatabaseWaitReleasesTheWorker(t *testing.T) {
+	schedtest.SkipWithoutExecutor(t)
 	for _, tc := range []struct {
 		blocking bool
 		rescue   time.Duration

@@ -1,10 +1,12 @@
 // Package schedtest starts executors for the tests of the packages built on
 // sched (netpoll, server, gate, ...): bare schedulers, and runtimes for the
-// packages that take one.
+// packages that take one. Off Linux, where the executor cannot run, it
+// skips the tests that need one.
 package schedtest
 
 import (
 	"context"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -15,11 +17,24 @@ import (
 	"github.com/sluice-go/sluice/sched"
 )
 
+// SkipWithoutExecutor skips the test where the executor cannot run: off
+// Linux, where sched.New and runtime.New fail with an error that wraps
+// errors.ErrUnsupported, and sluice.Listen serves on net/http, with no
+// runtime or sluice server behind its Server. Tests that need either call
+// it first; Start, Runtime and RuntimeWith call it themselves.
+func SkipWithoutExecutor(t testing.TB) {
+	t.Helper()
+	if goruntime.GOOS != "linux" {
+		t.Skipf("needs the executor, which is Linux-only (epoll, eventfd, pinned threads); this is %s", goruntime.GOOS)
+	}
+}
+
 // Start starts a scheduler with the given number of unpinned workers and
 // stops it when the test ends, failing the test if it does not stop within
-// 10 seconds.
+// 10 seconds. Off Linux it skips the test (see SkipWithoutExecutor).
 func Start(t testing.TB, workers int) *sched.Scheduler {
 	t.Helper()
+	SkipWithoutExecutor(t)
 	s, err := sched.New(sched.Config{Workers: workers})
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
@@ -33,16 +48,19 @@ func Start(t testing.TB, workers int) *sched.Scheduler {
 
 // Runtime starts a runtime with the given number of unpinned workers and
 // GOMAXPROCS left alone, and stops it when the test ends, failing the test
-// if it does not stop within 10 seconds.
+// if it does not stop within 10 seconds. Off Linux it skips the test (see
+// SkipWithoutExecutor).
 func Runtime(t testing.TB, workers int) *srt.Runtime {
 	t.Helper()
 	return RuntimeWith(t, srt.Config{Workers: workers})
 }
 
 // RuntimeWith is Runtime with the settings of cfg; its workers are
-// unpinned and GOMAXPROCS left alone unless cfg says otherwise.
+// unpinned and GOMAXPROCS left alone unless cfg says otherwise. Off Linux
+// it skips the test, as Runtime does.
 func RuntimeWith(t testing.TB, cfg srt.Config) *srt.Runtime {
 	t.Helper()
+	SkipWithoutExecutor(t)
 	if cfg.Pinning == srt.PinAuto && len(cfg.CPUs) == 0 {
 		cfg.Pinning = srt.PinOff
 	}

@@ -72,7 +72,11 @@ func serveSluice(ctx context.Context, addr string, h http.Handler, busy bool, ho
 	if err != nil {
 		return err
 	}
-	log.Printf("weather on sluice, %d workers, http://%s/forecast?city=Lisbon", srv.Runtime().NumWorkers(), srv.Addr())
+	if rt := srv.Runtime(); rt != nil {
+		log.Printf("weather on sluice, %d workers, http://%s/forecast?city=Lisbon", rt.NumWorkers(), srv.Addr())
+	} else { // off Linux: net/http behind the admission pipeline
+		log.Printf("weather on net/http behind sluice's admission, http://%s/forecast?city=Lisbon", srv.Addr())
+	}
 	return srv.Run(ctx)
 }
 
