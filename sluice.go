@@ -207,6 +207,16 @@ func (s *Server) Stats() admit.Stats {
 	return s.srv.Stats()
 }
 
+// Pipeline returns the server's admission pipeline, on every platform: the
+// sluice server's on Linux, the net/http middleware's elsewhere. Metrics
+// and the dashboard read it.
+func (s *Server) Pipeline() *admit.Pipeline {
+	if s.nh != nil {
+		return s.nh.gate.Pipeline()
+	}
+	return s.srv.Pipeline()
+}
+
 // Server returns the HTTP server, for what the front door does not show.
 // Off Linux, where net/http serves, it returns nil.
 func (s *Server) Server() *server.Server { return s.srv }

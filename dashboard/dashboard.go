@@ -177,9 +177,15 @@ func New(opts Config) (*Dashboard, error) {
 	}
 	switch {
 	case opts.Server != nil:
-		d.p = opts.Server.Server().Pipeline()
-		d.ex = opts.Server.Runtime()
-		d.conns = opts.Server.Server().OpenConns
+		// Off Linux the server is net/http behind the same pipeline,
+		// with no runtime and no sluice server to read.
+		d.p = opts.Server.Pipeline()
+		if rt := opts.Server.Runtime(); rt != nil {
+			d.ex = rt
+		}
+		if srv := opts.Server.Server(); srv != nil {
+			d.conns = srv.OpenConns
+		}
 	case opts.Pipeline != nil:
 		d.p = opts.Pipeline
 		d.ex = opts.Executor

@@ -21,18 +21,25 @@ import (
 // HTTPS (sluice_tls_handshakes_total{result}: completed, failed, refused,
 // late; sluice_tls_handshakes_in_progress), and its runtime's executor
 // (see Executor), all labelled with name (server="name",
-// executor="name").
+// executor="name"). Off Linux, where the server is net/http behind the
+// same pipeline, it has only the admission's.
 func Server(name string, s *sluice.Server) Source {
 	return Source{kind: "server", name: name, also: []string{"executor"}, open: func(c *Collector) live {
-		p := openPipeline(c, name, s.Server().Pipeline())
-		p.conns = s.Server().OpenConns
-		p.parked = s.Server().ParkedConns
-		p.holds = s.Server().Holds
-		p.moves = s.Server().Moves
-		if s.Server().HTTPServer().TLSConfig != nil {
-			p.tls = s.Server().TLSStats
+		p := openPipeline(c, name, s.Pipeline())
+		srv, rt := s.Server(), s.Runtime()
+		if srv == nil || rt == nil {
+			// Off Linux: net/http behind the same pipeline, no
+			// connections or executor of sluice's to read.
+			return p
 		}
-		return multi{p, &executorLive{name: name, ex: s.Runtime()}}
+		p.conns = srv.OpenConns
+		p.parked = srv.ParkedConns
+		p.holds = srv.Holds
+		p.moves = srv.Moves
+		if srv.HTTPServer().TLSConfig != nil {
+			p.tls = srv.TLSStats
+		}
+		return multi{p, &executorLive{name: name, ex: rt}}
 	}}
 }
 
