@@ -566,8 +566,10 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.buffered+len(p) <= h2WriteBuf {
-		// It fits in x/net's buffer: a copy, nothing waits.
+	if w.wk == nil || w.buffered+len(p) <= h2WriteBuf {
+		// It fits in x/net's buffer (a copy, nothing waits), or the
+		// handler runs on the stream's goroutine, where a wait holds
+		// nothing of the executor's: x/net's write, as net/http's.
 		n, err := w.rw.Write(p)
 		w.buffered += n
 		return n, w.noteErr(err)
@@ -584,7 +586,7 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 }
 
 func (w *h2Writer) WriteString(s string) (int, error) {
-	if w.buffered+len(s) <= h2WriteBuf {
+	if w.wk == nil || w.buffered+len(s) <= h2WriteBuf {
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
@@ -622,11 +624,32 @@ func (w *h2Writer) FlushError() error {
 			w.wk.Leave(e)
 		}
 	}
-	_, err := sched.Await(w.ctx, func(context.Context) (struct{}, error) {
-		return struct{}{}, http.NewResponseController(w.rw).Flush()
-	})
+	var err error
+	if w.wk == nil {
+		// On the stream's goroutine (a gRPC call, a stream run away):
+		// x/net's flush, with neither Await's context walk nor a
+		// ResponseController to allocate, at every message of a stream.
+		err = flushNow(w.rw)
+	} else {
+		_, err = sched.Await(w.ctx, func(context.Context) (struct{}, error) {
+			return struct{}{}, flushNow(w.rw)
+		})
+	}
 	w.buffered = 0
 	return w.noteErr(err)
+}
+
+// flushNow flushes x/net's response writer rw, as
+// http.ResponseController's Flush does, without allocating one.
+func flushNow(rw http.ResponseWriter) error {
+	switch f := rw.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
+		f.Flush()
+		return nil
+	}
+	return http.ErrNotSupported
 }
 
 // SetReadDeadline, SetWriteDeadline and EnableFullDuplex are x/net's, for
