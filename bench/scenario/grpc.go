@@ -125,8 +125,8 @@ func (*GRPC) Name() string { return "grpc" }
 
 // Describe says what the scenario does, for the command's help.
 func (*GRPC) Describe() string {
-	return "a grpc-go service on sluice, net/http (h2c) and grpc-go's own server (target " + TargetGRPCGo +
-		"): unary calls at 1x-10x, a stream, a retry storm at 2x with and without pushback: -grpc-x, -grpc-max-calls"
+	return "a grpc-go service on sluice, on net/http over h2c and on grpc-go's own server, target " + TargetGRPCGo +
+		": unary calls at 1x-10x, a stream, a retry storm at 2x with and without pushback: -grpc-x, -grpc-max-calls"
 }
 
 // Flags registers -grpc-x and -grpc-max-calls.
@@ -288,9 +288,12 @@ type GRPCDetail struct {
 	// for GRPCStreaming); StreamMessages the messages of a streamed call.
 	Conns          int `json:"conns"`
 	StreamMessages int `json:"stream_messages,omitempty"`
-	// Calls are the calls made, OK those answered OK.
-	Calls int64 `json:"calls"`
-	OK    int64 `json:"ok"`
+	// Calls are the calls made, OK those answered OK within the
+	// deadline; LateOK those answered OK but seen by the caller past it
+	// (a busy generator), which count as failed.
+	Calls  int64 `json:"calls"`
+	OK     int64 `json:"ok"`
+	LateOK int64 `json:"late_ok,omitempty"`
 	// Codes counts the calls not answered OK by their gRPC code's name
 	// ("Unavailable", "DeadlineExceeded", ...).
 	Codes map[string]int64 `json:"codes,omitempty"`
@@ -317,13 +320,13 @@ func (d *GRPCDetail) share(code codes.Code) float64 {
 	return float64(d.Codes[code.String()]) / float64(d.Calls)
 }
 
-// other returns the share of calls neither OK nor one of the refusal
-// codes.
+// other returns the share of calls neither OK within the deadline nor
+// answered with one of the refusal codes: other codes, and LateOK.
 func (d *GRPCDetail) other() float64 {
 	if d.Calls == 0 {
 		return 0
 	}
-	n := d.Calls - d.OK
+	n := d.Calls - d.OK // LateOK among them: in Codes, no
 	for _, c := range grpcRefusalCodes {
 		n -= d.Codes[c.String()]
 	}
@@ -424,7 +427,11 @@ func (cl *grpcClients) close() error {
 type grpcOutcome struct {
 	code       codes.Code
 	notStarted bool // the answer carried sluice's not-started marker
-	latency    time.Duration
+	// late marks an OK answer that the caller saw after its deadline
+	// (the answer came in time, the generator took it up late): it
+	// does not count as goodput.
+	late    bool
+	latency time.Duration
 }
 
 // forecast makes one unary call on the i-th connection (mod their count)
@@ -439,6 +446,7 @@ func (cl *grpcClients) forecast(ctx context.Context, i int, deadline time.Durati
 	if err != nil {
 		o.notStarted = slices.Contains(trailer.Get(reject.NotStartedHeader), "1")
 	}
+	o.late = err == nil && o.latency > deadline
 	return o
 }
 
@@ -457,6 +465,7 @@ type grpcResult struct {
 	mu         sync.Mutex
 	calls, ok  int64
 	notStarted int64
+	lateOK     int64 // answered OK, seen past the deadline
 	codes      map[string]int64
 	latency    *hdrhistogram.Histogram // the OK calls', microseconds
 	messages   int64
@@ -474,6 +483,10 @@ func (r *grpcResult) record(o grpcOutcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
+	if o.late {
+		r.lateOK++
+		return
+	}
 	if o.code == codes.OK {
 		r.ok++
 		_ = r.latency.RecordValue(o.latency.Microseconds()) // clamped by the deadline
@@ -496,7 +509,7 @@ func (r *grpcResult) fill(s *bench.Sample, d *GRPCDetail, attempts int64) {
 	s.Latency = bench.PercentilesOf(r.latency)
 	s.Late, s.MaxLag = r.late, r.maxLag
 	s.Behind = r.calls > 0 && float64(r.late) > grpcLateShare*float64(r.calls)
-	d.Calls, d.OK, d.NotStarted, d.Attempts = r.calls, r.ok, r.notStarted, attempts
+	d.Calls, d.OK, d.LateOK, d.NotStarted, d.Attempts = r.calls, r.ok, r.lateOK, r.notStarted, attempts
 	if len(r.codes) > 0 {
 		d.Codes = r.codes
 	}
@@ -804,7 +817,7 @@ func (g *GRPC) WriteReport(w io.Writer, rep *bench.Report) error {
 		retryHead, retryRow)
 	buf.WriteString(strings.Join([]string{
 		"goodput/C: calls answered OK a second (each within the deadline) over the target's C, a closed loop of unary calls;",
-		"unavailable, exhausted, deadline: the shares of calls answered UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED; other: any other failure;",
+		"unavailable, exhausted, deadline: the shares of calls answered UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED; other: any other failure, or OK seen past the deadline;",
 		"not started: calls refused with sluice's not-started marker (any code); latencies are the OK calls';",
 		"attempts/call: the client's attempts (retries included) over its calls; runs: kept/behind (the generator fell behind its schedule).",
 	}, "\n") + "\n")
