@@ -38,6 +38,17 @@ type ChildPart struct {
 	// Configure changes a sluice target's configuration before it
 	// listens; other targets ignore it.
 	Configure func(cfg *sluice.Config) error
+	// NetHTTP changes a net/http target's server (nethttp, semaphore,
+	// gosched) before it serves: its Protocols, to speak HTTP/2 over
+	// plain TCP (h2c) as gRPC clients do; the sluice targets ignore it.
+	NetHTTP func(hs *http.Server)
+	// Targets are targets the hook serves itself, beside those of
+	// package bench, for a server that is not an http.Handler's (grpc-go's
+	// own): the child looks the spec's target up among them first. Such a
+	// target listens where the spec says (ChildSpec.Addr, or a loopback
+	// port). The parent knows their names from the scenario
+	// (TargetSupplier).
+	Targets []Target
 	// Listening is called once a sluice target listens. It may serve an
 	// endpoint of its own beside the target (an admin endpoint): it then
 	// returns that endpoint's URL, which the parent reads with
@@ -112,4 +123,18 @@ func closePart(part *ChildPart) error {
 		return nil
 	}
 	return part.Close()
+}
+
+// hookTarget returns the target called name among those part serves
+// itself (ChildPart.Targets).
+func hookTarget(part *ChildPart, name string) (Target, bool) {
+	if part == nil {
+		return Target{}, false
+	}
+	for _, t := range part.Targets {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Target{}, false
 }

@@ -120,7 +120,7 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer, h
 		}
 		o.tls = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
-	if _, ok := targetByName(cs.Target, o); !ok {
+	if _, ok := targetByName(cs.Target, o); !ok && cs.Hook == "" {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}
 	h := weather.Handler(cs.Handler.Options())
@@ -132,7 +132,12 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer, h
 		h = part.Handler
 	}
 	o.part = part
-	t, _ := targetByName(cs.Target, o)
+	t, ok := hookTarget(part, cs.Target)
+	if !ok {
+		if t, ok = targetByName(cs.Target, o); !ok {
+			return errors.Join(fmt.Errorf("unknown target %q (neither package bench's nor child hook %s's)", cs.Target, cs.Hook), closePart(part))
+		}
+	}
 	if cs.Nice != 0 {
 		if err := renice(cs.Nice); err != nil {
 			return errors.Join(err, closePart(part))
@@ -431,7 +436,9 @@ func startProcess(ctx context.Context, launch Launcher, target string, spec Hand
 // CPUs) and returns once it listens.
 func startChild(ctx context.Context, launch Launcher, cs ChildSpec, cpus []int) (*Process, error) {
 	target := cs.Target
-	if _, ok := TargetByName(target); !ok {
+	if _, ok := TargetByName(target); !ok && cs.Hook == "" {
+		// A child with a hook may serve a target of the hook's own
+		// (ChildPart.Targets): the child checks that one.
 		return nil, fmt.Errorf("bench: unknown target %q", target)
 	}
 	if launch == nil {

@@ -17,8 +17,9 @@ import (
 // package bench/scenario holds the scenarios, one file each, and the list
 // that the command's -scenarios reads.
 //
-// A scenario may also implement Calibrator (its own capacity measurement)
-// and TargetFilter (points that some targets cannot run).
+// A scenario may also implement Calibrator (its own capacity measurement),
+// TargetFilter (points that some targets cannot run) and TargetSupplier
+// (targets its child hook serves).
 type Scenario interface {
 	// Name is the scenario's name, as -scenarios and Sample.Scenario
 	// give it.
@@ -47,6 +48,22 @@ type Calibrator interface {
 // part that needs sluice's lanes); RunSuite skips those.
 type TargetFilter interface {
 	RunsOn(p Point, target string) bool
+}
+
+// A TargetSupplier is a Scenario whose child hook serves targets of its
+// own (ChildPart.Targets) beside package bench's: a server that is not an
+// http.Handler's, such as grpc-go's own. SuiteConfig.Targets may name
+// them (an empty list takes them too); only the supplying scenario's
+// points run on them.
+type TargetSupplier interface {
+	// SuppliedTargets names the targets the scenario's hook serves.
+	SuppliedTargets() []string
+}
+
+// supplies reports whether sc serves target through its child hook.
+func supplies(sc Scenario, target string) bool {
+	ts, ok := sc.(TargetSupplier)
+	return ok && slices.Contains(ts.SuppliedTargets(), target)
 }
 
 // Point is one measurement a scenario plans: what the target serves and

@@ -45,7 +45,8 @@ type StepConfig struct {
 
 // SuiteConfig configures RunSuite. Zero fields take the defaults given.
 type SuiteConfig struct {
-	// Targets names the targets (see Targets); default all of them.
+	// Targets names the targets (see Targets, and TargetSupplier for a
+	// scenario's own); default all of them.
 	Targets []string
 	// Scenarios are the scenarios to run, in order (package
 	// bench/scenario lists them); at least one.
@@ -159,9 +160,20 @@ func (c *SuiteConfig) defaults() error {
 		for _, t := range Targets() {
 			c.Targets = append(c.Targets, t.Name)
 		}
+		for _, sc := range c.Scenarios {
+			ts, ok := sc.(TargetSupplier)
+			if !ok {
+				continue
+			}
+			for _, n := range ts.SuppliedTargets() {
+				if !slices.Contains(c.Targets, n) {
+					c.Targets = append(c.Targets, n)
+				}
+			}
+		}
 	}
 	for _, n := range c.Targets {
-		if _, ok := TargetByName(n); !ok {
+		if _, ok := TargetByName(n); !ok && !slices.ContainsFunc(c.Scenarios, func(sc Scenario) bool { return supplies(sc, n) }) {
 			return fmt.Errorf("bench: unknown target %q", n)
 		}
 	}
@@ -272,8 +284,12 @@ func (p planned) window(c *SuiteConfig) time.Duration {
 	return c.Duration
 }
 
-// runsOn reports whether the point is measured on the target.
+// runsOn reports whether the point is measured on the target: not on a
+// target that another scenario's hook supplies.
 func (p planned) runsOn(target string) bool {
+	if _, ok := TargetByName(target); !ok && !supplies(p.sc, target) {
+		return false
+	}
 	f, ok := p.sc.(TargetFilter)
 	return !ok || f.RunsOn(p.Point, target)
 }

@@ -225,3 +225,28 @@ func TestSuiteContextCancel(t *testing.T) {
 	assert.Equal(t, "nethttp", rep.Samples[0].Target)
 	assert.Equal(t, 0.2, rep.Samples[0].Multiple)
 }
+
+// supplier is offer with a target of its own hook's (TargetSupplier).
+type supplier struct{ offer }
+
+func (supplier) Name() string              { return "supplier" }
+func (supplier) SuppliedTargets() []string { return []string{"own"} }
+
+func TestSuiteTakesASuppliedTarget(t *testing.T) {
+	cfg := tinySuite()
+	cfg.Targets = []string{"nethttp", "own"}
+	assert.ErrorContains(t, cfg.defaults(), `unknown target "own"`, "no scenario supplies it")
+
+	cfg.Scenarios = []Scenario{offer{}, supplier{}}
+	require.NoError(t, cfg.defaults())
+	_, points := cfg.plan()
+	for _, p := range points[cfg.Shape.Name] {
+		assert.Equal(t, p.sc.Name() == "supplier", p.runsOn("own"), "only the supplier's points run on its target: %s", p.sc.Name())
+		assert.True(t, p.runsOn("nethttp"), p.sc.Name())
+	}
+
+	cfg.Targets = nil
+	require.NoError(t, cfg.defaults())
+	assert.Contains(t, cfg.Targets, "own", "all targets: the supplied ones too")
+	assert.Contains(t, cfg.Targets, "sluice")
+}

@@ -408,6 +408,9 @@ func listenNetHTTP(o serveOptions, h http.Handler) (string, func() error, error)
 		l = tls.NewListener(l, o.tls)
 	}
 	hs := &http.Server{Handler: h}
+	if o.part != nil && o.part.NetHTTP != nil {
+		o.part.NetHTTP(hs)
+	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(l) }()
 	stop := func() error {

@@ -54,6 +54,7 @@ func All() []bench.Scenario {
 		&Shed{},
 		&Tenants{},
 		&Lanes{},
+		&GRPC{},
 	}
 }
 
