@@ -25,7 +25,7 @@ import (
 type Target struct {
 	// Name identifies the target in reports: "sluice", "nethttp",
 	// "semaphore", "sluice-half", "gosched", "sluice-pinned",
-	// "sluice-half-pinned", "sluice-hold".
+	// "sluice-half-pinned", "sluice-nohold".
 	Name string
 	// Serve starts the target serving h, behind the target's own
 	// protection (its admission, its semaphore): the weather service
@@ -93,14 +93,14 @@ func SluiceHalfConfig() sluice.Config {
 	}}
 }
 
-// SluiceHoldConfig is the configuration of the "sluice-hold" target:
-// SluiceConfig with server.Config.HoldRefused at the default Retry-After,
-// so that connections beyond what the server serves in time, whose
-// clients resend the moment they are refused, are left unread until their
-// Retry-After instead of being refused again and again.
-func SluiceHoldConfig() sluice.Config {
+// SluiceNoHoldConfig is the configuration of the "sluice-nohold" target:
+// SluiceConfig with holds off (server.Config.HoldRefused negative), so
+// that connections beyond what the server serves in time, whose clients
+// resend the moment they are refused, are refused again and again rather
+// than left unread until their Retry-After, as the default does.
+func SluiceNoHoldConfig() sluice.Config {
 	cfg := SluiceConfig()
-	cfg.HoldRefused = admit.DefaultRetryAfter
+	cfg.HoldRefused = -1
 	return cfg
 }
 
@@ -121,8 +121,8 @@ func SluiceHoldConfig() sluice.Config {
 //     every worker pinned to a CPU whatever the cpuset (the default before
 //     the runtime pinned only on exclusive cpusets), to compare the two
 //     placements side by side (the noisy scenario);
-//   - sluice-hold: SluiceHoldConfig, to measure holding the clients that
-//     resend at once (the closed and soak scenarios).
+//   - sluice-nohold: SluiceNoHoldConfig, to measure what holding the
+//     clients that resend at once does (the closed and soak scenarios).
 //
 // The handler is the weather service in every one.
 func Targets() []Target { return targets(serveOptions{}) }
@@ -171,7 +171,7 @@ func targets(o serveOptions) []Target {
 		{Name: "sluice-half-pinned", Serve: func(h http.Handler) (*Running, error) {
 			return startSluice(o, h, pinned(SluiceHalfConfig()))
 		}},
-		{Name: "sluice-hold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceHoldConfig()) }},
+		{Name: "sluice-nohold", Serve: func(h http.Handler) (*Running, error) { return startSluice(o, h, SluiceNoHoldConfig()) }},
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 // retry loop without backoff) keeps its request in the line whatever the
 // server answers, and the server spends its CPU refusing the same clients
 // again and again: with 2,048 such connections on two CPUs, a fast handler
-// served 3% of what net/http serves. So, with Config.HoldRefused set, once
-// the pipeline has found that its clients resend at once
+// served 3% of what net/http serves. So, unless Config.HoldRefused is
+// negative, once the pipeline has found that its clients resend at once
 // (admit.FutileRatio), a connection whose request was resent at once and
 // refused for waiting the whole age limit is parked with its answer: the
 // refusal is written when the hold ends, and nothing of the connection is
@@ -30,13 +30,19 @@ import (
 // ("Clients that resend at once") says why, with figures.
 
 // holdAfter returns how long to park the connection after its current
-// refusal: Config.HoldRefused when it is set and admit.Pipeline.Hold holds
-// the refusal, for the open connections not parked; 0 otherwise.
+// refusal when admit.Pipeline.Hold holds it, for the open connections not
+// parked: Config.HoldRefused when it is positive, the hold Hold gives
+// (the refusal's Retry-After) when it is zero; 0 when it is negative or
+// Hold does not hold.
 func (c *conn) holdAfter() time.Duration {
 	srv := c.srv
 	set := srv.cfg.HoldRefused
-	if set <= 0 || srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load())) <= 0 {
+	if set < 0 {
 		return 0
+	}
+	hold := srv.adm.Hold(&c.t, int(srv.open.Load()-srv.parked.Load()))
+	if hold <= 0 || set == 0 {
+		return hold
 	}
 	return set
 }

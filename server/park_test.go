@@ -107,11 +107,11 @@ func closedLoop(t *testing.T, srv *Server, addr string, clients int, warm, d tim
 }
 
 // A closed loop of more clients than one worker serves within the age
-// limit: without holds (the default), the clients refused resend at once
-// and the server spends its time refusing them again and again; with them
-// (HoldRefused), the clients beyond what it serves in time wait out their Retry-After
-// unread, and the refusals fall several times. Shutdown then
-// serves or closes the parked connections like idle ones.
+// limit: without holds (HoldRefused negative), the clients refused resend
+// at once and the server spends its time refusing them again and again;
+// with them (the default), the clients beyond what it serves in time wait
+// out their Retry-After unread, and the refusals fall several times.
+// Shutdown then serves or closes the parked connections like idle ones.
 func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
 	work := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for start := time.Now(); time.Since(start) < time.Millisecond; {
@@ -131,12 +131,12 @@ func TestClosedLoopBeyondCapacityIsHeld(t *testing.T) {
 		assert.Zero(t, srv.ParkedConns())
 		return ok, refused, parked, srv.Holds()
 	}
-	okOff, refusedOff, parkedOff, holdsOff := run(0)
+	okOff, refusedOff, parkedOff, holdsOff := run(-1)
 	require.Zero(t, parkedOff)
 	require.Zero(t, holdsOff)
 	require.Greater(t, refusedOff, okOff, "premise: without holds, the clients refused resend and are refused again (%d served)", okOff)
 
-	ok, refused, parked, holds := run(time.Second)
+	ok, refused, parked, holds := run(0)
 	t.Logf("in the second second, without holds: %d served, %d refused; with: %d served, %d refused, up to %d parked",
 		okOff, refusedOff, ok, refused, parked)
 	assert.Positive(t, parked)

@@ -204,13 +204,13 @@ type Config struct {
 	// server can serve within its age limit (admit.Pipeline.Hold): such a
 	// client, as wrk and retry loops without backoff are, then waits for
 	// its answer at no cost instead of being refused again and again, as
-	// a client that honours Retry-After would have waited. 1 s,
-	// the default Retry-After, is the value to use. Zero or negative means
-	// never, the default: when the server loses its CPU to another process
-	// during an open-loop overload, it admits next to nothing, finds
-	// refusing futile, and holds the connections of the load's pool too,
-	// whose requests then miss their deadline (docs/design.md, "Clients
-	// that resend at once").
+	// a client that honours Retry-After would have waited. Only a request
+	// refused anyway is held; a client that sends its next request on
+	// another connection (a pool) is not slowed. Zero means the refusal's
+	// own Retry-After (admit.DefaultRetryAfter unless the admission's
+	// answers set another); negative means never, and every such client
+	// is refused as often as it resends (docs/design.md, "Clients that
+	// resend at once").
 	HoldRefused time.Duration
 	// LoadHint adds admit.LoadHeader to every response a handler writes:
 	// the requests the server holds per worker, for clients that balance

@@ -115,7 +115,7 @@ func TestGRPCChecksAndPlans(t *testing.T) {
 	ps := g.Points(&s)
 	require.Len(t, ps, 5, "two unary points, the stream, two retry points")
 	assert.Equal(t, "grpc-light", ps[0].Shape.Name, "a shape of its own: its capacity is calls")
-	assert.True(t, g.RunsOn(ps[4], "sluice-hold"))
+	assert.True(t, g.RunsOn(ps[4], "sluice-nohold"))
 	assert.False(t, g.RunsOn(ps[4], "nethttp"), "no pushback to take away")
 	assert.Contains(t, Usage(), "grpc (")
 

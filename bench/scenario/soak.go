@@ -217,7 +217,7 @@ type SoakRules struct {
 // thousand from one second to the next.
 func DefaultSoakRules() SoakRules {
 	return SoakRules{
-		Enforce:        []string{"sluice", "sluice-half", "sluice-pinned", "sluice-half-pinned", "sluice-hold"},
+		Enforce:        []string{"sluice", "sluice-half", "sluice-pinned", "sluice-half-pinned", "sluice-nohold"},
 		MinGoodput:     0.7,
 		Growth:         1.5,
 		GoroutineSlack: 64,

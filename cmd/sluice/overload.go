@@ -79,7 +79,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		}
 	}
 	fs.IntVar(&c.Repeats, "repeats", c.Repeats, "repeats; targets alternate within each, medians are reported")
-	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned, sluice-hold (holds the clients that resend at once); for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone); for the grpc scenario, "+scenario.TargetGRPCGo+" (grpc-go's own server)")
+	fs.StringVar(&f.targets, "targets", f.targets, "comma-separated targets: sluice, nethttp, semaphore, sluice-half, gosched, sluice-pinned, sluice-half-pinned, sluice-nohold (never holds the clients that resend at once); for the shed scenario, sluice-busy (the busy gate alone), sluice-cpu (loadshed's CPU shedding alone); for the grpc scenario, "+scenario.TargetGRPCGo+" (grpc-go's own server)")
 	fs.DurationVar(&f.cpu, "cpu", f.cpu, "CPU work per request of the weather handler")
 	fs.DurationVar(&f.db, "db", f.db, "simulated database wait per request (awaited: releases the sluice worker)")
 	fs.BoolVar(&f.blocking, "blocking", f.blocking, "make the database wait block the worker (the isolated model)")

@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&opts.DB, "db", 10*time.Millisecond, "database wait per request")
 	flag.BoolVar(&opts.Blocking, "blocking", false, "the database wait holds the worker (time.Sleep)")
 	busy := flag.Bool("busy", false, "on sluice: the busy-worker gate (half the workers) and a timed queue")
-	hold := flag.Duration("hold", 0, "on sluice: how long a client that resends at once is left unread after a refusal at the age limit (HoldRefused; 1s is the value to use, 0 never)")
+	hold := flag.Duration("hold", 0, "on sluice: how long a client that resends at once is left unread after a refusal at the age limit (HoldRefused; 0: the refusal's Retry-After, the default; negative: never)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
