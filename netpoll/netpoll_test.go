@@ -622,6 +622,64 @@ func TestConnJoinsEpollWithItsFirstInterest(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF, "closed by the server")
 }
 
+// A connection whose queued read waits behind other work is reported by
+// epoll once, then a second time at most: the second report leaves the read
+// interest out of its watch until the read runs, instead of the
+// level-triggered watch reporting it at every poll meanwhile. The read puts
+// the interest back, and what it left unread is reported again. Two polls
+// before the read are played here by calling the watch's handler twice.
+func TestQueuedReadMutesItsWatch(t *testing.T) {
+	s := schedtest.Start(t, 1)
+	type state struct{ queued, watchingIn bool }
+	states := make(chan state, 3)
+	got := make(chan string, 4)
+	l, err := Listen(s, "127.0.0.1:0", Config{}, func(c *Conn) {
+		reads := 0
+		assert.NoError(t, c.OnReadable(lanes.Upstream, func() {
+			if reads == 1 {
+				states <- state{c.readQueued, c.events&epollIn != 0}
+			}
+			b := make([]byte, 1) // a byte a call: the rest must be reported again
+			n, err := c.Read(b)
+			if err != nil {
+				if !errors.Is(err, unix.EAGAIN) {
+					assert.NoError(t, c.Close())
+				}
+				return
+			}
+			reads++
+			got <- string(b[:n])
+			if reads == 3 {
+				assert.NoError(t, c.Close())
+			}
+		}))
+		c.ready(epollIn)
+		states <- state{c.readQueued, c.events&epollIn != 0}
+		c.ready(epollIn)
+		states <- state{c.readQueued, c.events&epollIn != 0}
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Write([]byte("abc"))
+	require.NoError(t, err)
+	assert.Equal(t, state{queued: true, watchingIn: true}, <-states, "the first report queues the read")
+	assert.Equal(t, state{queued: true}, <-states, "the second, before the read ran, leaves the interest out")
+	var all string
+	for range 3 {
+		select {
+		case b := <-got:
+			all += b
+		case <-time.After(10 * time.Second):
+			t.Fatalf("read %q of \"abc\": the rest was not reported again", all)
+		}
+	}
+	assert.Equal(t, "abc", all)
+	assert.Equal(t, state{watchingIn: true}, <-states, "the read put the interest back")
+}
+
 // OnHangup: a connection nobody reads learns that its peer has gone,
 // without reading, and data arriving does not wake it.
 func TestOnHangupWithoutReading(t *testing.T) {
