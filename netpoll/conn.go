@@ -31,8 +31,10 @@ type Conn struct {
 	readLane   lanes.ID
 	readQueued bool // a read callback is queued: don't queue another
 	// muted leaves the read interest out of the watch while a queued read
-	// waits its turn after readiness reported it twice (see ready).
+	// waits its turn after readiness reported it muteAfter times (see
+	// ready); reports counts them.
 	muted   bool
+	reports uint8
 	flushQd bool // a flush is queued
 
 	onHangup func() // OnHangup's callback
@@ -394,6 +396,18 @@ func (c *Conn) setEvents(ev uint32) error {
 	return c.watch.Modify(ev)
 }
 
+// muteAfter is how many times readiness may report a connection again
+// while its queued read waits its turn before the read interest is left
+// out of its watch until the read runs (Conn.muted). A level-triggered
+// watch reports it at every poll until then: with a line of 2,000
+// connections, a tenth of the server's CPU went to polls that found only
+// those. Leaving the interest out and putting it back costs two epoll_ctl
+// calls, more than a few reports: muting at the second report cost a
+// kept-alive hello, whose reads wait behind a short line, 6% more CPU per
+// request. The read puts the interest back (readReady), and the kernel
+// then reports what is still unread.
+const muteAfter = 8
+
 // ready is the watch handler, inline on the worker during a poll.
 func (c *Conn) ready(ev uint32) {
 	if c.closed {
@@ -407,16 +421,11 @@ func (c *Conn) ready(ev uint32) {
 	}
 	if ev&(epollIn|epollRDHup|epollErr|epollHup) != 0 {
 		if c.readQueued && c.onReadable != nil && !c.muted {
-			// Reported again before its queued read ran: the worker
-			// has a line of work ahead of it, and a level-triggered
-			// watch would report it at every poll until then (with a
-			// line of 2,000 connections, a tenth of the server's CPU
-			// went to polls that found only those). Leave the read
-			// interest out until the read runs; the read puts it back
-			// (readReady), and the kernel reports what is still unread
-			// then.
-			c.muted = true
-			_ = c.setEvents(c.wantEvents())
+			c.reports++
+			if c.reports >= muteAfter {
+				c.muted = true
+				_ = c.setEvents(c.wantEvents())
+			}
 		}
 		c.QueueRead()
 	}
@@ -465,7 +474,7 @@ func (c *Conn) QueueRead() {
 func (c *Conn) readReady() {
 	c.readQueued = false
 	muted := c.muted
-	c.muted = false
+	c.muted, c.reports = false, 0
 	if !c.closed && c.onReadable != nil {
 		c.onReadable()
 	}
