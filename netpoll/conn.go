@@ -473,13 +473,18 @@ func (c *Conn) QueueRead() {
 
 func (c *Conn) readReady() {
 	c.readQueued = false
-	muted := c.muted
-	c.muted, c.reports = false, 0
+	c.reports = 0
+	if c.muted && !c.closed {
+		// The interest goes back before the callback, not after: the
+		// callback may move the connection to another worker (MoveTo),
+		// after which nothing of it is this worker's to touch. What the
+		// callback reads before the next poll is not reported then, as
+		// epoll checks readiness again when it reports.
+		c.muted = false
+		_ = c.setEvents(c.wantEvents())
+	}
 	if !c.closed && c.onReadable != nil {
 		c.onReadable()
-	}
-	if muted && !c.closed {
-		_ = c.setEvents(c.wantEvents())
 	}
 }
 

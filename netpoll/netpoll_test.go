@@ -724,6 +724,15 @@ func TestOnHangupWithoutReading(t *testing.T) {
 // reads, and is read, written and closed there; one with a write waiting
 // for room refuses to move and stays usable.
 func TestMoveToAnotherWorker(t *testing.T) {
+	t.Run("watched", func(t *testing.T) { testMoveToAnotherWorker(t, false) })
+	// The read that moves it ran with its watch muted (Conn.muted): the
+	// old worker touches nothing of it after the callback (a data race
+	// with the new worker's OnReadable, under -race, when it put the
+	// interest back after the callback).
+	t.Run("muted", func(t *testing.T) { testMoveToAnotherWorker(t, true) })
+}
+
+func testMoveToAnotherWorker(t *testing.T, mute bool) {
 	s := schedtest.Start(t, 2)
 	type read struct {
 		worker int
@@ -760,6 +769,12 @@ func TestMoveToAnotherWorker(t *testing.T) {
 			})
 		}
 		assert.NoError(t, c.OnReadable(lanes.Upstream, onRead))
+		if mute {
+			for range 1 + muteAfter {
+				c.ready(epollIn)
+			}
+			assert.Zero(t, c.events&epollIn, "muted")
+		}
 	})
 	require.NoError(t, err)
 	defer l.Close()
