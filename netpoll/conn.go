@@ -30,10 +30,9 @@ type Conn struct {
 	flushFn    func() // made per Push would allocate per event
 	readLane   lanes.ID
 	readQueued bool // a read callback is queued: don't queue another
-	// muted leaves the read interest out of the watch while a queued read
-	// waits its turn after readiness reported it muteAfter times (see
-	// ready); reports counts them.
-	muted   bool
+	// reports counts readiness's reports of a queued read that waits its
+	// turn; at muteAfter the read interest is left out of the watch until
+	// the read runs (see ready).
 	reports uint8
 	flushQd bool // a flush is queued
 
@@ -365,7 +364,7 @@ func (c *Conn) wantEvents() uint32 {
 	ev := uint32(0)
 	switch {
 	case c.onReadable != nil:
-		if !c.muted {
+		if c.reports < muteAfter {
 			ev |= epollIn | epollRDHup
 		}
 	case c.onHangup != nil:
@@ -398,7 +397,7 @@ func (c *Conn) setEvents(ev uint32) error {
 
 // muteAfter is how many times readiness may report a connection again
 // while its queued read waits its turn before the read interest is left
-// out of its watch until the read runs (Conn.muted). A level-triggered
+// out of its watch until the read runs (Conn.reports). A level-triggered
 // watch reports it at every poll until then: with a line of 2,000
 // connections, a tenth of the server's CPU went to polls that found only
 // those. Leaving the interest out and putting it back costs two epoll_ctl
@@ -420,10 +419,8 @@ func (c *Conn) ready(ev uint32) {
 		c.w.Push(lanes.Continuation, c.flushFn)
 	}
 	if ev&(epollIn|epollRDHup|epollErr|epollHup) != 0 {
-		if c.readQueued && c.onReadable != nil && !c.muted {
-			c.reports++
-			if c.reports >= muteAfter {
-				c.muted = true
+		if c.readQueued && c.onReadable != nil && c.reports < muteAfter {
+			if c.reports++; c.reports == muteAfter {
 				_ = c.setEvents(c.wantEvents())
 			}
 		}
@@ -473,14 +470,14 @@ func (c *Conn) QueueRead() {
 
 func (c *Conn) readReady() {
 	c.readQueued = false
+	muted := c.reports >= muteAfter
 	c.reports = 0
-	if c.muted && !c.closed {
+	if muted && !c.closed {
 		// The interest goes back before the callback, not after: the
 		// callback may move the connection to another worker (MoveTo),
 		// after which nothing of it is this worker's to touch. What the
 		// callback reads before the next poll is not reported then, as
 		// epoll checks readiness again when it reports.
-		c.muted = false
 		_ = c.setEvents(c.wantEvents())
 	}
 	if !c.closed && c.onReadable != nil {

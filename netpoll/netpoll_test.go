@@ -725,7 +725,7 @@ func TestOnHangupWithoutReading(t *testing.T) {
 // for room refuses to move and stays usable.
 func TestMoveToAnotherWorker(t *testing.T) {
 	t.Run("watched", func(t *testing.T) { testMoveToAnotherWorker(t, false) })
-	// The read that moves it ran with its watch muted (Conn.muted): the
+	// The read that moves it ran with its watch muted (Conn.reports): the
 	// old worker touches nothing of it after the callback (a data race
 	// with the new worker's OnReadable, under -race, when it put the
 	// interest back after the callback).
