@@ -32,14 +32,31 @@ func pinSelf(cpus []int) (restore func() error, err error) {
 		return nil, fmt.Errorf("bench: read CPU affinity: %w", err)
 	}
 	old := make(map[int]unix.CPUSet)
+	// unpin gives each thread its former mask, a thread born since the
+	// pin the caller's. A thread that a pinned one starts while a pass
+	// runs inherits the pin after the pass has listed the threads, so
+	// passes repeat until one finds every thread as it should be (a few
+	// at most: once the others are unpinned, new threads inherit no pin).
 	unpin := func() error {
-		return eachThread(func(tid int) error {
-			set, ok := old[tid]
-			if !ok {
-				set = def
+		for range 4 {
+			changed := false
+			err := eachThread(func(tid int) error {
+				set, ok := old[tid]
+				if !ok {
+					set = def
+				}
+				var now unix.CPUSet
+				if err := unix.SchedGetaffinity(tid, &now); err == nil && now == set {
+					return nil
+				}
+				changed = true
+				return unix.SchedSetaffinity(tid, &set)
+			})
+			if err != nil || !changed {
+				return err
 			}
-			return unix.SchedSetaffinity(tid, &set)
-		})
+		}
+		return nil
 	}
 	pinned := cpuSet(cpus)
 	err = eachThread(func(tid int) error {
