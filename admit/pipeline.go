@@ -95,6 +95,9 @@ type Pipeline struct {
 	canceled atomic.Int64 // Cancel and Withdraw
 	shards   []shard
 	window   window // the rate of admissions and the futility of the lower limit (window.go)
+	// limitRefusals records whether the clients refused at MaxAge sent
+	// again at once (window.go).
+	limitRefusals resends
 
 	observers observers // see Observe (observe.go)
 
@@ -115,7 +118,9 @@ type shard struct {
 	// resent counts those of them whose client resent at once
 	// (Ticket.Resent).
 	resent atomic.Int64
-	_      [32]byte
+	// aged counts refusals at MaxAge (window.go).
+	aged atomic.Int64
+	_    [24]byte
 }
 
 // New builds the pipeline that cfg describes, on host, and attaches its
@@ -247,13 +252,20 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	t.policies = false
 	t.answer, t.extra = nil, nil
 	now := p.clock()
+	if t.aged {
+		// The request before this one on its connection was refused at
+		// MaxAge: whether its client sent this one at once tells a
+		// closed loop (window.go).
+		t.aged = false
+		p.limitRefusals.record(now, t.Resent)
+	}
 	t.arrived, t.known = now, false // unknown: the wait counts from now
 	if t.Stamp != 0 {
 		if limit := p.maxAge.Load(); limit > 0 {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
 			lowered := false
-			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() {
+			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() && !p.resendsMakeTheLine(now) {
 				p.measure(now)
 				if target := p.lowLimit(); age >= target && age < limit && !p.withinShare(t) {
 					lowered, limit = true, target
@@ -267,6 +279,9 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 						sh.resent.Add(1)
 					}
 					p.measure(now)
+				} else {
+					p.shard(t).aged.Add(1)
+					t.aged = true
 				}
 				// The server is behind its arrivals: as closed as a
 				// gate's refusal (with the age limit alone, it is the

@@ -47,6 +47,7 @@ type Ticket struct {
 	blamed   bool   // counted in the closed-time integral
 	until    int64  // when the caller's time runs out, on the pipeline's clock; 0: none
 	policies bool   // the policies admitted it and hold it
+	aged     bool   // refused at MaxAge: the next Decide records whether it was resent (window.go)
 	answer   *reject.Answer
 	extra    http.Header
 	phase    atomic.Uint32

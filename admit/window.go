@@ -2,6 +2,7 @@ package admit
 
 import (
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,9 +60,14 @@ type window struct {
 	admitted int64        // admissions when it started
 	lowered  int64        // refusals under the lowered limit when it started
 	resent   int64        // those of them resent at once (Ticket.Resent)
+	aged     int64        // refusals at MaxAge when it started
 	episode  uint64       // the standing episode when it started, +1; 0: not standing
 	over     int          // windows in a row of this standing period over FutileRatio
 	rate     atomic.Int64
+	// fewAged is whether the last window refused for their age (at MaxAge
+	// or under the lower limit) at most half as many requests as it
+	// admitted, and admitted some.
+	fewAged atomic.Bool
 	// futile is 1 + the standing episode (queue.Detector.Episode) in which
 	// the lowered limit was found futile; 0: none.
 	futile atomic.Uint64
@@ -74,11 +80,12 @@ func (p *Pipeline) measure(now int64) {
 		return
 	}
 	defer w.mu.Unlock()
-	var admitted, lowered, resent int64
+	var admitted, lowered, resent, aged int64
 	for i := range p.shards {
 		admitted += p.shards[i].admitted.Load()
 		lowered += p.shards[i].lowered.Load()
 		resent += p.shards[i].resent.Load()
+		aged += p.shards[i].aged.Load()
 	}
 	var episode uint64
 	if p.det != nil && p.det.Standing(now) {
@@ -89,9 +96,11 @@ func (p *Pipeline) measure(now int64) {
 	switch {
 	case at == 0 || gap > int64(windowStale):
 		w.rate.Store(-1)
+		w.fewAged.Store(false)
 	case gap >= int64(windowMin):
 		da, dl, dr := admitted-w.admitted, lowered-w.lowered, resent-w.resent
 		w.rate.Store(da * int64(time.Second) / gap)
+		w.fewAged.Store(da > 0 && 2*(aged-w.aged+dl) <= da)
 		// Only windows spent whole in one standing period, and
 		// FutileWindows of them in a row: the first ones of an
 		// overload also refuse the line that built up before the
@@ -110,14 +119,14 @@ func (p *Pipeline) measure(now int64) {
 		return // another caller closed it meanwhile
 	}
 	w.at.Store(now)
-	w.admitted, w.lowered, w.resent, w.episode = admitted, lowered, resent, episode
+	w.admitted, w.lowered, w.resent, w.aged, w.episode = admitted, lowered, resent, aged, episode
 }
 
 // lowered reports whether the standing line's lower limit (Target) applies
 // at now: the line stands, and refusing has not been found futile in this
 // standing period.
 func (p *Pipeline) lowered(now int64) bool {
-	return p.det != nil && p.det.Standing(now) && !p.futileEpisode()
+	return p.det != nil && p.det.Standing(now) && !p.futileEpisode() && !p.resendsMakeTheLine(now)
 }
 
 // futile reports whether the line stands and the lower limit has been
@@ -131,6 +140,107 @@ func (p *Pipeline) futile(now int64) bool {
 // stands.
 func (p *Pipeline) futileEpisode() bool {
 	return p.window.futile.Load() == p.det.Episode()+1
+}
+
+// Refusals at MaxAge tell, before the standing line's lower limit has
+// refused anything, whether the line is made of clients that resend at
+// once. A closed loop of a few more clients than the server starts within
+// MaxAge (64 connections of wrk to a 2 ms handler on one worker: a line of
+// about 110 ms) has the back of its line refused at MaxAge, a few clients
+// each time round, and every one of them sends again at once
+// (Ticket.Resent on its connection's next request, whether its answer
+// came at once or after a hold), and there are far fewer of them than
+// admissions. An open-loop overload refuses at MaxAge as many requests as
+// it brings beyond what the server completes, at least as many as it
+// admits at 2x and more; a pool of connections that reuses the one it got
+// back last carries a new request on a refused connection within
+// ResendWindow more and more often as the rate grows, so the resends
+// alone cannot tell it from a closed loop.
+const (
+	// ResendsSeen is how many of the latest refusals at MaxAge, none a
+	// second after the one before, the record must hold before it tells
+	// anything: a closed loop refuses the few clients past MaxAge
+	// together, once each time round.
+	ResendsSeen = 8
+	// resendsKept is how many the record keeps; more than three in four
+	// of those it holds must have been resent.
+	resendsKept = 16
+)
+
+// resends records the latest refusals at MaxAge whose connection carried
+// another request: whether that one was sent at once, and when the latest
+// was recorded.
+type resends struct {
+	// bits holds the Resent bit of each of the latest refusals, the
+	// newest lowest, in its low resendsKept bits, and how many it holds
+	// above them.
+	bits atomic.Uint64
+	at   atomic.Int64 // the latest refusal's time, on the pipeline's clock
+}
+
+// record adds a refusal followed at now by a request, resent at once or
+// not; after a second without one (windowStale), the record starts
+// afresh.
+func (r *resends) record(now int64, resent bool) {
+	fresh := now-r.at.Swap(now) > int64(windowStale)
+	for {
+		old := r.bits.Load()
+		kept, n := old&(1<<resendsKept-1), old>>resendsKept
+		if fresh {
+			kept, n = 0, 0
+		}
+		kept = kept << 1 & (1<<resendsKept - 1)
+		if resent {
+			kept |= 1
+		}
+		n = min(n+1, resendsKept)
+		if r.bits.CompareAndSwap(old, kept|n<<resendsKept) {
+			return
+		}
+	}
+}
+
+// mostlyResent reports whether the record holds at least ResendsSeen
+// refusals, the latest within a second of now, more than three in four of
+// them followed by a request resent at once.
+func (r *resends) mostlyResent(now int64) bool {
+	if now-r.at.Load() > int64(windowStale) {
+		return false
+	}
+	v := r.bits.Load()
+	n := int(v >> resendsKept)
+	return n >= ResendsSeen && 4*bits.OnesCount64(v&(1<<resendsKept-1)) > 3*n
+}
+
+// resendsPastTheLimit reports whether the latest refusals at MaxAge were
+// those of a closed loop a little longer than the limit: their clients
+// mostly sent again at once (ResendsSeen), and over the last window (of
+// 50 ms or more) the refusals for age, at MaxAge and under the lower
+// limit, were at most half as many as the admissions. (While an overload's
+// line stands, the lower limit refuses more than the server admits, and
+// the few requests that reach MaxAge then, after a stall, are no sign of
+// a closed loop: a pool that reuses its connections at thousands a second
+// carries a new request on them at once.)
+func (p *Pipeline) resendsPastTheLimit(now int64) bool {
+	if !p.limitRefusals.mostlyResent(now) {
+		return false
+	}
+	p.measure(now)
+	return p.window.fewAged.Load()
+}
+
+// resendsMakeTheLine reports whether the line stands and is made of clients
+// that resend at once, as the refusals at MaxAge show
+// (resendsPastTheLimit): the lower limit is then futile for the rest of
+// the standing period from its first request, as if the windows had found
+// it so (FutileRatio), without the refusals it would have made before they
+// did (about 1,300 in 200 ms, with 64 connections to a 2 ms handler).
+func (p *Pipeline) resendsMakeTheLine(now int64) bool {
+	if p.det == nil || !p.det.Standing(now) || !p.resendsPastTheLimit(now) {
+		return false
+	}
+	p.window.futile.Store(p.det.Episode() + 1)
+	return true
 }
 
 // standingStarts is how many requests each shard must be able to start
@@ -185,12 +295,13 @@ func (p *Pipeline) Servable() int {
 //   - t was refused because its request had waited Config.MaxAge or more,
 //     in the sockets or in the queue: the server's own limit, not the
 //     standing line's lower one;
-//   - the line stands and its lower limit was found futile (FutileRatio):
-//     the clients resend at once;
-//   - t's own client resent it at once (Ticket.Resent): a pool that
-//     carries new requests on its connections, and seldom that soon, is
-//     not held for the clients that do;
 //   - clients exceeds Servable;
+//   - the latest refusals at MaxAge were those of a closed loop a little
+//     longer than the limit (ResendsSeen), whether the line stands or
+//     not; or the line stands, its lower limit was found futile
+//     (FutileRatio), and t's own client resent it at once (Ticket.Resent):
+//     a pool that carries new requests on its connections, and seldom
+//     that soon, is not held for the clients that do;
 //
 // and 0 otherwise. A client that resends the moment it is refused then
 // waits in its socket, at no cost to the server, as one that honours
@@ -201,12 +312,15 @@ func (p *Pipeline) Servable() int {
 // many clients' requests, retries them elsewhere. The sluice server parks
 // the connection (server.Config.HoldRefused).
 func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
-	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known || !t.Resent {
+	if t.answer == nil || t.answer.Reason != reject.QueueTimeout || !t.known {
 		return 0
 	}
 	now := p.clock()
 	limit := p.maxAge.Load()
-	if limit <= 0 || p.answers.retry <= 0 || now-t.arrived < limit || !p.futile(now) || clients <= p.Servable() {
+	if limit <= 0 || p.answers.retry <= 0 || now-t.arrived < limit || clients <= p.Servable() {
+		return 0
+	}
+	if !p.resendsPastTheLimit(now) && !(t.Resent && p.futile(now)) {
 		return 0
 	}
 	return p.answers.retry

@@ -310,3 +310,125 @@ func TestStandingLimitCoversTwoStarts(t *testing.T) {
 		})
 	}
 }
+
+// refuseAtMaxAge has n requests refused for having waited past MaxAge,
+// each after between milliseconds of admitting one young request a
+// millisecond: a line that reaches the limit now and then, and does not
+// stand. The client of each sends again on its connection, at once
+// except every every-th (every = 0: never at once), and is served.
+func refuseAtMaxAge(t *testing.T, p *Pipeline, clk *fakeClock, n, every, between int) {
+	t.Helper()
+	for i := range n {
+		for range between {
+			clk.add(ms)
+			_, d := aged(p, 0)
+			require.Equal(t, Admitted, d)
+		}
+		r := newReq("/")
+		r.Stamp = time.Now().UnixNano() - int64(150*time.Millisecond)
+		require.Equal(t, Rejected, p.Decide(&r.Ticket))
+		r.Stamp = time.Now().UnixNano()
+		r.Resent = every > 0 && i%every != 0
+		require.Equal(t, Admitted, p.Decide(&r.Ticket))
+		p.Done(&r.Ticket, Outcome{Status: 200})
+	}
+}
+
+// A closed loop a little longer than the limit shows before its line
+// stands: the few clients refused at MaxAge each time round send again at
+// once, and there are far fewer of them than admissions. The lower limit is then futile from the standing
+// period's first request, without the thousand refusals the windows would
+// have made first. New requests refused at MaxAge (an open-loop overload's
+// onset), a pool that resends one time in four, refusals as many as the
+// admissions (an overload, whoever sends), too few refusals to tell, or a
+// record a second old keep it.
+func TestRefusalsAtMaxAgeOfResendsKeepTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		n, every, between int
+		silence           time.Duration
+		lowered           bool
+	}{
+		{"resent at once", 12, 12, 4, 0, false},
+		{"new requests", 12, 0, 4, 0, true},
+		{"one in four resent", 16, 4, 4, 0, true},
+		{"resent, as many as admitted", 40, 40, 0, 0, true},
+		{"too few to tell", ResendsSeen - 1, 100, 4, 0, true},
+		{"resent at once, a second ago", 12, 12, 4, 1100 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(10 * ms)
+			p := newPipeline(t, Config{}, Host{Clock: clk.now})
+			p.Servable()
+			refuseAtMaxAge(t, p, clk, tc.n, tc.every, tc.between)
+			clk.add(int64(tc.silence))
+			require.False(t, p.Stats().Standing, "premise: a line broken by young requests does not stand")
+			standUp(p, clk)
+			require.True(t, p.Stats().Standing)
+			_, d := aged(p, 50*time.Millisecond)
+			if tc.lowered {
+				assert.Less(t, p.Stats().MaxAge, DefaultMaxAge/2+time.Millisecond, "the lower limit (two starts at the rate admitted, at this rate)")
+				assert.Equal(t, Rejected, d, "a request of 50 ms is refused by the lower limit")
+				return
+			}
+			assert.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "the lower limit is futile from the start")
+			assert.Equal(t, Admitted, d, "a request of 50 ms starts")
+		})
+	}
+}
+
+// A client refused at MaxAge is held, whether it resent its request at once
+// or not, and before the line stands, when the latest refusals at MaxAge
+// were those of a closed loop a little longer than the limit, whose line
+// reaches it only now and then: each client refused is one that sends
+// again at once.
+func TestHoldBeforeTheLineStands(t *testing.T) {
+	clk := newClock(10 * ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	p.Servable()
+	admitN(t, p, 100)
+	clk.add(100 * ms)
+	late, d := resent(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, p.Hold(&late.Ticket, 1000), "one refusal tells nothing")
+
+	refuseAtMaxAge(t, p, clk, 12, 12, 4)
+	require.False(t, p.Stats().Standing)
+	late, d = resent(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Equal(t, DefaultRetryAfter, p.Hold(&late.Ticket, 1000), "the refusals at MaxAge are a closed loop's")
+	fresh, d := aged(p, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Equal(t, DefaultRetryAfter, p.Hold(&fresh.Ticket, 1000), "not resent itself, but one of the loop's clients")
+	assert.Zero(t, p.Hold(&late.Ticket, 2), "within what the server serves")
+
+	// Refusals at MaxAge as many as the admissions: an overload, whoever
+	// sends.
+	q := newPipeline(t, Config{}, Host{Clock: clk.now})
+	q.Servable()
+	refuseAtMaxAge(t, q, clk, 60, 60, 0)
+	require.False(t, q.Stats().Standing)
+	late, d = resent(q, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, q.Hold(&late.Ticket, 1000), "as many refused at MaxAge as admitted")
+
+	// An open-loop overload whose line stands: the lower limit refuses
+	// five new requests per admission, and the few that reach MaxAge
+	// (after a stall) are on connections that a pool reuses at once.
+	o := newPipeline(t, Config{}, Host{Clock: clk.now})
+	o.Servable()
+	standUp(o, clk)
+	for range 12 {
+		spin(o, clk, 10*time.Millisecond, 5, false)
+		r := newReq("/")
+		r.Stamp = time.Now().UnixNano() - int64(150*time.Millisecond)
+		require.Equal(t, Rejected, o.Decide(&r.Ticket))
+		r.Stamp, r.Resent = time.Now().UnixNano(), true
+		o.Decide(&r.Ticket)
+	}
+	require.True(t, o.Stats().Standing)
+	require.Equal(t, 5*time.Millisecond, o.Stats().MaxAge, "the lower limit works")
+	late, d = resent(o, 150*time.Millisecond)
+	require.Equal(t, Rejected, d)
+	assert.Zero(t, o.Hold(&late.Ticket, 1000), "the lower limit refuses more than the server admits")
+}
