@@ -301,6 +301,9 @@ type GRPCDetail struct {
 	// not-started marker (reject.NotStartedHeader as metadata): refused
 	// before the handler ran.
 	NotStarted int64 `json:"not_started"`
+	// Unknown is the error of the first call that ended UNKNOWN, whose
+	// cause a refusal's code would not say.
+	Unknown string `json:"unknown,omitempty"`
 	// Attempts are the attempts the client made (a client stats
 	// handler's Begin events), retries and transparent retries
 	// included; Amplification is Attempts over Calls.
@@ -432,6 +435,7 @@ type grpcOutcome struct {
 	// does not count as goodput.
 	late    bool
 	latency time.Duration
+	err     error // a call that ended UNKNOWN: its error
 }
 
 // forecast makes one unary call on the i-th connection (mod their count)
@@ -445,6 +449,9 @@ func (cl *grpcClients) forecast(ctx context.Context, i int, deadline time.Durati
 	o := grpcOutcome{code: status.Code(err), latency: time.Since(start)}
 	if err != nil {
 		o.notStarted = slices.Contains(trailer.Get(reject.NotStartedHeader), "1")
+	}
+	if o.code == codes.Unknown {
+		o.err = err
 	}
 	o.late = err == nil && o.latency > deadline
 	return o
@@ -465,7 +472,8 @@ type grpcResult struct {
 	mu         sync.Mutex
 	calls, ok  int64
 	notStarted int64
-	lateOK     int64 // answered OK, seen past the deadline
+	unknown    string // the first UNKNOWN call's error (GRPCDetail.Unknown)
+	lateOK     int64  // answered OK, seen past the deadline
 	codes      map[string]int64
 	latency    *hdrhistogram.Histogram // the OK calls', microseconds
 	messages   int64
@@ -496,6 +504,9 @@ func (r *grpcResult) record(o grpcOutcome) {
 	if o.notStarted {
 		r.notStarted++
 	}
+	if o.err != nil && r.unknown == "" {
+		r.unknown = fmt.Sprintf("%v (not started: %v)", o.err, o.notStarted)
+	}
 }
 
 // grpcLateShare is the share of calls started more than
@@ -510,6 +521,7 @@ func (r *grpcResult) fill(s *bench.Sample, d *GRPCDetail, attempts int64) {
 	s.Late, s.MaxLag = r.late, r.maxLag
 	s.Behind = r.calls > 0 && float64(r.late) > grpcLateShare*float64(r.calls)
 	d.Calls, d.OK, d.LateOK, d.NotStarted, d.Attempts = r.calls, r.ok, r.lateOK, r.notStarted, attempts
+	d.Unknown = r.unknown
 	if len(r.codes) > 0 {
 		d.Codes = r.codes
 	}

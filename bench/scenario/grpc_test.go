@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
@@ -64,7 +66,10 @@ func TestGRPCRunsEveryPartOnEachTarget(t *testing.T) {
 			refusals := d.Codes["Unavailable"] + d.Codes["DeadlineExceeded"] + d.Codes["ResourceExhausted"]
 			unknown := d.Codes["Unknown"]
 			assert.GreaterOrEqual(t, refusals+unknown, d.NotStarted, "%s: every refusal a gRPC status of a refusal's code: %v", what, d.Codes)
-			assert.LessOrEqual(t, unknown, max(1, d.NotStarted/20), "%s: few UNKNOWN: %v", what, d.Codes)
+			assert.LessOrEqual(t, unknown, max(1, d.NotStarted/20), "%s: few UNKNOWN: %v, the first: %s", what, d.Codes, d.Unknown)
+			if unknown > 0 {
+				t.Logf("%s: %d UNKNOWN, the first: %s", what, unknown, d.Unknown)
+			}
 			if d.Part == GRPCRetry {
 				// The pushback (1 s, from Retry-After) outlasts the
 				// deadline: the client waits it out and gives up.
@@ -132,4 +137,22 @@ func TestGRPCChecksAndPlans(t *testing.T) {
 	s.TLS = false
 	assert.Error(t, (&GRPC{Multiples: []float64{-1}}).Check(&s))
 	assert.Error(t, (&GRPC{Conns: -1}).Check(&s))
+}
+
+// A run keeps the error of its first call that ended UNKNOWN, and whether
+// it was marked not started: the code alone does not say why.
+func TestGRPCResultKeepsTheFirstUnknown(t *testing.T) {
+	r := newGRPCResult()
+	r.record(grpcOutcome{code: codes.OK, latency: time.Millisecond})
+	r.record(grpcOutcome{code: codes.Unavailable, notStarted: true})
+	first := status.Error(codes.Unknown, "first")
+	r.record(grpcOutcome{code: codes.Unknown, notStarted: true, err: first})
+	r.record(grpcOutcome{code: codes.Unknown, err: status.Error(codes.Unknown, "second")})
+	var s bench.Sample
+	var d GRPCDetail
+	r.fill(&s, &d, 4)
+	assert.Equal(t, map[string]int64{"Unavailable": 1, "Unknown": 2}, d.Codes)
+	assert.Equal(t, int64(2), d.NotStarted)
+	assert.Contains(t, d.Unknown, "first")
+	assert.Contains(t, d.Unknown, "not started: true")
 }
