@@ -32,7 +32,12 @@ const ChildEnv = "SLUICE_BENCH_TARGET"
 type ChildSpec struct {
 	Target  string      `json:"target"`
 	Handler HandlerSpec `json:"handler"`
-	Nice    int         `json:"nice,omitempty"`
+	// SpinRate is the rate of the handler's Spinner (weather.SpinnerAt):
+	// a suite gives every child its own (SuiteConfig.SpinRate), so that
+	// the targets it compares do the same work per request. Zero: the
+	// child measures its own.
+	SpinRate float64 `json:"spin_rate,omitempty"`
+	Nice     int     `json:"nice,omitempty"`
 	// Probe, when positive, makes the child write a "probe" line (its
 	// goroutines and heap, childProbe) every Probe while it serves, and
 	// an "exit" line (ChildExit) after it stopped.
@@ -65,6 +70,15 @@ type ChildSpec struct {
 // target gets all the CPU the generator leaves, which is what it gets in
 // the calibration too.
 const TargetNice = 10
+
+// Spinner returns the Spinner for the child's CPU work: at SpinRate, or,
+// without one, measured now (weather.NewSpinner).
+func (cs ChildSpec) Spinner() *weather.Spinner {
+	if s, err := weather.SpinnerAt(cs.SpinRate); err == nil {
+		return s
+	}
+	return weather.NewSpinner()
+}
 
 // Options returns the weather service's options for the spec.
 func (h HandlerSpec) Options() weather.Config {
@@ -123,7 +137,9 @@ func serveChild(ctx context.Context, spec string, in io.Reader, out io.Writer, h
 	if _, ok := targetByName(cs.Target, o); !ok && cs.Hook == "" {
 		return fmt.Errorf("unknown target %q", cs.Target)
 	}
-	h := weather.Handler(cs.Handler.Options())
+	opts := cs.Handler.Options()
+	opts.SpinRate = cs.SpinRate
+	h := weather.Handler(opts)
 	part, err := openHook(cs, h, hooks)
 	if err != nil {
 		return err

@@ -209,6 +209,9 @@ type Report struct {
 	Machine  string        `json:"machine"`
 	Deadline time.Duration `json:"deadline"`
 	Repeats  int           `json:"repeats"`
+	// SpinRate is the rate of the Spinner every target computed with
+	// (SuiteConfig.SpinRate); zero when each measured its own.
+	SpinRate float64 `json:"spin_rate,omitempty"`
 	// TargetCPUs and GeneratorCPUs are the CPUs the targets and the load
 	// generator were restricted to (SuiteConfig); empty when they shared
 	// the machine.

@@ -14,6 +14,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/sluice-go/sluice/bench/load"
+	"github.com/sluice-go/sluice/examples/weather"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -137,6 +138,14 @@ type SuiteConfig struct {
 	// Launch starts the targets' child processes; nil runs this
 	// executable (which must call ServeChild first).
 	Launch Launcher
+	// SpinRate is the rate of the Spinner that every child's handler
+	// computes with (ChildSpec.SpinRate, weather.SpinnerAt), so that the
+	// targets compared do the same work per request: each child's own
+	// measure of the loop, 5 ms long, came out up to 10% apart from the
+	// next one's. Zero measures it once, when the suite starts (the best
+	// of spinMeasures: what interrupts a measure only slows the loop);
+	// negative lets each child measure its own.
+	SpinRate float64
 	// Progress, if set, is called as the suite goes, with the planned
 	// time done and in all, and what runs now.
 	Progress func(done, total time.Duration, now string)
@@ -179,6 +188,9 @@ func (c *SuiteConfig) defaults() error {
 	}
 	if c.Shape.Name == "" {
 		c.Shape = ShapeIO
+	}
+	if c.SpinRate == 0 {
+		c.SpinRate = measureSpinRate()
 	}
 	if len(c.Shapes) == 0 {
 		c.Shapes = []Shape{ShapeCPU, ShapeIO, ShapeBlocking}
@@ -331,6 +343,28 @@ func (c *SuiteConfig) capacityOf(ctx context.Context, target string, sh Shape, p
 	return c.calibrateChild(ctx, c.child(target, sh.Spec, q))
 }
 
+// spinMeasures is how many measures of the Spinner's loop measureSpinRate
+// takes the best of.
+const spinMeasures = 5
+
+// measureSpinRate measures the rate of the Spinner's loop on this machine:
+// the best of spinMeasures measures.
+func measureSpinRate() float64 {
+	var best float64
+	for range spinMeasures {
+		best = max(best, weather.NewSpinner().Rate())
+	}
+	return best
+}
+
+// spun returns cs with the suite's spin rate, unless it has its own.
+func (c *SuiteConfig) spun(cs ChildSpec) ChildSpec {
+	if cs.SpinRate == 0 && c.SpinRate > 0 {
+		cs.SpinRate = c.SpinRate
+	}
+	return cs
+}
+
 // child is the child process that serves spec on target, over TLS when
 // the suite says so, in quota q or else the suite's Quota.
 func (c *SuiteConfig) child(target string, spec HandlerSpec, q *Quota) ChildSpec {
@@ -357,6 +391,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (rep *Report, err error) {
 		Machine:       machine(),
 		Deadline:      cfg.Deadline,
 		Repeats:       cfg.Repeats,
+		SpinRate:      max(cfg.SpinRate, 0),
 		TargetCPUs:    cfg.TargetCPUs,
 		GeneratorCPUs: cfg.GeneratorCPUs,
 	}
@@ -450,7 +485,7 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 // calibrateChild is calibrate on the child cs describes.
 func (cfg *SuiteConfig) calibrateChild(ctx context.Context, cs ChildSpec) (capacity, cpu float64, err error) {
 	target := cs.Target
-	p, err := startChild(ctx, cfg.Launch, cs, cfg.TargetCPUs)
+	p, err := startChild(ctx, cfg.Launch, cfg.spun(cs), cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}

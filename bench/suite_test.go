@@ -250,3 +250,22 @@ func TestSuiteTakesASuppliedTarget(t *testing.T) {
 	assert.Contains(t, cfg.Targets, "own", "all targets: the supplied ones too")
 	assert.Contains(t, cfg.Targets, "sluice")
 }
+
+// A suite measures the Spinner's rate once and gives it to every child it
+// starts, unless the child has its own; a negative rate lets each child
+// measure its own.
+func TestSuiteGivesItsChildrenOneSpinRate(t *testing.T) {
+	cfg := tinySuite()
+	require.NoError(t, cfg.defaults())
+	require.Positive(t, cfg.SpinRate, "measured when the suite starts")
+	cs := cfg.spun(cfg.child("sluice", suiteShape.Spec, nil))
+	assert.Equal(t, cfg.SpinRate, cs.SpinRate)
+	assert.Equal(t, cfg.SpinRate, cs.Spinner().Rate(), "the child's Spinner is at the suite's rate")
+	assert.Equal(t, 7.0, cfg.spun(ChildSpec{SpinRate: 7}).SpinRate, "a child's own rate is kept")
+
+	own := tinySuite()
+	own.SpinRate = -1
+	require.NoError(t, own.defaults())
+	assert.Zero(t, own.spun(ChildSpec{}).SpinRate)
+	assert.Positive(t, ChildSpec{}.Spinner().Rate(), "without a rate, the child measures its own")
+}

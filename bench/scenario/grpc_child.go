@@ -63,11 +63,11 @@ type grpcWeather struct {
 	spin *weather.Spinner // nil without CPU work
 }
 
-// newGRPCWeather returns the service doing spec's work per call.
-func newGRPCWeather(spec bench.HandlerSpec) *grpcWeather {
-	w := &grpcWeather{spec: spec}
-	if spec.CPU > 0 {
-		w.spin = weather.NewSpinner()
+// newGRPCWeather returns the service doing cs's work per call.
+func newGRPCWeather(cs bench.ChildSpec) *grpcWeather {
+	w := &grpcWeather{spec: cs.Handler}
+	if cs.Handler.CPU > 0 {
+		w.spin = cs.Spinner()
 	}
 	return w
 }
@@ -160,7 +160,7 @@ func openGRPCChild(cs bench.ChildSpec, _ http.Handler) (*bench.ChildPart, error)
 		return nil, err
 	}
 	gs := grpc.NewServer()
-	gs.RegisterService(&grpcWeatherDesc, newGRPCWeather(cs.Handler))
+	gs.RegisterService(&grpcWeatherDesc, newGRPCWeather(cs))
 	addr := cs.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"

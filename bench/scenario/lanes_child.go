@@ -62,7 +62,7 @@ func (c *Lanes) ChildHook() bench.ChildHook {
 		if err != nil {
 			return nil, err
 		}
-		h, log := lanesHandler(cs.Handler.CPU, lc)
+		h, log := lanesHandler(cs.Handler.CPU, cs.Spinner(), lc)
 		return &bench.ChildPart{
 			Handler:   h,
 			Configure: func(cfg *sluice.Config) error { lc.configure(cfg); return nil },
@@ -158,10 +158,9 @@ type WorkSeries struct {
 }
 
 // lanesHandler is the lanes scenario's target handler, whose interactive
-// requests compute for cpu, and its work log.
-func lanesHandler(cpu time.Duration, lc *LanesChild) (http.Handler, *workLog) {
+// requests compute for cpu with spin, and its work log.
+func lanesHandler(cpu time.Duration, spin *weather.Spinner, lc *LanesChild) (http.Handler, *workLog) {
 	log := newWorkLog(lc.Span)
-	spin := weather.NewSpinner()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+LanesInteractivePath, func(w http.ResponseWriter, _ *http.Request) {
 		spin.Spin(cpu)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/examples/weather"
 	"github.com/sluice-go/sluice/laneadmin"
 	"github.com/sluice-go/sluice/lanes"
 )
@@ -24,7 +25,7 @@ import (
 // On net/http, Yield does nothing: the batch handler computes its slices
 // in a row and logs each, and stops when its client has left.
 func TestLanesHandlerOnNetHTTP(t *testing.T) {
-	h, log := lanesHandler(200*time.Microsecond, &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute})
+	h, log := lanesHandler(200*time.Microsecond, weather.NewSpinner(), &LanesChild{Batch: 2 * time.Millisecond, Slice: 500 * time.Microsecond, Span: time.Minute})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}

@@ -1,6 +1,7 @@
 package weather
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 )
@@ -19,6 +20,22 @@ type Spinner struct {
 
 // calibrateFor is how much CPU time NewSpinner measures its loop over.
 const calibrateFor = 5 * time.Millisecond
+
+// SpinnerAt returns a Spinner that does perSecond rounds of its loop per
+// second of CPU time, as another Spinner's Rate: servers compared side by
+// side then do exactly the same work per request, where each one's own
+// NewSpinner would measure the loop a few percent apart (the measure is
+// short, and whatever interrupts it counts). It fails for a rate that is
+// not positive.
+func SpinnerAt(perSecond float64) (*Spinner, error) {
+	if !(perSecond > 0) {
+		return nil, fmt.Errorf("weather: spinner at %v rounds a second: the rate must be positive", perSecond)
+	}
+	return &Spinner{perSecond: perSecond}, nil
+}
+
+// Rate returns the rounds of the loop s does per second of CPU time.
+func (s *Spinner) Rate() float64 { return s.perSecond }
 
 // NewSpinner measures the speed of the spinning loop on this machine, for
 // about 5 ms of CPU time.

@@ -31,6 +31,10 @@ type Config struct {
 	// the same on every machine, and whatever the CPU the request gets
 	// meanwhile. Zero means none.
 	CPU time.Duration
+	// SpinRate, when positive, is the rate of the Spinner that does the
+	// CPU work (SpinnerAt), so that servers compared side by side do the
+	// same work per request; zero or less measures it (NewSpinner).
+	SpinRate float64
 	// DB is how long the simulated database takes to answer. Zero means
 	// it answers at once.
 	DB time.Duration
@@ -54,7 +58,10 @@ var summaries = [...]string{"sunny", "cloudy", "rain", "showers", "wind", "fog"}
 func Handler(opts Config) http.Handler {
 	var spin *Spinner
 	if opts.CPU > 0 {
-		spin = NewSpinner()
+		var err error
+		if spin, err = SpinnerAt(opts.SpinRate); err != nil {
+			spin = NewSpinner()
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /forecast", func(w http.ResponseWriter, r *http.Request) {

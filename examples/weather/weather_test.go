@@ -3,6 +3,7 @@ package weather
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -151,5 +152,27 @@ func TestSpinnerDoesItsWorkOnASharedCPU(t *testing.T) {
 	wg.Wait()
 	for i, c := range cpus {
 		assert.Greater(t, c, 2*alone/3, "spin %d: %v of CPU time, against %v for a spin alone", i, c, alone)
+	}
+}
+
+// A Spinner at a given rate does that many rounds a second of CPU time:
+// half the measured rate, half the CPU time for the same spin. A rate
+// that is not positive is refused.
+func TestSpinnerAtARate(t *testing.T) {
+	measured := NewSpinner()
+	half, err := SpinnerAt(measured.Rate() / 2)
+	require.NoError(t, err)
+	assert.Equal(t, measured.Rate()/2, half.Rate())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := func(s *Spinner) time.Duration {
+		start := cpuNow()
+		s.Spin(40 * time.Millisecond)
+		return cpuNow() - start
+	}
+	assert.InDelta(t, 0.5, float64(cpu(half))/float64(cpu(measured)), 0.25, "half the rate, half the work")
+	for _, bad := range []float64{0, -1, math.NaN()} {
+		_, err := SpinnerAt(bad)
+		assert.Error(t, err, "rate %v", bad)
 	}
 }
