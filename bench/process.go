@@ -73,12 +73,7 @@ const TargetNice = 10
 
 // Spinner returns the Spinner for the child's CPU work: at SpinRate, or,
 // without one, measured now (weather.NewSpinner).
-func (cs ChildSpec) Spinner() *weather.Spinner {
-	if s, err := weather.SpinnerAt(cs.SpinRate); err == nil {
-		return s
-	}
-	return weather.NewSpinner()
-}
+func (cs ChildSpec) Spinner() *weather.Spinner { return weather.SpinnerFor(cs.SpinRate) }
 
 // Options returns the weather service's options for the spec.
 func (h HandlerSpec) Options() weather.Config {

@@ -34,6 +34,16 @@ func SpinnerAt(perSecond float64) (*Spinner, error) {
 	return &Spinner{perSecond: perSecond}, nil
 }
 
+// SpinnerFor returns SpinnerAt(perSecond), or, for a rate that is not
+// positive, NewSpinner(): a rate given when there is one, measured
+// otherwise.
+func SpinnerFor(perSecond float64) *Spinner {
+	if s, err := SpinnerAt(perSecond); err == nil {
+		return s
+	}
+	return NewSpinner()
+}
+
 // Rate returns the rounds of the loop s does per second of CPU time.
 func (s *Spinner) Rate() float64 { return s.perSecond }
 

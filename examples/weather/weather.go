@@ -58,10 +58,7 @@ var summaries = [...]string{"sunny", "cloudy", "rain", "showers", "wind", "fog"}
 func Handler(opts Config) http.Handler {
 	var spin *Spinner
 	if opts.CPU > 0 {
-		var err error
-		if spin, err = SpinnerAt(opts.SpinRate); err != nil {
-			spin = NewSpinner()
-		}
+		spin = SpinnerFor(opts.SpinRate)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /forecast", func(w http.ResponseWriter, r *http.Request) {
