@@ -33,9 +33,9 @@ type ChildSpec struct {
 	Target  string      `json:"target"`
 	Handler HandlerSpec `json:"handler"`
 	// SpinRate is the rate of the handler's Spinner (weather.SpinnerAt):
-	// a suite gives every child its own (SuiteConfig.SpinRate), so that
-	// the targets it compares do the same work per request. Zero: the
-	// child measures its own.
+	// a suite gives all its children the same (SuiteConfig.SpinRate), so
+	// that the targets it compares do the same work per request. Zero:
+	// the child measures its own.
 	SpinRate float64 `json:"spin_rate,omitempty"`
 	Nice     int     `json:"nice,omitempty"`
 	// Probe, when positive, makes the child write a "probe" line (its

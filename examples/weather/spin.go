@@ -2,6 +2,7 @@ package weather
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 )
@@ -26,16 +27,16 @@ const calibrateFor = 5 * time.Millisecond
 // side then do exactly the same work per request, where each one's own
 // NewSpinner would measure the loop a few percent apart (the measure is
 // short, and whatever interrupts it counts). It fails for a rate that is
-// not positive.
+// not positive and finite.
 func SpinnerAt(perSecond float64) (*Spinner, error) {
-	if !(perSecond > 0) {
-		return nil, fmt.Errorf("weather: spinner at %v rounds a second: the rate must be positive", perSecond)
+	if !(perSecond > 0) || math.IsInf(perSecond, 1) {
+		return nil, fmt.Errorf("weather: spinner at %v rounds a second: the rate must be positive and finite", perSecond)
 	}
 	return &Spinner{perSecond: perSecond}, nil
 }
 
-// SpinnerFor returns SpinnerAt(perSecond), or, for a rate that is not
-// positive, NewSpinner(): a rate given when there is one, measured
+// SpinnerFor returns SpinnerAt(perSecond), or, for a rate it refuses (zero
+// among them), NewSpinner(): a rate given when there is one, measured
 // otherwise.
 func SpinnerFor(perSecond float64) *Spinner {
 	if s, err := SpinnerAt(perSecond); err == nil {

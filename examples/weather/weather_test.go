@@ -171,7 +171,7 @@ func TestSpinnerAtARate(t *testing.T) {
 		return cpuNow() - start
 	}
 	assert.InDelta(t, 0.5, float64(cpu(half))/float64(cpu(measured)), 0.25, "half the rate, half the work")
-	for _, bad := range []float64{0, -1, math.NaN()} {
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
 		_, err := SpinnerAt(bad)
 		assert.Error(t, err, "rate %v", bad)
 	}
