@@ -265,7 +265,7 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
 			lowered := false
-			if p.det != nil && p.det.Observe(now, age) && !p.futileEpisode() && !p.resendsMakeTheLine(now) {
+			if p.det != nil && p.det.Observe(now, age) && p.lowerable(now) {
 				p.measure(now)
 				if target := p.lowLimit(); age >= target && age < limit && !p.withinShare(t) {
 					lowered, limit = true, target

@@ -123,10 +123,17 @@ func (p *Pipeline) measure(now int64) {
 }
 
 // lowered reports whether the standing line's lower limit (Target) applies
-// at now: the line stands, and refusing has not been found futile in this
-// standing period.
+// at now: the line stands, and its lower limit is not futile (lowerable).
 func (p *Pipeline) lowered(now int64) bool {
-	return p.det != nil && p.det.Standing(now) && !p.futileEpisode() && !p.resendsMakeTheLine(now)
+	return p.det != nil && p.det.Standing(now) && p.lowerable(now)
+}
+
+// lowerable reports whether the lower limit of the standing line, which
+// the caller knows stands, applies: refusing has not been found futile in
+// this standing period, by the windows (FutileRatio) or from its start by
+// the refusals at MaxAge (resendsMakeTheLine, which marks it futile).
+func (p *Pipeline) lowerable(now int64) bool {
+	return !p.futileEpisode() && !p.resendsMakeTheLine(now)
 }
 
 // futile reports whether the line stands and the lower limit has been
@@ -229,14 +236,15 @@ func (p *Pipeline) resendsPastTheLimit(now int64) bool {
 	return p.window.fewAged.Load()
 }
 
-// resendsMakeTheLine reports whether the line stands and is made of clients
-// that resend at once, as the refusals at MaxAge show
-// (resendsPastTheLimit): the lower limit is then futile for the rest of
-// the standing period from its first request, as if the windows had found
-// it so (FutileRatio), without the refusals it would have made before they
-// did (about 1,300 in 200 ms, with 64 connections to a 2 ms handler).
+// resendsMakeTheLine reports whether the standing line (the caller knows
+// it stands) is made of clients that resend at once, as the refusals at
+// MaxAge show (resendsPastTheLimit): the lower limit is then futile for
+// the rest of the standing period from its first request, as if the
+// windows had found it so (FutileRatio), without the refusals it would
+// have made before they did (about 1,300 in 200 ms, with 64 connections
+// to a 2 ms handler).
 func (p *Pipeline) resendsMakeTheLine(now int64) bool {
-	if p.det == nil || !p.det.Standing(now) || !p.resendsPastTheLimit(now) {
+	if !p.resendsPastTheLimit(now) {
 		return false
 	}
 	p.window.futile.Store(p.det.Episode() + 1)
