@@ -63,7 +63,7 @@ func (cfg *SuiteConfig) StartBackends(ctx context.Context, spec ChildSpec, specs
 func (cfg *SuiteConfig) StartChildren(ctx context.Context, children []ChildSpec) (*Backends, error) {
 	b := &Backends{launch: cfg.Launch}
 	for i, cs := range children {
-		cs = cfg.spun(cs)
+		cs = cfg.spun(cs) // kept as started, for a restart
 		cpus := backendCPUs(cfg.TargetCPUs, len(children), i)
 		p, err := startChild(ctx, cfg.Launch, cs, cpus)
 		if err != nil {

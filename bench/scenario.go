@@ -159,13 +159,13 @@ func (t *Trial) Child() ChildSpec {
 // Start starts the child cs describes on the suite's target CPUs and
 // returns once it listens; stop it with Process.Stop.
 func (t *Trial) Start(ctx context.Context, cs ChildSpec) (*Process, error) {
-	return startChild(ctx, t.Suite.Launch, t.Suite.spun(cs), t.Suite.TargetCPUs)
+	return t.Suite.startChild(ctx, cs, t.Suite.TargetCPUs)
 }
 
 // StartOn is Start with the child on cpus instead of the suite's target
 // CPUs.
 func (t *Trial) StartOn(ctx context.Context, cs ChildSpec, cpus []int) (*Process, error) {
-	return startChild(ctx, t.Suite.Launch, t.Suite.spun(cs), cpus)
+	return t.Suite.startChild(ctx, cs, cpus)
 }
 
 // Calibrate measures the capacity of target serving spec as the suite

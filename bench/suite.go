@@ -365,6 +365,12 @@ func (c *SuiteConfig) spun(cs ChildSpec) ChildSpec {
 	return cs
 }
 
+// startChild starts the child cs describes on cpus with the suite's
+// launcher and spin rate (spun), and returns once it listens.
+func (c *SuiteConfig) startChild(ctx context.Context, cs ChildSpec, cpus []int) (*Process, error) {
+	return startChild(ctx, c.Launch, c.spun(cs), cpus)
+}
+
 // child is the child process that serves spec on target, over TLS when
 // the suite says so, in quota q or else the suite's Quota.
 func (c *SuiteConfig) child(target string, spec HandlerSpec, q *Quota) ChildSpec {
@@ -485,7 +491,7 @@ func (cfg *SuiteConfig) calibrate(ctx context.Context, target string, spec Handl
 // calibrateChild is calibrate on the child cs describes.
 func (cfg *SuiteConfig) calibrateChild(ctx context.Context, cs ChildSpec) (capacity, cpu float64, err error) {
 	target := cs.Target
-	p, err := startChild(ctx, cfg.Launch, cfg.spun(cs), cfg.TargetCPUs)
+	p, err := cfg.startChild(ctx, cs, cfg.TargetCPUs)
 	if err != nil {
 		return 0, 0, err
 	}
