@@ -105,9 +105,14 @@ func testMoves(t *testing.T, overTLS bool) {
 	for i, tid := range ran {
 		if tid != home {
 			moved++
-			// It stays usable where it went, and stays there while
-			// nothing waits.
-			assert.Equal(t, tid, get(same[i], "/"), "the moved connection is served on its new worker")
+			// It stays usable where it went, and stays there unless its
+			// next request waited again (a loaded machine may leave the
+			// worker's thread off the CPU past moveAfter): then it moved
+			// again, and the count says so.
+			again := srv.Moves()
+			if next := get(same[i], "/"); next != tid {
+				assert.Greater(t, srv.Moves(), again, "the moved connection is served on its new worker (%s), or moved again: served on %s", tid, next)
+			}
 		}
 	}
 	assert.Positive(t, moved, "ran on %v, all on the connections' worker %s", ran, home)
