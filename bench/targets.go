@@ -175,12 +175,10 @@ func targets(o serveOptions) []Target {
 	}
 }
 
-// GoSchedFraction is the gosched target's gate setting: admit while the
-// running and runnable goroutines are at most twice GOMAXPROCS. The gate
-// counts every goroutine of the process (the server's own, timers, GC
-// workers), so at 1 it refused about half of a light load in the admission
-// benchmarks; 2 is the usable setting on a small machine
-// (docs/benchmarks.md, "GoSched on net/http").
+// GoSchedFraction is the gosched target's gate setting
+// (gate.GoSchedConfig.Fraction): admit while the running and runnable
+// goroutines are at most twice GOMAXPROCS. docs/benchmarks.md, "GoSched
+// on net/http", says why twice.
 const GoSchedFraction = 2.0
 
 // startGoSched serves h on net/http behind package httpgate with the

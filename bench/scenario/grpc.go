@@ -39,8 +39,9 @@ const (
 	// DefaultGRPCMaxCalls is the sluice targets' concurrency gate, as
 	// examples/grpc sets it (-max-calls).
 	DefaultGRPCMaxCalls = 256
-	// DefaultGRPCStreamMessages is the messages of one streamed call, as
-	// issue 33 measured it.
+	// DefaultGRPCStreamMessages is the messages of one streamed call:
+	// enough small messages that the stream's per-message cost, not its
+	// set-up, decides its time.
 	DefaultGRPCStreamMessages = 2000
 	// DefaultGRPCRetryMultiple is the retry points' offered load.
 	DefaultGRPCRetryMultiple = 2.0

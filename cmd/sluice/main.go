@@ -1,7 +1,7 @@
 // Command sluice runs sluice's demonstrations and benchmarks.
 //
 //	sluice demo [flags]    sluice against net/http at 2x and 5x of capacity (a minute of load, after a first build of 1 to 2 minutes)
-//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (noisy, stray, cluster, shed, tenants, lanes when named)
+//	sluice bench [flags]   the whole overload benchmark: sweep, shapes, slowdown, mix, step (the others when named with -scenarios)
 //	sluice soak [flags]    a minute at 5x of capacity with misbehaving clients and panics, checked
 //	sluice lanes [flags]   the executor's priority lanes under load (a few seconds)
 //	sluice load -url URL   the benchmark's load generator against a service of yours on this machine
@@ -53,7 +53,7 @@ var commands = []command{
 	{"demo", "sluice demo [flags]",
 		"sluice against net/http at 2x and 5x of each one's capacity: an open-loop load on the weather service, a table, a JSON report and a plot (embedded; about a minute of load, after a first build of 1 to 2 minutes under go run)"},
 	{"bench", "sluice bench [flags]",
-		"the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against I/O-bound handlers, a database slowdown, kept-alive against new connections, and a step from 0.5x to 3x and back (several minutes); with -scenarios noisy, a busy process on the last CPU; with -scenarios stray, a handler that blocks in a plain http.Get; with -scenarios cluster, three backends (one slow) through three clients, then one killed and brought back; with -scenarios shed -targets sluice-busy,sluice-cpu, loadshed's CPU shedding against the busy gate on a step of overload; with -scenarios tenants -targets sluice, one server (-tenants-servers for more) with a tenant tracker and an agent over a redis-server from PATH, protected by the default configuration (-tenants-protection for a gate), a heavy tenant at 5x against ten light ones, enforcement on and off; with -scenarios lanes -targets sluice,nethttp, an interactive route at 0.8x of capacity beside a flood of 20 ms batch requests that yield between slices: in one lane, in a background lane of 10 shares, raised to 50 live through laneadmin, and alone; -client reconnect,keep runs each sweep and shapes point with a client that reconnects after a timeout and with one that keeps its connection, side by side"},
+		"the whole overload benchmark: a 0.5x-10x sweep, CPU-bound against I/O-bound handlers, a database slowdown, kept-alive against new connections, and a step from 0.5x to 3x and back (several minutes); -scenarios names others instead (closed loops as wrk runs them, CPU quotas, long-lived connections, tenants, lanes, gRPC and more, each described under -scenarios below); -client reconnect,keep runs each sweep and shapes point with a client that reconnects after a timeout and with one that keeps its connection, side by side"},
 	{"soak", "sluice soak [flags]",
 		"sluice and net/http at 5x of capacity for a minute, with slowloris, clients that never read, resets, garbage and pipelined floods alongside and a handler that panics on 1% of requests: goodput per second, goroutines, fds and memory, checked (PASS/FAIL; fails the command when sluice's checks fail)"},
 	{"lanes", "sluice lanes [flags]",
