@@ -79,8 +79,11 @@ type ControllerConfig struct {
 //  5. when the fleet is full but no longer rejecting (its gates were
 //     closed at least Hold of the time), keeps the drops, recomputed on
 //     the new demand; otherwise lets them decay by Decay a period, down
-//     to what each tenant's demand of the period still asks: a flood that
-//     goes on keeps its drop, one that ended loses it.
+//     to what each tenant's demand of the period still asks (its
+//     requests at its cost measured while saturated, or at the price its
+//     share of the blame gave it when the fleet was last overloaded or
+//     full): a flood that goes on keeps its drop, one that ended loses
+//     it.
 //
 // No drops are ever set while the fleet rejects nothing: a fleet that
 // keeps up is not overloaded, whatever any tenant sends.
@@ -91,6 +94,11 @@ type Controller struct {
 	hist    map[string]*history
 
 	cost map[string]float64 // blame per request while saturated, in seconds
+	// share is the cost per request (demand over requests, per server)
+	// that a tenant's share of the blame gave it in the last period the
+	// fleet was overloaded or full, for a tenant never measured while
+	// saturated: what a decaying period prices its requests at.
+	share map[string]float64
 
 	mu   sync.Mutex // last, which Last reads from other goroutines
 	last Decision
@@ -192,7 +200,7 @@ func NewController(opts ControllerConfig) (*Controller, error) {
 			return nil, err
 		}
 	}
-	return &Controller{opts: o, drops: map[string]float64{}, hist: map[string]*history{}, cost: map[string]float64{}}, nil
+	return &Controller{opts: o, drops: map[string]float64{}, hist: map[string]*history{}, cost: map[string]float64{}, share: map[string]float64{}}, nil
 }
 
 // SetVersion makes the next table's version follow v (a controller that
@@ -264,6 +272,7 @@ func (c *Controller) Step(reports []Report) Table {
 		}
 	}
 	demand := map[string]float64{}
+	byShare := map[string]float64{} // cost per request of the tenants priced by their share of the blame
 	if blame > 0 && admitted > 0 {
 		mean := blame / admitted
 		for name, f := range fleet {
@@ -277,6 +286,9 @@ func (c *Controller) Step(reports []Report) Table {
 				cost = f.Blame / f.Admitted
 			}
 			demand[name] = offered * cost / blame
+			if offered > 0 {
+				byShare[name] = demand[name] * float64(servers) / offered
+			}
 		}
 	}
 	c.predict(demand, &d)
@@ -298,26 +310,32 @@ func (c *Controller) Step(reports []Report) Table {
 			d.State = "full"
 		}
 		c.drops = next
+		maps.Copy(c.share, byShare)
 	case len(prev) > 0:
 		d.State = "decaying"
 		// The drops in force may be what keeps the fleet from
-		// refusing: a tenant whose demand this period (at the cost per
-		// request last measured while saturated, or its share of the
-		// period's blame) still exceeds its fair share keeps the drop
-		// that share asks, and only what the demand no longer justifies
-		// decays. A period without blame (the drops keep the fleet under
-		// its capacity) measures the demand of the tenants whose cost
-		// was measured while saturated by their requests alone; the
-		// others' drops decay.
-		want := maps.Clone(demand)
-		if want == nil {
-			want = map[string]float64{}
-		}
+		// refusing: a tenant whose demand this period still exceeds its
+		// fair share keeps the drop that share asks, and only what the
+		// demand no longer justifies decays. The demand is the tenant's
+		// requests at a price: its cost per request last measured while
+		// saturated; or else, since a server protected by its age limit
+		// alone is seldom saturated, the cost its share of the blame gave
+		// it in the last period the fleet was overloaded or full. Not
+		// this period's share: a fleet under its capacity serves less
+		// work than its capacity, so sharing the capacity out by blame
+		// prices every request too high (live, one server: a heavy
+		// tenant at 4.9 C read as 5.3 to 6.3 C, and held below its
+		// share). A period without blame (the drops keep the fleet well
+		// under its capacity) prices the same way. Failing both, the
+		// period's own share; a tenant never priced loses its drop.
+		want := map[string]float64{}
 		for name, f := range fleet {
-			if _, ok := want[name]; !ok {
-				if d, ok := c.measured(name, f, servers); ok {
-					want[name] = d
-				}
+			if d, ok := c.measured(name, f, servers); ok {
+				want[name] = d
+			} else if cost := c.share[name]; cost > 0 && servers > 0 {
+				want[name] = f.Requests * cost / float64(servers)
+			} else if d, ok := demand[name]; ok {
+				want[name] = d
 			}
 		}
 		fair := waterFill(want, c.weight, c.opts.Utilisation)
@@ -405,6 +423,7 @@ func (c *Controller) predict(demand map[string]float64, d *Decision) {
 			if h.idle++; h.idle > maxIdle {
 				delete(c.hist, name)
 				delete(c.cost, name)
+				delete(c.share, name)
 			}
 		}
 	}

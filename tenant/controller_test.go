@@ -212,6 +212,87 @@ func TestControllerKeepsTheDropsTheDemandStillAsks(t *testing.T) {
 	}
 }
 
+// A server protected by its age limit alone is seldom saturated (its gates
+// closed most of the period), so the cost of a request is never measured
+// so: the heavy tenant is priced by its share of the blame. When the
+// drops then keep the server under its capacity so well that a period
+// counts no blame at all, the heavy tenant, still offering its flood,
+// keeps the drop its requests ask at that price; halving it (as for a
+// tenant never priced) let the flood back in the next period (live, one
+// server: a drop of 0.92 fell to 0.46). Once the flood ends, the drop
+// decays away.
+func TestControllerKeepsTheDropsOfATenantNeverSaturated(t *testing.T) {
+	c, err := NewController(ControllerConfig{})
+	require.NoError(t, err)
+	lights := []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"}
+	// Overloaded, the gates closed 60% of the period: not saturated.
+	us := []Usage{{Tenant: "heavy", Admitted: 90, Rejected: 450, Dropped: 460, Blame: 540 * time.Millisecond}}
+	for _, n := range lights {
+		us = append(us, Usage{Tenant: n, Admitted: 10, Rejected: 1, Blame: 6 * time.Millisecond})
+	}
+	tb := c.Step([]Report{report("s1", 600*time.Millisecond, us...)})
+	require.Equal(t, "overloaded", c.Last().State)
+	want := tb.Drops["heavy"]
+	require.Greater(t, want, 0.5)
+
+	// Nothing rejected, no gate closed: no blame in the period.
+	calm := func(heavy int64, drop float64) []Report {
+		dropped := int64(float64(heavy) * drop)
+		us := []Usage{{Tenant: "heavy", Admitted: heavy - dropped, Dropped: dropped}}
+		for _, n := range lights {
+			us = append(us, Usage{Tenant: n, Admitted: 10})
+		}
+		return []Report{report("s1", 0, us...)}
+	}
+	for range 3 {
+		tb = c.Step(calm(1000, want))
+		require.Equal(t, "decaying", c.Last().State)
+		assert.InDelta(t, want, tb.Drops["heavy"], 0.02, "the flood goes on: its drop stays")
+	}
+	// The flood ends: its drop decays away.
+	for i := 0; len(tb.Drops) > 0; i++ {
+		require.Less(t, i, 10, "drops must decay to zero")
+		prev := tb.Drops["heavy"]
+		tb = c.Step(calm(20, prev))
+		assert.Less(t, tb.Drops["heavy"], prev)
+	}
+}
+
+// A fleet under its capacity serves less work than its capacity, so its
+// blame, shared out as the whole capacity, prices every request too high.
+// A decaying period therefore prices a tenant never measured while
+// saturated at what its share of the blame gave it when the fleet was
+// last overloaded: a flood that shrinks to 0.6 of its size gets the drop
+// the smaller flood asks (0.855), where the period's own share priced it
+// almost twice as high and kept the drop of the whole flood (0.914).
+func TestControllerDecayPricesAtTheOverloadedShare(t *testing.T) {
+	c, err := NewController(ControllerConfig{})
+	require.NoError(t, err)
+	lights := []string{"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9"}
+	// Overloaded, not saturated: heavy's demand 10 (0.9 of the blame, at
+	// 1000 requests per 90 admitted), each light's 0.011.
+	us := []Usage{{Tenant: "heavy", Admitted: 90, Rejected: 450, Dropped: 460, Blame: 540 * time.Millisecond}}
+	for _, n := range lights {
+		us = append(us, Usage{Tenant: n, Admitted: 10, Rejected: 1, Blame: 6 * time.Millisecond})
+	}
+	tb := c.Step([]Report{report("s1", 600*time.Millisecond, us...)})
+	require.Equal(t, "overloaded", c.Last().State)
+	require.InDelta(t, 1-0.86/10, tb.Drops["heavy"], 1e-9)
+
+	// The flood shrinks to 600 a second; the fleet, under its capacity,
+	// has its gates closed a fifth of the time, nearly all of it blamed
+	// on heavy (whose share would price it at 10.96).
+	us = []Usage{{Tenant: "heavy", Admitted: 52, Dropped: 548, Blame: 190 * time.Millisecond}}
+	for _, n := range lights {
+		us = append(us, Usage{Tenant: n, Admitted: 10, Blame: time.Millisecond})
+	}
+	tb = c.Step([]Report{report("s1", 200*time.Millisecond, us...)})
+	require.Equal(t, "decaying", c.Last().State)
+	// At the overloaded period's prices: heavy 6, the lights 0.1 in all;
+	// heavy's share is 0.97 - 0.1.
+	assert.InDelta(t, 1-0.87/6, tb.Drops["heavy"], 1e-9)
+}
+
 func TestControllerConfigErrors(t *testing.T) {
 	_, err := NewController(ControllerConfig{Hold: 2})
 	require.ErrorContains(t, err, "ControllerConfig.Hold 2")
