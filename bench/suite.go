@@ -140,11 +140,12 @@ type SuiteConfig struct {
 	Launch Launcher
 	// SpinRate is the rate of the Spinner that every child's handler
 	// computes with (ChildSpec.SpinRate, weather.SpinnerAt), so that the
-	// targets compared do the same work per request: each child's own
-	// measure of the loop, 5 ms long, came out up to 10% apart from the
-	// next one's. Zero measures it once, when the suite starts (the best
-	// of spinMeasures: what interrupts a measure only slows the loop);
-	// negative lets each child measure its own.
+	// targets compared do the same work per request, where each child's
+	// own short measure of the loop would differ from the next one's
+	// (docs/benchmarks.md, "The same work on every target"). Zero
+	// measures it once, when the suite starts (the best of spinMeasures:
+	// what interrupts a measure only slows the loop); negative lets each
+	// child measure its own.
 	SpinRate float64
 	// Progress, if set, is called as the suite goes, with the planned
 	// time done and in all, and what runs now.
