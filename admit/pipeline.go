@@ -81,6 +81,7 @@ type Pipeline struct {
 	ageLimits  bool          // configured with an age limit: adapters read stamps
 	anyUnasked bool          // a policy implements Unasked
 	sharers    []ShareKeeper // the policies that implement ShareKeeper
+	trims      bool          // refuses by age alone (Env.TrimsShares)
 	det        *queue.Detector
 	q          *queue.Queue
 	timer      Timer // runs the queue's Expire at its earliest deadline
@@ -148,6 +149,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 	if s.maxAge > 0 {
 		p.maxAge.Store(int64(s.maxAge))
 		p.ageLimits = true
+		p.trims = len(p.gates) == 0
 	}
 	if s.target > 0 {
 		p.det = queue.NewDetector(queue.DetectorConfig{Target: s.target, Interval: s.interval})
@@ -202,6 +204,7 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		GatesClosed: func() time.Duration { return p.closed.at(p.clock()) },
 		Shards:      len(p.shards),
 		PickHeader:  p.pickHeader,
+		TrimsShares: p.trims,
 	}
 	attach := func(kind string, i int, pol Policy) error {
 		a, ok := pol.(Attacher)
@@ -265,6 +268,9 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
 			lowered := false
+			if p.trims && age >= limit/2 && age < limit && p.beyondShare(t) {
+				lowered, limit = true, limit/2
+			}
 			if p.det != nil && p.det.Observe(now, age) && p.lowerable(now) {
 				p.measure(now)
 				if target := p.lowLimit(); age >= target && age < limit && !p.withinShare(t) {
@@ -325,11 +331,22 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 // least one, says that t is within its share.
 func (p *Pipeline) withinShare(t *Ticket) bool {
 	for _, s := range p.sharers {
-		if !s.WithinShare(&t.Attempt) {
+		if s.Share(&t.Attempt) != ShareWithin {
 			return false
 		}
 	}
 	return len(p.sharers) > 0
+}
+
+// beyondShare reports whether some ShareKeeper of the pipeline says that t
+// is beyond its share.
+func (p *Pipeline) beyondShare(t *Ticket) bool {
+	for _, s := range p.sharers {
+		if s.Share(&t.Attempt) == ShareBeyond {
+			return true
+		}
+	}
+	return false
 }
 
 // unasked tells the policies of pols that implement Unasked of the

@@ -776,14 +776,76 @@ func TestRefuseAnAdmission(t *testing.T) {
 }
 
 // shares is a ShareKeeper that says a request is within its share when
-// its path is "/light"; it admits everything.
+// its path is "/light", beyond it when "/heavy", and cannot tell for any
+// other; it admits everything.
 type shares struct{ asked int }
 
 func (s *shares) Admit(*Attempt) *Refusal { return nil }
 func (s *shares) Done(*Attempt, Outcome)  {}
-func (s *shares) WithinShare(a *Attempt) bool {
+func (s *shares) Share(a *Attempt) Share {
 	s.asked++
-	return a.Path == "/light"
+	switch a.Path {
+	case "/light":
+		return ShareWithin
+	case "/heavy":
+		return ShareBeyond
+	}
+	return ShareUnknown
+}
+
+// A pipeline that refuses by age alone (no gates) refuses a request beyond
+// its share once it has waited half of MaxAge, though no line stands;
+// within its share, or with no share known, it keeps the whole limit. A
+// pipeline with gates keeps the whole limit for every request, and tells
+// its policies it does not trim (Env.TrimsShares).
+func TestTrimmingPipelineRefusesBeyondShareAtHalfTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gated bool
+		path  string
+		age   time.Duration
+		want  Decision
+	}{
+		{"beyond its share, 60 ms old", false, "/heavy", 60 * time.Millisecond, Rejected},
+		{"beyond its share, 40 ms old", false, "/heavy", 40 * time.Millisecond, Admitted},
+		{"within its share, 60 ms old", false, "/light", 60 * time.Millisecond, Admitted},
+		{"no share known, 60 ms old", false, "/other", 60 * time.Millisecond, Admitted},
+		{"within its share, 110 ms old", false, "/light", 110 * time.Millisecond, Rejected},
+		{"gated, beyond its share, 60 ms old", true, "/heavy", 60 * time.Millisecond, Admitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(ms)
+			sk := &shares{}
+			env := &envRecorder{}
+			cfg := Config{Policies: []Policy{sk, env}}
+			if tc.gated {
+				cfg.Gates = []Policy{&limit{max: 10}}
+			}
+			p := newPipeline(t, cfg, Host{Clock: clk.now})
+			assert.Equal(t, !tc.gated, env.env.TrimsShares, "Env.TrimsShares")
+			r := newReq(tc.path)
+			r.Stamp = time.Now().UnixNano() - int64(tc.age)
+			got := p.Decide(&r.Ticket)
+			if got == Admitted {
+				p.Done(&r.Ticket, Outcome{})
+			} else {
+				ans, _ := r.Ticket.Answer()
+				assert.Equal(t, reject.QueueTimeout, ans.Reason)
+			}
+			assert.Equal(t, tc.want, got)
+			assert.False(t, p.Stats().Standing, "no line stands")
+		})
+	}
+}
+
+// envRecorder is a Policy that keeps the Env it was attached with.
+type envRecorder struct{ env Env }
+
+func (e *envRecorder) Admit(*Attempt) *Refusal { return nil }
+func (e *envRecorder) Done(*Attempt, Outcome)  {}
+func (e *envRecorder) Attach(env Env) (func(), error) {
+	e.env = env
+	return nil, nil
 }
 
 // While the line stands, a request that a ShareKeeper says is within its

@@ -68,6 +68,14 @@ type Env struct {
 	// Pipeline.PickedHeaders). A policy that keys by a header calls it
 	// from Attach; nil when the pipeline takes no more names.
 	PickHeader func(name string)
+	// TrimsShares reports that the pipeline refuses by age alone (an age
+	// limit, no gates): a request of a client that a ShareKeeper says is
+	// beyond its share waits at most half of MaxAge, so that the server,
+	// busy with that client's requests rather than idle, refuses their
+	// excess itself without delaying anyone else's (see ShareKeeper). A
+	// ShareKeeper may then let such a client through more freely than its
+	// share: package tenant's Tracker does.
+	TrimsShares bool
 }
 
 // Executor is the part of the sluice executor that admission reads: the
@@ -216,20 +224,38 @@ type Unasked interface {
 
 // ShareKeeper is implemented by policies that know whether a request's
 // client is within its fair share of the server: package tenant's Tracker,
-// while its drop table drops some tenant. While an overload's line stands,
-// the pipeline refuses at the lower limit (Config.Target) only the
-// requests that are not within their share; those that every ShareKeeper
-// of the pipeline says are within it keep the full age limit (MaxAge). So
-// the overload that a tenant beyond its share brings, while its drop is
-// still too small, is refused from its own requests, and not from the
-// others', which wait at most MaxAge. WithinShare is asked only of a
-// request that the lower limit would refuse, on the deciding goroutine,
+// while its drop table drops some tenant. Share is asked of requests old
+// enough that a lower limit would refuse them, on the deciding goroutine,
 // before the policies' Admit; like Admit, it must be quick, must not block
-// and must not call the Pipeline. It answers false when it cannot tell
-// (no share is enforced).
+// and must not call the Pipeline. The pipeline uses the answers twice:
+//
+//   - While an overload's line stands, it refuses at the lower limit
+//     (Config.Target) only the requests that are not within their share;
+//     those that every ShareKeeper says are within it keep the full age
+//     limit (MaxAge). So the overload that a client beyond its share
+//     brings is refused from its own requests, and not from the others'.
+//   - When the pipeline refuses by age alone (Env.TrimsShares: an age limit
+//     and no gates), a request of a client beyond its share waits at most
+//     half of MaxAge, standing line or not. The line that such a client's
+//     requests make is then never long enough to refuse anyone else's,
+//     however many of them the ShareKeeper lets through.
 type ShareKeeper interface {
-	WithinShare(a *Attempt) bool
+	Share(a *Attempt) Share
 }
+
+// Share is where a request's client stands against its fair share of the
+// server, as a ShareKeeper says.
+type Share uint8
+
+const (
+	// ShareUnknown: no share is enforced now, or the keeper cannot tell.
+	ShareUnknown Share = iota
+	// ShareWithin: the client is within its share.
+	ShareWithin
+	// ShareBeyond: the client is beyond its share (package tenant: its
+	// tenant's requests are dropped in part).
+	ShareBeyond
+)
 
 // BlameUser is implemented by policies that read Outcome.Blame (package
 // tenant's). A pipeline measures blame only when one of its policies or

@@ -94,6 +94,7 @@ type Tracker struct {
 	mu       sync.Mutex           // Collect, Apply, Stats, Attach
 	closed   func() time.Duration // the pipeline's gates-closed time, or nil
 	closedAt time.Duration        // its reading at the last Collect
+	trims    bool                 // the pipeline refuses by age alone (admit.Env.TrimsShares)
 	table    Table
 	retired  []*slot
 	totals   map[string]Usage
@@ -124,6 +125,7 @@ type slot struct {
 	shards  []counts
 	retired atomic.Bool   // set once, when a Collect leaves it out of the roster
 	drop    atomic.Uint64 // fraction of requests to drop, in 2^-32 units
+	beyond  atomic.Bool   // the table drops the tenant (drop may be 0 on a trimming server)
 	_       [64]byte
 	owed    atomic.Int64 // drops owed, in 2^-32 requests (owe), never negative
 	_       [56]byte
@@ -291,6 +293,10 @@ func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 	}
 	t.mu.Lock()
 	t.closed = env.GatesClosed
+	if t.trims != env.TrimsShares {
+		t.trims = env.TrimsShares
+		t.setDrops()
+	}
 	if t.closed != nil {
 		t.closedAt = t.closed()
 	}
@@ -302,6 +308,10 @@ func (t *Tracker) Attach(env admit.Env) (detach func(), err error) {
 	return func() {
 		t.mu.Lock()
 		t.closed = nil
+		if t.trims {
+			t.trims = false
+			t.setDrops()
+		}
 		t.mu.Unlock()
 		t.attached.Store(false)
 	}, nil
@@ -321,6 +331,7 @@ func (t *Tracker) reshard(n int) {
 	for name, s := range cur.slots {
 		ns := t.newSlot(name)
 		ns.drop.Store(s.drop.Load())
+		ns.beyond.Store(s.beyond.Load())
 		next.slots[name] = ns
 		s.retired.Store(true)
 		t.retired = append(t.retired, s)
@@ -328,6 +339,7 @@ func (t *Tracker) reshard(n int) {
 	old := t.other.Load()
 	other := &slot{name: Other, shards: make([]counts, n)}
 	other.drop.Store(old.drop.Load())
+	other.beyond.Store(old.beyond.Load())
 	t.retired = append(t.retired, old)
 	t.other.Store(other)
 	t.roster.Store(next)
@@ -374,22 +386,27 @@ func (s *slot) owe(f uint64, refused bool) bool {
 	}
 }
 
-// WithinShare implements admit.ShareKeeper: while enforcement is on and
-// the drop table drops some tenant, a request of a tenant that it does not
-// drop is within its share, and keeps the full age limit while an
-// overload's line stands; a dropped tenant's requests get the lower one.
-// So when a drop is still too small to bring its tenant within its share,
-// the overload left is refused from that tenant's requests. Without drops
-// it says false: every request gets the lower limit.
-func (t *Tracker) WithinShare(a *admit.Attempt) bool {
+// Share implements admit.ShareKeeper: while enforcement is on and the drop
+// table drops some tenant, a request of a tenant that it drops is beyond
+// its share, and one of any other tenant within it. A request within its
+// share keeps the full age limit while an overload's line stands, and a
+// dropped tenant's requests get the lower one; on a server that refuses by
+// age alone they wait at most half the age limit in any case. So when a
+// drop is too small to bring its tenant within its share, the overload
+// left is refused from that tenant's requests. Without drops it answers
+// admit.ShareUnknown: every request gets the lower limit.
+func (t *Tracker) Share(a *admit.Attempt) admit.Share {
 	if !t.dropping.Load() || !t.enforce.Load() {
-		return false
+		return admit.ShareUnknown
 	}
-	return t.lookup(a).drop.Load() == 0
+	if t.lookup(a).beyond.Load() {
+		return admit.ShareBeyond
+	}
+	return admit.ShareWithin
 }
 
 // lookup returns the counters of a's tenant as slotOf does, without
-// counting the request towards following its tenant by name: WithinShare
+// counting the request towards following its tenant by name: Share
 // asks of a request that Admit or Unasked then counts.
 func (t *Tracker) lookup(a *admit.Attempt) *slot {
 	var buf [admit.KeyBufLen]byte
@@ -626,7 +643,7 @@ func (t *Tracker) Collect(period time.Duration) Report {
 		if s == nil {
 			s = t.newSlot(k.name)
 		}
-		s.drop.Store(fraction(t.table.Drops[k.name]))
+		t.setDrop(s, t.table.Drops[k.name])
 		next.slots[k.name] = s
 	}
 	t.retired = t.retired[:0]
@@ -717,11 +734,40 @@ func (t *Tracker) Apply(table Table) error {
 		dropping = dropping || fraction(f) != 0
 	}
 	t.dropping.Store(dropping)
-	for name, s := range t.roster.Load().slots {
-		s.drop.Store(fraction(table.Drops[name]))
-	}
-	t.other.Load().drop.Store(fraction(table.Drops[Other]))
+	t.setDrops()
 	return nil
+}
+
+// trimmedKeep is how many times the share of a dropped tenant's requests
+// that the table keeps a trimming server lets through (admit.Env.TrimsShares).
+// A table is right only on average, and one that keeps exactly a tenant's
+// share leaves the server idle whenever the requests kept come in a lull:
+// a server held near its capacity by random arrivals waits for work a few
+// per cent of the time. Letting a quarter more through keeps it busy, and
+// the server refuses their excess itself, from that tenant's requests
+// alone, once they have waited half its age limit (docs/design.md, "What
+// the server does between two tables").
+const trimmedKeep = 1.25
+
+// setDrops sets the drop of every slot from the table applied. Called with
+// mu held.
+func (t *Tracker) setDrops() {
+	for name, s := range t.roster.Load().slots {
+		t.setDrop(s, t.table.Drops[name])
+	}
+	t.setDrop(t.other.Load(), t.table.Drops[Other])
+}
+
+// setDrop gives s the drop fraction f of the table, or on a trimming
+// server the fraction that keeps trimmedKeep times as many of its
+// requests. Called with mu held.
+func (t *Tracker) setDrop(s *slot, f float64) {
+	d := fraction(f)
+	s.beyond.Store(d != 0)
+	if t.trims && d != 0 && d < 1<<32 {
+		d = fraction(1 - min((1-f)*trimmedKeep, 1))
+	}
+	s.drop.Store(d)
 }
 
 // Stats is what a Tracker says of itself.

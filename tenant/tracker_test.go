@@ -165,42 +165,41 @@ func TestRefusal(t *testing.T) {
 	assert.NotNil(t, tr.Admit(attempt("a")))
 }
 
-// A tenant that the table does not drop is within its share while another
-// is dropped and enforcement is on; a dropped one, or anyone when nothing
-// is dropped or enforcement is off, is not.
-func TestWithinShare(t *testing.T) {
+// A tenant that the table drops is beyond its share, and any other within
+// it, while enforcement is on; when nothing is dropped or enforcement is
+// off, the tracker cannot tell.
+func TestShare(t *testing.T) {
 	tr := newTracker(t, Config{})
 	var _ admit.ShareKeeper = tr
 	run(tr, "heavy", 10, 0)
 	run(tr, "light", 10, 0)
 	tr.Collect(time.Second)
-	assert.False(t, tr.WithinShare(attempt("light")), "no table")
+	assert.Equal(t, admit.ShareUnknown, tr.Share(attempt("light")), "no table")
 
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{"heavy": 0.9}}))
-	assert.True(t, tr.WithinShare(attempt("light")))
-	assert.True(t, tr.WithinShare(attempt("newcomer")), "a tenant not followed yet, under Other, which is not dropped")
-	assert.False(t, tr.WithinShare(attempt("heavy")))
+	assert.Equal(t, admit.ShareWithin, tr.Share(attempt("light")))
+	assert.Equal(t, admit.ShareWithin, tr.Share(attempt("newcomer")), "a tenant not followed yet, under Other, which is not dropped")
+	assert.Equal(t, admit.ShareBeyond, tr.Share(attempt("heavy")))
 
 	tr.SetEnforce(false)
-	assert.False(t, tr.WithinShare(attempt("light")), "enforcement off")
+	assert.Equal(t, admit.ShareUnknown, tr.Share(attempt("heavy")), "enforcement off")
 	tr.SetEnforce(true)
 
 	require.NoError(t, tr.Apply(Table{Version: 2, Drops: map[string]float64{Other: 0.5}}))
-	assert.False(t, tr.WithinShare(attempt("newcomer")), "pooled under Other, which is dropped")
-	assert.True(t, tr.WithinShare(attempt("heavy")), "followed by name and no longer dropped")
+	assert.Equal(t, admit.ShareBeyond, tr.Share(attempt("newcomer")), "pooled under Other, which is dropped")
+	assert.Equal(t, admit.ShareWithin, tr.Share(attempt("heavy")), "followed by name and no longer dropped")
 
 	require.NoError(t, tr.Apply(Table{Version: 3, Drops: map[string]float64{"heavy": 0}}))
-	assert.False(t, tr.WithinShare(attempt("light")), "a table that drops no one")
+	assert.Equal(t, admit.ShareUnknown, tr.Share(attempt("light")), "a table that drops no one")
 }
 
-// Asking whether a request is within its share counts nothing: a tenant
-// asked about often, but never admitted or refused, is not followed by
-// name for it.
-func TestWithinShareCountsNothing(t *testing.T) {
+// Asking where a request stands counts nothing: a tenant asked about
+// often, but never admitted or refused, is not followed by name for it.
+func TestShareCountsNothing(t *testing.T) {
 	tr := newTracker(t, Config{})
 	require.NoError(t, tr.Apply(Table{Version: 1, Drops: map[string]float64{Other: 0.5}}))
 	for range 10 * nameAfter {
-		assert.False(t, tr.WithinShare(attempt("asked")), "pooled under Other, which is dropped")
+		assert.Equal(t, admit.ShareBeyond, tr.Share(attempt("asked")), "pooled under Other, which is dropped")
 	}
 	tr.Collect(time.Second)
 	assert.Zero(t, tr.Stats().Tracked)
@@ -518,4 +517,49 @@ func TestNamesAreValidAndBounded(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, longs, "two long names with the same start stay two tenants")
+}
+
+// On a server that refuses by age alone (admit.Env.TrimsShares), a dropped
+// tenant keeps trimmedKeep times the share of its requests that the table
+// keeps (all of them at most), stays beyond its share for the server's
+// trimming, and a tenant dropped whole stays dropped whole; once the
+// tracker leaves that pipeline, the table's own fractions apply again.
+func TestTrimmingServerKeepsMoreOfADroppedTenant(t *testing.T) {
+	dropped := func(tr *Tracker, tenant string) int {
+		n := 0
+		for _, d := range run(tr, tenant, 1000, 0) {
+			if d {
+				n++
+			}
+		}
+		return n
+	}
+	table := Table{Version: 1, Drops: map[string]float64{"heavy": 0.9, "half": 0.5, "little": 0.2, "banned": 1}}
+	for _, tc := range []struct {
+		name  string
+		trims bool
+		want  map[string]int
+	}{
+		{"gated server", false, map[string]int{"heavy": 900, "half": 500, "little": 200, "banned": 1000, "light": 0}},
+		{"trimming server", true, map[string]int{"heavy": 875, "half": 375, "little": 0, "banned": 1000, "light": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker(t, Config{})
+			detach, err := tr.Attach(admit.Env{Shards: 1, TrimsShares: tc.trims})
+			require.NoError(t, err)
+			for name := range tc.want {
+				run(tr, name, 10, 0)
+			}
+			tr.Collect(time.Second)
+			require.NoError(t, tr.Apply(table))
+			for name, want := range tc.want {
+				assert.InDelta(t, want, dropped(tr, name), 1, "tenant %q (fixed point: one either way)", name)
+				if name != "light" {
+					assert.Equal(t, admit.ShareBeyond, tr.Share(attempt(name)), "tenant %q", name)
+				}
+			}
+			detach()
+			assert.InDelta(t, 900, dropped(tr, "heavy"), 1, "detached: the table's own fraction")
+		})
+	}
 }
