@@ -100,7 +100,9 @@ type QueueConfig struct {
 	// queue.DefaultMaxLen.
 	MaxLen int
 	// Classify gives a request its priority class; nil means
-	// queue.Default for all. ClassFromHeader reads a header field.
+	// queue.Default for all. ClassFromHeader reads a header field. A
+	// request that a ShareKeeper says is beyond its share waits in the
+	// least important class whatever Classify says.
 	Classify func(a *Attempt) queue.Class
 }
 

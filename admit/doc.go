@@ -25,8 +25,9 @@
 //     see queue.Detector. When a policy knows the clients' shares
 //     (ShareKeeper: package tenant's drops in force), only the requests
 //     not within their share get the lower limit; the others keep MaxAge.
-//     A pipeline with no gates also refuses a request beyond its share
-//     once it has waited half of MaxAge, line or no line (Env.TrimsShares).
+//     A pipeline with no gates, or with the queue, also refuses a request
+//     beyond its share once it has waited half of MaxAge, line or no
+//     line, and queues it behind every other (Env.TrimsShares).
 //     Unless that is futile: clients that
 //     resend the moment they are refused keep their line whatever the
 //     server answers, and when the lower limit refuses more than

@@ -81,7 +81,7 @@ type Pipeline struct {
 	ageLimits  bool          // configured with an age limit: adapters read stamps
 	anyUnasked bool          // a policy implements Unasked
 	sharers    []ShareKeeper // the policies that implement ShareKeeper
-	trims      bool          // refuses by age alone (Env.TrimsShares)
+	trims      bool          // trims the excess of clients beyond their share (Env.TrimsShares)
 	det        *queue.Detector
 	q          *queue.Queue
 	timer      Timer // runs the queue's Expire at its earliest deadline
@@ -149,7 +149,6 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 	if s.maxAge > 0 {
 		p.maxAge.Store(int64(s.maxAge))
 		p.ageLimits = true
-		p.trims = len(p.gates) == 0
 	}
 	if s.target > 0 {
 		p.det = queue.NewDetector(queue.DetectorConfig{Target: s.target, Interval: s.interval})
@@ -174,6 +173,9 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 			Arm:      p.arm,
 		})
 	}
+	// Trims by age alone, or queues a request beyond its share behind
+	// every other (enqueue).
+	p.trims = p.ageLimits && (len(p.gates) == 0 || p.q != nil)
 	for _, pol := range append(p.policies[:len(p.policies):len(p.policies)], p.gates...) {
 		if b, ok := pol.(BlameUser); ok && b.UsesBlame() {
 			p.closed.blame = true
@@ -451,6 +453,10 @@ func (p *Pipeline) enqueue(t *Ticket) Decision {
 	t.Class = 0
 	if p.classify != nil {
 		t.Class = p.classify(&t.Attempt)
+	}
+	if p.trims && p.beyondShare(t) {
+		// Behind every request within its share (ShareKeeper).
+		t.Class = queue.MaxClasses - 1
 	}
 	if t.startFn == nil {
 		t.startFn = func() { t.p.started(t) }

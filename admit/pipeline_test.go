@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -793,25 +794,27 @@ func (s *shares) Share(a *Attempt) Share {
 	return ShareUnknown
 }
 
-// A pipeline that refuses by age alone (no gates) refuses a request beyond
+// A pipeline that trims (no gates, or a queue) refuses a request beyond
 // its share once it has waited half of MaxAge, though no line stands;
 // within its share, or with no share known, it keeps the whole limit. A
-// pipeline with gates keeps the whole limit for every request, and tells
-// its policies it does not trim (Env.TrimsShares).
+// pipeline with gates and no queue keeps the whole limit for every
+// request, and tells its policies it does not trim (Env.TrimsShares).
 func TestTrimmingPipelineRefusesBeyondShareAtHalfTheLimit(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		gated bool
-		path  string
-		age   time.Duration
-		want  Decision
+		name          string
+		gated, queued bool
+		path          string
+		age           time.Duration
+		want          Decision
 	}{
-		{"beyond its share, 60 ms old", false, "/heavy", 60 * time.Millisecond, Rejected},
-		{"beyond its share, 40 ms old", false, "/heavy", 40 * time.Millisecond, Admitted},
-		{"within its share, 60 ms old", false, "/light", 60 * time.Millisecond, Admitted},
-		{"no share known, 60 ms old", false, "/other", 60 * time.Millisecond, Admitted},
-		{"within its share, 110 ms old", false, "/light", 110 * time.Millisecond, Rejected},
-		{"gated, beyond its share, 60 ms old", true, "/heavy", 60 * time.Millisecond, Admitted},
+		{"beyond its share, 60 ms old", false, false, "/heavy", 60 * time.Millisecond, Rejected},
+		{"beyond its share, 40 ms old", false, false, "/heavy", 40 * time.Millisecond, Admitted},
+		{"within its share, 60 ms old", false, false, "/light", 60 * time.Millisecond, Admitted},
+		{"no share known, 60 ms old", false, false, "/other", 60 * time.Millisecond, Admitted},
+		{"within its share, 110 ms old", false, false, "/light", 110 * time.Millisecond, Rejected},
+		{"gated, beyond its share, 60 ms old", true, false, "/heavy", 60 * time.Millisecond, Admitted},
+		{"gated and queued, beyond its share, 60 ms old", true, true, "/heavy", 60 * time.Millisecond, Rejected},
+		{"gated and queued, within its share, 60 ms old", true, true, "/light", 60 * time.Millisecond, Admitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock(ms)
@@ -821,8 +824,11 @@ func TestTrimmingPipelineRefusesBeyondShareAtHalfTheLimit(t *testing.T) {
 			if tc.gated {
 				cfg.Gates = []Policy{&limit{max: 10}}
 			}
+			if tc.queued {
+				cfg.Queue = &QueueConfig{}
+			}
 			p := newPipeline(t, cfg, Host{Clock: clk.now})
-			assert.Equal(t, !tc.gated, env.env.TrimsShares, "Env.TrimsShares")
+			assert.Equal(t, !tc.gated || tc.queued, env.env.TrimsShares, "Env.TrimsShares")
 			r := newReq(tc.path)
 			r.Stamp = time.Now().UnixNano() - int64(tc.age)
 			got := p.Decide(&r.Ticket)
@@ -836,6 +842,36 @@ func TestTrimmingPipelineRefusesBeyondShareAtHalfTheLimit(t *testing.T) {
 			assert.False(t, p.Stats().Standing, "no line stands")
 		})
 	}
+}
+
+// In the queue, a request beyond its share waits behind every other,
+// whatever its class: a request within its share that came later, and one
+// whose share is unknown, start before it, and it starts once they have.
+func TestQueueStartsRequestsBeyondTheirShareLast(t *testing.T) {
+	gate := &limit{max: 1}
+	sk := &shares{}
+	p := newPipeline(t, Config{
+		Policies: []Policy{sk},
+		Gates:    []Policy{gate},
+		Queue:    &QueueConfig{Classify: func(*Attempt) queue.Class { return queue.Critical }},
+	}, Host{})
+	running := newReq("/light")
+	require.Equal(t, Admitted, p.Decide(&running.Ticket))
+	var order []string
+	var waiting []*req
+	for _, path := range []string{"/heavy", "/light", "/other"} {
+		r := newReq(path)
+		r.OnStart = func() { order = append(order, path) }
+		require.Equal(t, Queued, p.Decide(&r.Ticket), path)
+		waiting = append(waiting, r)
+	}
+	p.Done(&running.Ticket, Outcome{})
+	for i := range waiting {
+		require.Len(t, order, i+1, "one start for each request that ended")
+		r := waiting[slices.IndexFunc(waiting, func(r *req) bool { return r.Path == order[i] })]
+		p.Done(&r.Ticket, Outcome{})
+	}
+	assert.Equal(t, []string{"/light", "/other", "/heavy"}, order)
 }
 
 // envRecorder is a Policy that keeps the Env it was attached with.

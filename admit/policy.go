@@ -68,13 +68,16 @@ type Env struct {
 	// Pipeline.PickedHeaders). A policy that keys by a header calls it
 	// from Attach; nil when the pipeline takes no more names.
 	PickHeader func(name string)
-	// TrimsShares reports that the pipeline refuses by age alone (an age
-	// limit, no gates): a request of a client that a ShareKeeper says is
-	// beyond its share waits at most half of MaxAge, so that the server,
-	// busy with that client's requests rather than idle, refuses their
-	// excess itself without delaying anyone else's (see ShareKeeper). A
-	// ShareKeeper may then let such a client through more freely than its
-	// share: package tenant's Tracker does.
+	// TrimsShares reports that the pipeline trims the excess of a client
+	// beyond its share itself: it has an age limit, and either no gates
+	// or the timed queue. A request of a client that a ShareKeeper says is
+	// beyond its share then waits at most half of MaxAge, and behind every
+	// other request in the queue, so that the server, busy with that
+	// client's requests rather than idle, refuses their excess without
+	// delaying anyone else's (see ShareKeeper). A ShareKeeper may then
+	// let such a client through more freely than its share: package
+	// tenant's Tracker does. With gates and no queue, a gate refuses
+	// whoever comes, so nothing would trim that client alone.
 	TrimsShares bool
 }
 
@@ -234,11 +237,13 @@ type Unasked interface {
 //     those that every ShareKeeper says are within it keep the full age
 //     limit (MaxAge). So the overload that a client beyond its share
 //     brings is refused from its own requests, and not from the others'.
-//   - When the pipeline refuses by age alone (Env.TrimsShares: an age limit
-//     and no gates), a request of a client beyond its share waits at most
-//     half of MaxAge, standing line or not. The line that such a client's
-//     requests make is then never long enough to refuse anyone else's,
-//     however many of them the ShareKeeper lets through.
+//   - When the pipeline trims (Env.TrimsShares: an age limit, and no gates
+//     or the timed queue), a request of a client beyond its share waits at
+//     most half of MaxAge, standing line or not, and in the queue it waits
+//     in the least important class, behind every other request, whatever
+//     its own class. The line that such a client's requests make then
+//     never delays anyone else's, however many of them the ShareKeeper
+//     lets through.
 type ShareKeeper interface {
 	Share(a *Attempt) Share
 }

@@ -136,7 +136,7 @@ func TestDataEndpoint(t *testing.T) {
 		rejected += s.Rejected * s.Seconds
 		dropped += s.RejectedBy[tenant.Reason] * s.Seconds
 	}
-	// The table drops half of globex's requests; the server has no gates,
+	// The table drops half of globex's requests; the server has no gates
 	// so the tracker keeps 1.25 times the half it leaves: 6 of 16 dropped.
 	assert.InDelta(t, 54, admitted, 0.5, "every admission is in a sample")
 	assert.InDelta(t, 6, rejected, 0.5)

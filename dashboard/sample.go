@@ -94,10 +94,10 @@ type TenantRow struct {
 	AdmittedShare float64 `json:"admitted_share"`
 	BlameShare    float64 `json:"blame_share"`
 	// Drop is the fraction the drop table gives it; Dropped the fraction
-	// of its requests dropped. On a server with no gates Dropped is the
-	// smaller: the tracker lets a quarter more of a dropped tenant's
-	// requests through, and the server refuses their excess by age
-	// (package tenant, Enforcement).
+	// of its requests dropped. On a server with no gates, or with the
+	// timed queue, Dropped is the smaller: the tracker lets a quarter more
+	// of a dropped tenant's requests through, and the server refuses their
+	// excess by age (package tenant, Enforcement).
 	Drop    float64 `json:"drop"`
 	Dropped float64 `json:"dropped"`
 }

@@ -31,10 +31,11 @@
 //     leaves over is the dropped tenant's to lose: while an overload's
 //     line stands, only its requests get the lower age limit, and the
 //     others keep the full one (the Tracker is an admit.ShareKeeper). On a
-//     server protected by its age limit alone, a dropped tenant's requests
-//     wait at most half of it, and the Tracker lets a quarter more of them
-//     through than the table keeps, so that the server stays busy and
-//     refuses their excess itself.
+//     server protected by its age limit alone, or with the timed queue, a
+//     dropped tenant's requests wait at most half of it, and behind
+//     everyone else's in the queue, and the Tracker lets a quarter more of
+//     them through than the table keeps, so that the server stays busy
+//     and refuses their excess itself.
 //
 // When the store is down or slow, nothing waits for it: each server keeps
 // enforcing the last table it read for a while (AgentConfig.StaleAfter),

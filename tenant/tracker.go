@@ -94,7 +94,7 @@ type Tracker struct {
 	mu       sync.Mutex           // Collect, Apply, Stats, Attach
 	closed   func() time.Duration // the pipeline's gates-closed time, or nil
 	closedAt time.Duration        // its reading at the last Collect
-	trims    bool                 // the pipeline refuses by age alone (admit.Env.TrimsShares)
+	trims    bool                 // the pipeline trims a dropped tenant's excess (admit.Env.TrimsShares)
 	table    Table
 	retired  []*slot
 	totals   map[string]Usage
@@ -390,8 +390,9 @@ func (s *slot) owe(f uint64, refused bool) bool {
 // table drops some tenant, a request of a tenant that it drops is beyond
 // its share, and one of any other tenant within it. A request within its
 // share keeps the full age limit while an overload's line stands, and a
-// dropped tenant's requests get the lower one; on a server that refuses by
-// age alone they wait at most half the age limit in any case. So when a
+// dropped tenant's requests get the lower one; on a server that trims
+// (admit.Env.TrimsShares) they wait at most half the age limit in any case,
+// and behind everyone else's in the queue. So when a
 // drop is too small to bring its tenant within its share, the overload
 // left is refused from that tenant's requests. Without drops it answers
 // admit.ShareUnknown: every request gets the lower limit.
@@ -745,8 +746,9 @@ func (t *Tracker) Apply(table Table) error {
 // a server held near its capacity by random arrivals waits for work a few
 // per cent of the time. Letting a quarter more through keeps it busy, and
 // the server refuses their excess itself, from that tenant's requests
-// alone, once they have waited half its age limit (docs/design.md, "What
-// the server does between two tables").
+// alone, once they have waited half its age limit, and queues them behind
+// everyone else's (docs/design.md, "What the server does between two
+// tables").
 const trimmedKeep = 1.25
 
 // setDrops sets the drop of every slot from the table applied. Called with

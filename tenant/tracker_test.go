@@ -519,7 +519,7 @@ func TestNamesAreValidAndBounded(t *testing.T) {
 	assert.Equal(t, 2, longs, "two long names with the same start stay two tenants")
 }
 
-// On a server that refuses by age alone (admit.Env.TrimsShares), a dropped
+// On a server that trims (admit.Env.TrimsShares: no gates, or a queue), a dropped
 // tenant keeps trimmedKeep times the share of its requests that the table
 // keeps (all of them at most), stays beyond its share for the server's
 // trimming, and a tenant dropped whole stays dropped whole; once the
