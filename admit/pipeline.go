@@ -270,12 +270,12 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 			age := max(time.Now().UnixNano()-t.Stamp, 0)
 			t.arrived, t.known = now-age, true
 			lowered := false
-			if p.trims && age >= limit/2 && age < limit && p.beyondShare(t) {
+			if p.trims && age >= limit/2 && age < limit && p.share(t) == ShareBeyond {
 				lowered, limit = true, limit/2
 			}
 			if p.det != nil && p.det.Observe(now, age) && p.lowerable(now) {
 				p.measure(now)
-				if target := p.lowLimit(); age >= target && age < limit && !p.withinShare(t) {
+				if target := p.lowLimit(); age >= target && age < limit && p.share(t) != ShareWithin {
 					lowered, limit = true, target
 				}
 			}
@@ -329,26 +329,22 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	return Admitted
 }
 
-// withinShare reports whether every ShareKeeper of the pipeline, and at
-// least one, says that t is within its share.
-func (p *Pipeline) withinShare(t *Ticket) bool {
-	for _, s := range p.sharers {
-		if s.Share(&t.Attempt) != ShareWithin {
-			return false
+// share is where t stands by the pipeline's ShareKeepers together:
+// beyond its share when some keeper says so, within it when every keeper
+// (and at least one) says so, unknown otherwise.
+func (p *Pipeline) share(t *Ticket) Share {
+	all := ShareUnknown
+	for i, s := range p.sharers {
+		switch sh := s.Share(&t.Attempt); {
+		case sh == ShareBeyond:
+			return ShareBeyond
+		case i == 0:
+			all = sh
+		case sh != ShareWithin:
+			all = ShareUnknown
 		}
 	}
-	return len(p.sharers) > 0
-}
-
-// beyondShare reports whether some ShareKeeper of the pipeline says that t
-// is beyond its share.
-func (p *Pipeline) beyondShare(t *Ticket) bool {
-	for _, s := range p.sharers {
-		if s.Share(&t.Attempt) == ShareBeyond {
-			return true
-		}
-	}
-	return false
+	return all
 }
 
 // unasked tells the policies of pols that implement Unasked of the
@@ -454,7 +450,7 @@ func (p *Pipeline) enqueue(t *Ticket) Decision {
 	if p.classify != nil {
 		t.Class = p.classify(&t.Attempt)
 	}
-	if p.trims && p.beyondShare(t) {
+	if p.trims && p.share(t) == ShareBeyond {
 		// Behind every request within its share (ShareKeeper).
 		t.Class = queue.MaxClasses - 1
 	}

@@ -928,3 +928,32 @@ func TestStandingLineSparesRequestsWithinTheirShare(t *testing.T) {
 		})
 	}
 }
+
+// fixedShare is a ShareKeeper that always answers the same.
+type fixedShare Share
+
+func (fixedShare) Admit(*Attempt) *Refusal { return nil }
+func (fixedShare) Done(*Attempt, Outcome)  {}
+func (f fixedShare) Share(*Attempt) Share  { return Share(f) }
+
+// Several ShareKeepers together: beyond when any says beyond, within only
+// when all say within, unknown otherwise and with none.
+func TestShareOfSeveralKeepers(t *testing.T) {
+	u, w, b := fixedShare(ShareUnknown), fixedShare(ShareWithin), fixedShare(ShareBeyond)
+	for _, tc := range []struct {
+		keepers []Policy
+		want    Share
+	}{
+		{nil, ShareUnknown},
+		{[]Policy{w}, ShareWithin},
+		{[]Policy{w, w}, ShareWithin},
+		{[]Policy{w, u}, ShareUnknown},
+		{[]Policy{u, w}, ShareUnknown},
+		{[]Policy{w, b}, ShareBeyond},
+		{[]Policy{u, b}, ShareBeyond},
+		{[]Policy{b, w}, ShareBeyond},
+	} {
+		p := newPipeline(t, Config{Policies: tc.keepers}, Host{})
+		assert.Equal(t, tc.want, p.share(&newReq("/").Ticket), "%v", tc.keepers)
+	}
+}

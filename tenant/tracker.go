@@ -764,12 +764,11 @@ func (t *Tracker) setDrops() {
 // server the fraction that keeps trimmedKeep times as many of its
 // requests. Called with mu held.
 func (t *Tracker) setDrop(s *slot, f float64) {
-	d := fraction(f)
-	s.beyond.Store(d != 0)
-	if t.trims && d != 0 && d < 1<<32 {
-		d = fraction(1 - min((1-f)*trimmedKeep, 1))
+	s.beyond.Store(fraction(f) != 0)
+	if t.trims {
+		f = 1 - min((1-f)*trimmedKeep, 1) // 0 stays 0, 1 stays 1
 	}
-	s.drop.Store(d)
+	s.drop.Store(fraction(f))
 }
 
 // Stats is what a Tracker says of itself.
