@@ -8,24 +8,6 @@ import (
 	"github.com/sluice-go/sluice/bench/load"
 )
 
-// Scenario names, as they appear in Sample.Scenario.
-const (
-	// ScenarioSweep offers 0.5x to 10x of each target's capacity.
-	ScenarioSweep = "sweep"
-	// ScenarioStep offers a low load, then a high one, then the low one
-	// again, and reports the outcome in buckets of 100 ms.
-	ScenarioStep = "step"
-	// ScenarioSlowdown offers a steady load while the database answers
-	// twice as slowly as the capacity was measured with.
-	ScenarioSlowdown = "slowdown"
-	// ScenarioShapes compares CPU-bound, I/O-bound and blocking handlers
-	// at the same multiples of their capacity.
-	ScenarioShapes = "shapes"
-	// ScenarioMix offers requests on kept-alive connections and on new
-	// connections together, counted as two classes.
-	ScenarioMix = "mix"
-)
-
 // Percentiles are latencies of the OK answers, in milliseconds.
 type Percentiles struct {
 	P50  float64 `json:"p50"`

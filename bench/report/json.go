@@ -10,11 +10,11 @@ import (
 )
 
 // Document is the JSON form of a rendered report: the raw report with every
-// sample, the rows of the sweep, shapes, slowdown, mix and step scenarios
-// (Summary, Steps) and, by scenario name, those of every scenario with a
-// report of its own (Scenarios, which scenario.WriteJSON fills in).
-// WriteJSON writes one without Scenarios; it decodes back into the same
-// values.
+// sample, the rows of the table of rates by offered load (Summary, and
+// Steps for its scenarios whose load is a step) and, by scenario name,
+// those of every scenario with a report of its own (Scenarios, which
+// scenario.WriteJSON fills in). WriteJSON writes one without Scenarios; it
+// decodes back into the same values.
 type Document struct {
 	Report  *bench.Report `json:"report"`
 	Summary []Row         `json:"summary"`
@@ -25,25 +25,27 @@ type Document struct {
 	Scenarios map[string]any `json:"scenarios,omitempty"`
 }
 
-// NewDocument builds the Document of rep.
-func NewDocument(rep *bench.Report) Document {
-	d := Document{Report: rep, Summary: Summarize(rep), Steps: SummarizeSteps(rep)}
+// NewDocument builds the Document of rep, its table of rates by offered
+// load showing the named scenarios (Summarize).
+func NewDocument(rep *bench.Report, scenarios []string) Document {
+	d := Document{Report: rep, Summary: Summarize(rep, scenarios), Steps: []StepRow{}}
 	if d.Summary == nil {
 		d.Summary = []Row{}
 	}
-	if d.Steps == nil {
-		d.Steps = []StepRow{}
+	for _, sc := range scenarios {
+		d.Steps = append(d.Steps, SummarizeSteps(rep, sc)...)
 	}
 	return d
 }
 
-// WriteJSON writes the Document of rep to w as indented JSON: the suite's
-// rows only (see Document).
-func WriteJSON(w io.Writer, rep *bench.Report) error {
+// WriteJSON writes the Document of rep to w as indented JSON, its table
+// showing the named scenarios, without the rows of scenarios with reports
+// of their own (see Document).
+func WriteJSON(w io.Writer, rep *bench.Report, scenarios []string) error {
 	if rep == nil {
 		return errors.New("report: nil report")
 	}
-	return WriteDocument(w, NewDocument(rep))
+	return WriteDocument(w, NewDocument(rep, scenarios))
 }
 
 // WriteDocument writes d to w as indented JSON.

@@ -9,32 +9,38 @@ import (
 )
 
 // PlainSummary says in plain words what the table of rep's main scenario
-// shows: two heading lines, then one line per offered load with, for each
+// among those named shows: two heading lines, then one line per offered load with, for each
 // target of the scenario, the requests it completed in time per second,
 // as a fraction of its capacity, and the shares of requests it refused at
 // once and let fail. A target whose runs at a load were all behind is
 // given with its indicative figure, marked as such; one without a row at a
 // load is said to be missing there.
 //
-// The main scenario is the sweep when rep has one, else the first other
-// scenario of the report's order except the step (whose rows are not one
-// load each). Rows of a request class are left out: the lines count all
+// The main scenario is the first of scenarios that rep has samples of,
+// leaving out those whose load is a step (their rows are not one load
+// each). Rows of a request class are left out: the lines count all
 // requests. PlainSummary returns nil for a nil report or one without such
 // rows. The lines end without a newline; those of the loads are indented.
-func PlainSummary(rep *bench.Report) []string {
+func PlainSummary(rep *bench.Report, scenarios []string) []string {
 	if rep == nil {
 		return nil
 	}
+	stepped := make(map[string]bool)
+	for _, s := range rep.Samples {
+		if s.Step != nil {
+			stepped[s.Scenario] = true
+		}
+	}
 	var rows []Row
-	for _, r := range Summarize(rep) {
-		if r.Class == "" && r.Scenario != bench.ScenarioStep {
+	for _, r := range Summarize(rep, scenarios) {
+		if r.Class == "" && !stepped[r.Scenario] {
 			rows = append(rows, r)
 		}
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	// Summarize puts the sweep first.
+	// Summarize puts the scenarios in the order named.
 	scenario := rows[0].Scenario
 	rows = slices.DeleteFunc(rows, func(r Row) bool { return r.Scenario != scenario })
 

@@ -10,7 +10,7 @@ import (
 )
 
 func TestPlainSummaryOneLinePerLoad(t *testing.T) {
-	lines := PlainSummary(behindBaselineReport())
+	lines := PlainSummary(behindBaselineReport(), tabled)
 	require.Len(t, lines, 4, "a heading of two lines, then 2x and 5x")
 	assert.Equal(t, "In plain words (sweep, shape cpu): each server was offered a multiple of its own capacity C;", lines[0])
 	assert.Equal(t, `"in time" = a 2xx answer within the 1s deadline, "refused" = an immediate 503, "failed" = late or in error.`, lines[1])
@@ -25,13 +25,13 @@ func TestPlainSummaryOneLinePerLoad(t *testing.T) {
 }
 
 func TestPlainSummaryOtherTargetsAndGaps(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	rep := &bench.Report{Samples: []bench.Sample{
 		run(sw, "semaphore", 0, 100, 1, 50, 0, 5),   // 50% failed
 		run(sw, "sluice", 0, 1000, 1, 1000, 0, 2),   // nothing lost
 		run(sw, "sluice", 0, 1000, 3, 950, 2050, 2), // 68.3% rejected
 	}}
-	lines := PlainSummary(rep)
+	lines := PlainSummary(rep, tabled)
 	require.Len(t, lines, 4)
 	assert.Contains(t, lines[0], "(sweep, shape cpu)")
 	assert.Contains(t, lines[1], "within the client's deadline", "the report has no deadline")
@@ -49,24 +49,24 @@ func TestPlainSummaryPicksTheMainScenario(t *testing.T) {
 		stepSample("sluice", 0, 1, 0),
 		mixRun("sluice", 0, 600, 300),
 	}}
-	lines := PlainSummary(rep)
+	lines := PlainSummary(rep, tabled)
 	require.Len(t, lines, 3)
 	assert.Contains(t, lines[0], "(mix, shape cpu)")
 	assert.Contains(t, lines[2], "At 2x: sluice completed 900 requests a second in time")
 
 	// Shapes: one line per shape and load, the shape named.
-	io := run(bench.ScenarioShapes, "sluice", 0, 1000, 2, 990, 1010, 11)
+	io := run("shapes", "sluice", 0, 1000, 2, 990, 1010, 11)
 	io.Shape = "io"
-	rep = &bench.Report{Samples: []bench.Sample{run(bench.ScenarioShapes, "sluice", 0, 1000, 2, 990, 1010, 1), io}}
-	lines = PlainSummary(rep)
+	rep = &bench.Report{Samples: []bench.Sample{run("shapes", "sluice", 0, 1000, 2, 990, 1010, 1), io}}
+	lines = PlainSummary(rep, tabled)
 	require.Len(t, lines, 4)
 	assert.Equal(t, "In plain words (shapes): each server was offered a multiple of its own capacity C;", lines[0])
 	assert.Contains(t, lines[2], "At 2x (shape cpu): sluice")
 	assert.Contains(t, lines[3], "At 2x (shape io): sluice")
 
-	assert.Nil(t, PlainSummary(nil))
-	assert.Nil(t, PlainSummary(&bench.Report{}))
-	assert.Nil(t, PlainSummary(stepReport()), "a step alone has no load to speak of")
+	assert.Nil(t, PlainSummary(nil, tabled))
+	assert.Nil(t, PlainSummary(&bench.Report{}, tabled))
+	assert.Nil(t, PlainSummary(stepReport(), tabled), "a step alone has no load to speak of")
 }
 
 func TestPlainSummaryBehindWithoutFigures(t *testing.T) {

@@ -26,28 +26,22 @@ const (
 	plotHeight = 11 * vg.Centimeter
 )
 
-// Plots draws the charts of rep as PNG files in dir, which it creates if
-// missing, and returns their paths:
+// OfferedPlots draws the charts of the named scenario's samples against
+// the load offered them as PNG files in dir, which it creates if missing,
+// and returns their paths:
 //
-//   - goodput-<shape>.png for each handler shape of the sweep scenario:
-//     median goodput as a fraction of capacity C against the offered
-//     multiple of C (log scale), one line per target, and the ideal
-//     min(x, 1);
+//   - goodput-<shape>.png for each handler shape of the scenario: median
+//     goodput as a fraction of capacity C against the offered multiple of
+//     C (log scale), one line per target, and the ideal min(x, 1);
 //   - latency-<shape>.png for the same shapes: median p50 (solid) and p99
 //     (dashed) latency of the OK answers in ms (log scale) against the
-//     offered multiple;
-//   - step-<shape>.png for each shape of the step scenario: goodput,
-//     offered (dashed) and rejected (thin) rates per second of each series
-//     bucket against time, for one kept run per target (the one with the
-//     lowest repeat index, named in the title), with the step up and down
-//     marked (StepPlots draws the same for another scenario whose load is
-//     a step);
+//     offered multiple.
 //
 // The shape's part of a name is reduced to letters, digits, '-' and '_';
-// a sample without a shape gives goodput.png, latency.png and step.png. A
-// chart without data (no such scenario, or no kept run) is skipped without
-// error.
-func Plots(dir string, rep *bench.Report) ([]string, error) {
+// a sample without a shape gives goodput.png and latency.png. A chart
+// without data (no such scenario, or no kept run) is skipped without
+// error. StepPlots draws the charts of a scenario whose load is a step.
+func OfferedPlots(dir string, rep *bench.Report, scenario string) ([]string, error) {
 	if rep == nil {
 		return nil, errors.New("report: nil report")
 	}
@@ -55,7 +49,7 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 		return nil, fmt.Errorf("report: plot directory: %w", err)
 	}
 	ranks := TargetRanks(rep)
-	rows := Summarize(rep)
+	rows := Summarize(rep, []string{scenario})
 	// The lines of the targets' client modes, a colour each.
 	for _, r := range rows {
 		if _, ok := ranks[lineName(r)]; !ok {
@@ -83,17 +77,12 @@ func Plots(dir string, rep *bench.Report) ([]string, error) {
 		return nil
 	}
 
-	for _, shape := range shapes(rep, bench.ScenarioSweep) {
-		lines := sweepLines(rows, shape)
+	for _, shape := range shapes(rep, scenario) {
+		lines := offeredLines(rows, shape)
 		if err := save(goodputPlot(shape, lines, ranks)); err != nil {
 			return paths, err
 		}
 		if err := save(latencyPlot(shape, lines, ranks)); err != nil {
-			return paths, err
-		}
-	}
-	for _, shape := range shapes(rep, bench.ScenarioStep) {
-		if err := save(stepPlot(rep, bench.ScenarioStep, "Step response", shape, ranks, keepAll)); err != nil {
 			return paths, err
 		}
 	}
@@ -129,21 +118,21 @@ func fileName(kind, shape string) string {
 	return kind + "-" + safe + ".png"
 }
 
-// sweepLines returns the whole-sample sweep rows of shape with a kept run
-// (or indicative ones, see titleNote) and a positive multiple, per target
-// (per target and client mode, "nethttp keep", when the runs named modes),
-// by ascending multiple.
-func sweepLines(rows []Row, shape string) map[string][]Row {
+// offeredLines returns the whole-sample rows of shape with a kept run (or
+// indicative ones, see titleNote) and a positive multiple, per target (per
+// target and client mode, "nethttp keep", when the runs named modes), by
+// ascending multiple.
+func offeredLines(rows []Row, shape string) map[string][]Row {
 	lines := make(map[string][]Row)
 	for _, r := range rows {
-		if r.Scenario == bench.ScenarioSweep && r.Shape == shape && r.Class == "" && (r.Runs > 0 || r.Indicative) && r.Multiple > 0 {
+		if r.Shape == shape && r.Class == "" && (r.Runs > 0 || r.Indicative) && r.Multiple > 0 {
 			lines[lineName(r)] = append(lines[lineName(r)], r)
 		}
 	}
 	return lines
 }
 
-// lineName names a row's line in a sweep plot: its target, and its client
+// lineName names a row's line in an offered-load plot: its target, and its client
 // mode when it has one.
 func lineName(r Row) string {
 	if r.Client == "" {
@@ -439,15 +428,20 @@ func stepRuns(rep *bench.Report, scenario, shape string, ranks map[string]int, k
 // keepAll keeps every sample.
 func keepAll(bench.Sample) bool { return true }
 
-// StepPlots draws, for each shape of the scenario's samples, the chart
-// Plots draws for the step scenario, titled title, as
-// <scenario>-<shape>.png in dir, which it creates if missing, and returns
-// their paths: for a scenario whose load is a step too (its samples with
-// a StepInfo and a Series). The run shown of each target is the one with
-// the lowest repeat index that is not behind and that keep keeps.
+// StepPlots draws, for each shape of the scenario's samples, a chart titled
+// title as <scenario>-<shape>.png in dir, which it creates if missing, and
+// returns their paths: for a scenario whose load is a step (its samples
+// with a StepInfo and a Series), goodput, offered (dashed) and rejected
+// (thin) rates per second of each series bucket against time, for one run
+// per target, with the step up and down marked. The run shown of each
+// target is the one with the lowest repeat index that is not behind and
+// that keep keeps (nil keeps every run).
 func StepPlots(dir string, rep *bench.Report, scenario, title string, keep func(bench.Sample) bool) ([]string, error) {
 	if rep == nil {
 		return nil, errors.New("report: nil report")
+	}
+	if keep == nil {
+		keep = keepAll
 	}
 	ranks := TargetRanks(rep)
 	return ShapePlots(dir, rep, scenario, func(shape string) (*plot.Plot, string, error) {

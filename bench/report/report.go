@@ -10,17 +10,20 @@
 // many runs were kept and how many were behind, and a row whose runs were
 // all behind is shown as such rather than as numbers.
 //
-// Summarize gives the rows of the sweep, shapes, slowdown, mix and step
-// scenarios, StepMetrics and SummarizeSteps the step response (how fast
-// goodput settles after the load steps up and how long rejections go on
-// after it steps down), WriteTable and WriteJSON print them (the table with
-// a legend of its columns and notes on its blanks), PlainSummary says in
-// plain words what the main table shows, and Plots draws goodput, latency
-// and step-response charts. Every other scenario of package bench/scenario
-// writes its own tables, JSON rows (Document.Scenarios) and plots, with
-// this package's helpers (NewTab, Line, Median, FormatMS, TargetRanks,
-// PlacementOf, HandlerOf, BucketWidth, StepPlots, ShapePlots, NewPlot,
-// PlotFile); package bench/scenario puts the whole report together.
+// The table of rates by offered load shows the samples of the scenarios it
+// is given (package bench/scenario gives those that are Tabled: sweep,
+// shapes, slowdown, mix and step): Summarize gives its rows, StepMetrics
+// and SummarizeSteps the step response of a scenario whose load is a step
+// (how fast goodput settles after the load steps up and how long
+// rejections go on after it steps down), WriteTable and WriteJSON print
+// them (the table with a legend of its columns and notes on its blanks),
+// and PlainSummary says in plain words what the table shows. OfferedPlots
+// and StepPlots draw goodput, latency and step-response charts. Every
+// other scenario writes its own tables, JSON rows (Document.Scenarios) and
+// plots, with this package's helpers (NewTab, Line, Median, FormatMS,
+// TargetRanks, PlacementOf, HandlerOf, BucketWidth, StepPlots, ShapePlots,
+// NewPlot, PlotFile); package bench/scenario puts the whole report
+// together.
 package report
 
 import (
@@ -116,30 +119,6 @@ type Row struct {
 	Indicative bool `json:"indicative,omitempty"`
 }
 
-// otherScenario is scenarioRank's answer for a scenario whose samples
-// this package's table of rates by offered load does not show.
-const otherScenario = 5
-
-// scenarioRank gives the position of a scenario in the table of rates by
-// offered load: sweep, shapes, slowdown, mix, step; any other has tables
-// of its own (otherScenario).
-func scenarioRank(s string) int {
-	switch s {
-	case bench.ScenarioSweep:
-		return 0
-	case bench.ScenarioShapes:
-		return 1
-	case bench.ScenarioSlowdown:
-		return 2
-	case bench.ScenarioMix:
-		return 3
-	case bench.ScenarioStep:
-		return 4
-	default:
-		return otherScenario
-	}
-}
-
 // multipleKey rounds a multiple so that values equal up to float noise
 // fall in the same group.
 func multipleKey(m float64) float64 {
@@ -170,13 +149,13 @@ func TargetRanks(rep *bench.Report) map[string]int {
 	return ranks
 }
 
-// groups collects the samples of rep by scenario, shape, target and
-// multiple, in report order (sorted by the caller).
-func groups(rep *bench.Report) []*group {
+// groups collects the samples of rep's named scenarios by scenario, shape,
+// target and multiple, in report order (sorted by the caller).
+func groups(rep *bench.Report, scenarios []string) []*group {
 	var out []*group
 	index := make(map[groupKey]*group)
 	for _, s := range rep.Samples {
-		if scenarioRank(s.Scenario) == otherScenario {
+		if !slices.Contains(scenarios, s.Scenario) {
 			continue // tables of their own
 		}
 		k := groupKey{s.Scenario, s.Shape, s.Target, s.Client, multipleKey(s.Multiple)}
@@ -191,15 +170,12 @@ func groups(rep *bench.Report) []*group {
 	return out
 }
 
-// less orders rows: scenario (scenarioOrder, then by name), shape,
+// less orders rows: scenario (in the order of scenarios), shape,
 // multiple, client mode, target (first appearance), then the whole sample
 // before its classes, classes by name.
-func less(a, b *Row, ranks map[string]int) bool {
-	if ra, rb := scenarioRank(a.Scenario), scenarioRank(b.Scenario); ra != rb {
+func less(a, b *Row, scenarios []string, ranks map[string]int) bool {
+	if ra, rb := slices.Index(scenarios, a.Scenario), slices.Index(scenarios, b.Scenario); ra != rb {
 		return ra < rb
-	}
-	if a.Scenario != b.Scenario {
-		return a.Scenario < b.Scenario
 	}
 	if a.Shape != b.Shape {
 		return a.Shape < b.Shape
@@ -216,23 +192,24 @@ func less(a, b *Row, ranks map[string]int) bool {
 	return a.Class < b.Class
 }
 
-// Summarize groups the samples of rep by scenario, handler shape, target
-// and offered multiple and returns one Row per group for the whole sample
-// plus, when samples have Classes, one Row per class. Each number is a
-// median over the repeats that are not Behind (see Row). Rows are ordered
-// by scenario (sweep, shapes, slowdown, mix, step, then any other by
-// name), shape, ascending multiple, target in the order it first appears in
-// rep, and class ("" first). It returns nil for a nil or empty report.
-func Summarize(rep *bench.Report) []Row {
+// Summarize groups the samples of rep's named scenarios by scenario,
+// handler shape, target and offered multiple and returns one Row per group
+// for the whole sample plus, when samples have Classes, one Row per class.
+// Each number is a median over the repeats that are not Behind (see Row).
+// Rows are ordered by scenario (in the order named), shape, ascending
+// multiple, target in the order it first appears in rep, and class (""
+// first). Samples of other scenarios are left out: they have tables of
+// their own. It returns nil for a nil report or one without such samples.
+func Summarize(rep *bench.Report, scenarios []string) []Row {
 	if rep == nil {
 		return nil
 	}
 	var rows []Row
-	for _, g := range groups(rep) {
+	for _, g := range groups(rep, scenarios) {
 		rows = append(rows, summarizeGroup(g)...)
 	}
 	ranks := TargetRanks(rep)
-	sort.SliceStable(rows, func(i, j int) bool { return less(&rows[i], &rows[j], ranks) })
+	sort.SliceStable(rows, func(i, j int) bool { return less(&rows[i], &rows[j], scenarios, ranks) })
 
 	type baseKey struct {
 		scenario, shape, class, client string

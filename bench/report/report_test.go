@@ -51,7 +51,7 @@ func behind(s bench.Sample) bench.Sample {
 // behind one for sluice), sluice and semaphore at 4x without nethttp, and
 // semaphore at 8x with every run behind.
 func sweepReport() *bench.Report {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	return &bench.Report{
 		Command:  "go run ./cmd/bench -scenario sweep",
 		Started:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -87,8 +87,8 @@ func find(t *testing.T, rows []Row, scenario, target string, mult float64, class
 }
 
 func TestSummarizeMediansLeaveOutBehindRuns(t *testing.T) {
-	rows := Summarize(sweepReport())
-	r := find(t, rows, bench.ScenarioSweep, "sluice", 2, "")
+	rows := Summarize(sweepReport(), tabled)
+	r := find(t, rows, "sweep", "sluice", 2, "")
 	assert.Equal(t, 3, r.Runs)
 	assert.Equal(t, 1, r.Behind)
 	assert.InDelta(t, 1000, r.Capacity, 1e-9)
@@ -106,7 +106,7 @@ func TestSummarizeMediansLeaveOutBehindRuns(t *testing.T) {
 	assert.InDelta(t, 8, r.P99, 1e-9)
 	assert.InDelta(t, 16, r.P999, 1e-9)
 
-	all := find(t, rows, bench.ScenarioSweep, "semaphore", 8, "")
+	all := find(t, rows, "sweep", "semaphore", 8, "")
 	assert.Equal(t, 0, all.Runs)
 	assert.Equal(t, 2, all.Behind)
 	assert.True(t, all.Indicative, "no kept run: the behind runs' medians, flagged")
@@ -116,42 +116,42 @@ func TestSummarizeMediansLeaveOutBehindRuns(t *testing.T) {
 }
 
 func TestSummarizeEvenCountTakesMiddleMean(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	rep := &bench.Report{Samples: []bench.Sample{
 		run(sw, "sluice", 0, 1000, 1, 800, 0, 1),
 		run(sw, "sluice", 1, 1000, 1, 900, 0, 3),
 	}}
-	r := Summarize(rep)[0]
+	r := Summarize(rep, tabled)[0]
 	assert.InDelta(t, 850, r.Goodput, 1e-9)
 	assert.InDelta(t, 2, r.P50, 1e-9)
 }
 
 func TestSummarizeRatioAgainstNethttp(t *testing.T) {
-	rows := Summarize(sweepReport())
-	s := find(t, rows, bench.ScenarioSweep, "sluice", 2, "")
+	rows := Summarize(sweepReport(), tabled)
+	s := find(t, rows, "sweep", "sluice", 2, "")
 	assert.InDelta(t, 500, s.BaselineGoodput, 1e-9)
 	assert.InDelta(t, 1.9, s.Ratio, 1e-9)
-	n := find(t, rows, bench.ScenarioSweep, "nethttp", 2, "")
+	n := find(t, rows, "sweep", "nethttp", 2, "")
 	assert.InDelta(t, 1, n.Ratio, 1e-9)
 
-	noBase := find(t, rows, bench.ScenarioSweep, "semaphore", 4, "")
+	noBase := find(t, rows, "sweep", "semaphore", 4, "")
 	assert.Zero(t, noBase.BaselineGoodput, "no nethttp at 4x")
 	assert.Zero(t, noBase.Ratio, "0 without a baseline")
 }
 
 func TestSummarizeOrder(t *testing.T) {
 	rep := sweepReport()
-	step := run(bench.ScenarioStep, "sluice", 0, 1000, 4, 900, 0, 1)
-	mix := run(bench.ScenarioMix, "nethttp", 0, 1000, 2, 900, 0, 1)
-	slow := run(bench.ScenarioSlowdown, "sluice", 0, 1000, 1, 900, 0, 1)
-	shapes := run(bench.ScenarioShapes, "sluice", 0, 1000, 1, 900, 0, 1)
-	io := run(bench.ScenarioShapes, "sluice", 0, 1000, 1, 900, 0, 1)
+	step := run("step", "sluice", 0, 1000, 4, 900, 0, 1)
+	mix := run("mix", "nethttp", 0, 1000, 2, 900, 0, 1)
+	slow := run("slowdown", "sluice", 0, 1000, 1, 900, 0, 1)
+	shapes := run("shapes", "sluice", 0, 1000, 1, 900, 0, 1)
+	io := run("shapes", "sluice", 0, 1000, 1, 900, 0, 1)
 	io.Shape = "io"
 	other := run("custom", "sluice", 0, 1000, 1, 900, 0, 1)
 	rep.Samples = append([]bench.Sample{step, mix, other, slow, io}, append(rep.Samples, shapes)...)
 
 	var got []string
-	for _, r := range Summarize(rep) {
+	for _, r := range Summarize(rep, tabled) {
 		got = append(got, r.Scenario+"/"+r.Shape+"/"+formatMultiple(r.Multiple)+"/"+r.Target)
 	}
 	// Targets appear first in the order sluice, nethttp, semaphore.
@@ -167,12 +167,21 @@ func TestSummarizeOrder(t *testing.T) {
 		"mix/cpu/2/nethttp",
 		"step/cpu/4/sluice",
 	}, got, "a scenario of another kind (custom) is left to its own report")
-	assert.Nil(t, Summarize(nil))
+	assert.Nil(t, Summarize(nil, tabled))
+
+	// The table shows the scenarios named, in the order named.
+	got = nil
+	for _, r := range Summarize(rep, []string{"step", "custom", "sweep"}) {
+		if r.Target == "sluice" {
+			got = append(got, r.Scenario+"/"+formatMultiple(r.Multiple))
+		}
+	}
+	assert.Equal(t, []string{"step/4", "custom/1", "sweep/2", "sweep/4"}, got)
 }
 
 // mixRun is a mix sample with a "kept" and a "new" class.
 func mixRun(target string, repeat int, keptGood, newGood float64) bench.Sample {
-	s := run(bench.ScenarioMix, target, repeat, 1000, 2, keptGood+newGood, 0, 1)
+	s := run("mix", target, repeat, 1000, 2, keptGood+newGood, 0, 1)
 	s.Classes = map[string]bench.ClassSample{
 		"kept": {Rates: bench.Rates{Offered: 1000, Goodput: keptGood, Failed: 1000 - keptGood}, Latency: bench.Percentiles{P50: 1, P99: 3}},
 		"new":  {Rates: bench.Rates{Offered: 1000, Goodput: newGood, Rejected: 1000 - newGood}, Latency: bench.Percentiles{P50: 2, P99: 7}},
@@ -189,7 +198,7 @@ func TestSummarizeClasses(t *testing.T) {
 		mixRun("sluice", 2, 650, 250),
 		mixRun("nethttp", 2, 400, 200),
 	}}
-	rows := Summarize(rep)
+	rows := Summarize(rep, tabled)
 	require.Len(t, rows, 6)
 	var order []string
 	for _, r := range rows {
@@ -197,7 +206,7 @@ func TestSummarizeClasses(t *testing.T) {
 	}
 	assert.Equal(t, []string{"sluice/", "sluice/kept", "sluice/new", "nethttp/", "nethttp/kept", "nethttp/new"}, order)
 
-	kept := find(t, rows, bench.ScenarioMix, "sluice", 2, "kept")
+	kept := find(t, rows, "mix", "sluice", 2, "kept")
 	assert.Equal(t, 3, kept.Runs)
 	assert.InDelta(t, 650, kept.Goodput, 1e-9)
 	assert.InDelta(t, 0.65, kept.GoodputFrac, 1e-9, "a class's goodput is a fraction of the target's C")
@@ -206,12 +215,12 @@ func TestSummarizeClasses(t *testing.T) {
 	assert.InDelta(t, 650.0/400, kept.Ratio, 1e-9)
 	assert.InDelta(t, 3, kept.P99, 1e-9)
 
-	fresh := find(t, rows, bench.ScenarioMix, "sluice", 2, "new")
+	fresh := find(t, rows, "mix", "sluice", 2, "new")
 	assert.InDelta(t, 250, fresh.Goodput, 1e-9)
 	assert.InDelta(t, 0.75, fresh.RejectedFrac, 1e-9)
 	assert.InDelta(t, 250.0/200, fresh.Ratio, 1e-9)
 
-	whole := find(t, rows, bench.ScenarioMix, "sluice", 2, "")
+	whole := find(t, rows, "mix", "sluice", 2, "")
 	assert.InDelta(t, 900, whole.Goodput, 1e-9)
 	assert.InDelta(t, 900.0/600, whole.Ratio, 1e-9)
 }
@@ -224,7 +233,7 @@ const bucket = 100 * time.Millisecond
 // after the step down have rejections.
 func stepSample(target string, repeat, settle, dirty int) bench.Sample {
 	s := bench.Sample{
-		Scenario: bench.ScenarioStep,
+		Scenario: "step",
 		Shape:    "cpu",
 		Target:   target,
 		Repeat:   repeat,
@@ -370,7 +379,7 @@ func stepReport() *bench.Report {
 }
 
 func TestSummarizeSteps(t *testing.T) {
-	rows := SummarizeSteps(stepReport())
+	rows := SummarizeSteps(stepReport(), "step")
 	require.Len(t, rows, 2)
 	s := rows[0]
 	assert.Equal(t, "sluice", s.Target)
@@ -393,7 +402,18 @@ func TestSummarizeSteps(t *testing.T) {
 	assert.Equal(t, 0, n.Runs)
 	assert.Equal(t, 1, n.Behind)
 	assert.Zero(t, n.Measured)
-	assert.Nil(t, SummarizeSteps(nil))
+	assert.Nil(t, SummarizeSteps(nil, "step"))
+
+	// Only the named scenario's runs with a step profile count.
+	rep := stepReport()
+	other := rep.Samples[0]
+	other.Scenario = "shed"
+	flat := rep.Samples[0]
+	flat.Step = nil
+	rep.Samples = append(rep.Samples, other, flat)
+	assert.Equal(t, rows, SummarizeSteps(rep, "step"))
+	assert.Len(t, SummarizeSteps(rep, "shed"), 1)
+	assert.Empty(t, SummarizeSteps(rep, "sweep"))
 }
 
 // lineOf returns the fields of the first line of text whose fields start
@@ -419,7 +439,7 @@ func TestWriteTableNamesTheCPUSplit(t *testing.T) {
 	rep := sweepReport()
 	rep.TargetCPUs, rep.GeneratorCPUs = []int{4, 5, 6, 7}, []int{0, 1}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	assert.Contains(t, buf.String(), "CPUs:     targets on 4-7, generator on 0-1\n")
 }
 
@@ -427,7 +447,7 @@ func TestWriteTable(t *testing.T) {
 	rep := sweepReport()
 	rep.Samples = append(rep.Samples, stepReport().Samples...)
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	out := buf.String()
 
 	assert.Contains(t, out, "Command:  go run ./cmd/bench -scenario sweep")
@@ -460,7 +480,7 @@ func TestWriteTable(t *testing.T) {
 func TestWriteTableClassColumn(t *testing.T) {
 	rep := &bench.Report{Samples: []bench.Sample{mixRun("sluice", 0, 600, 300), mixRun("nethttp", 0, 500, 100)}}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	assert.Equal(t, "new", lineOf(buf.String(), "sluice", "new")[1])
 	assert.Equal(t, "-", lineOf(buf.String(), "sluice", "900")[1], "the whole sample has no class")
 }
@@ -472,11 +492,11 @@ func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
 
 func TestWriteErrors(t *testing.T) {
 	boom := errors.New("boom")
-	assert.ErrorIs(t, WriteTable(failWriter{boom}, sweepReport()), boom)
-	assert.ErrorIs(t, WriteJSON(failWriter{boom}, sweepReport()), boom)
-	assert.Error(t, WriteTable(&bytes.Buffer{}, nil))
-	assert.Error(t, WriteJSON(&bytes.Buffer{}, nil))
-	_, err := Plots(t.TempDir(), nil)
+	assert.ErrorIs(t, WriteTable(failWriter{boom}, sweepReport(), tabled), boom)
+	assert.ErrorIs(t, WriteJSON(failWriter{boom}, sweepReport(), tabled), boom)
+	assert.Error(t, WriteTable(&bytes.Buffer{}, nil, tabled))
+	assert.Error(t, WriteJSON(&bytes.Buffer{}, nil, tabled))
+	_, err := plots(t.TempDir(), nil)
 	assert.Error(t, err)
 }
 
@@ -485,7 +505,7 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 	rep.Samples = append(rep.Samples, stepReport().Samples...)
 	rep.Samples = append(rep.Samples, mixRun("sluice", 0, 600, 300))
 	var buf bytes.Buffer
-	require.NoError(t, WriteJSON(&buf, rep))
+	require.NoError(t, WriteJSON(&buf, rep, tabled))
 
 	var raw map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &raw))
@@ -495,13 +515,13 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 
 	var got Document
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
-	assert.Equal(t, NewDocument(rep), got)
+	assert.Equal(t, NewDocument(rep, tabled), got)
 	assert.Equal(t, rep, got.Report)
 }
 
 func TestWriteJSONEmptyReport(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, WriteJSON(&buf, &bench.Report{}))
+	require.NoError(t, WriteJSON(&buf, &bench.Report{}, tabled))
 	var got Document
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
 	assert.Empty(t, got.Summary)
@@ -517,11 +537,25 @@ func assertPNG(t *testing.T, path string) {
 	assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), b[:8], path)
 }
 
+// tabled are the scenarios shown in the table of rates by offered load, as
+// package bench/scenario lists them.
+var tabled = []string{"sweep", "shapes", "slowdown", "mix", "step"}
+
+// plots draws the charts of rep as the sweep and step scenarios do.
+func plots(dir string, rep *bench.Report) ([]string, error) {
+	paths, err := OfferedPlots(dir, rep, "sweep")
+	if err != nil {
+		return paths, err
+	}
+	more, err := StepPlots(dir, rep, "step", "Step response", nil)
+	return append(paths, more...), err
+}
+
 func TestPlots(t *testing.T) {
 	rep := sweepReport()
 	rep.Samples = append(rep.Samples, stepReport().Samples...)
 	dir := filepath.Join(t.TempDir(), "plots", "new")
-	paths, err := Plots(dir, rep)
+	paths, err := plots(dir, rep)
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		filepath.Join(dir, "goodput-cpu.png"),
@@ -539,7 +573,7 @@ func TestPlotsSkipAbsentData(t *testing.T) {
 		mixRun("sluice", 0, 600, 300),
 		behind(stepSample("sluice", 0, 0, 0)),
 	}}
-	paths, err := Plots(dir, rep)
+	paths, err := plots(dir, rep)
 	require.NoError(t, err)
 	assert.Empty(t, paths)
 	entries, err := os.ReadDir(dir)
@@ -547,8 +581,8 @@ func TestPlotsSkipAbsentData(t *testing.T) {
 	assert.Empty(t, entries)
 
 	// A sweep whose runs were all behind is drawn, as indicative.
-	rep.Samples = append(rep.Samples, behind(run(bench.ScenarioSweep, "sluice", 0, 1000, 2, 900, 0, 1)))
-	paths, err = Plots(dir, rep)
+	rep.Samples = append(rep.Samples, behind(run("sweep", "sluice", 0, 1000, 2, 900, 0, 1)))
+	paths, err = plots(dir, rep)
 	require.NoError(t, err)
 	assert.Len(t, paths, 2, "goodput and latency")
 	for _, p := range paths {
@@ -561,7 +595,7 @@ func TestPlotsSkipAbsentData(t *testing.T) {
 	s.Shape = "a/b"
 	u := stepSample("sluice", 0, 0, 0)
 	u.Shape = "a_b"
-	paths, err = Plots(dir, &bench.Report{Samples: []bench.Sample{s, u}})
+	paths, err = plots(dir, &bench.Report{Samples: []bench.Sample{s, u}})
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(dir, "step-a_b.png"), filepath.Join(dir, "step-a_b-2.png")}, paths)
 	for _, p := range paths {
@@ -570,9 +604,9 @@ func TestPlotsSkipAbsentData(t *testing.T) {
 }
 
 func TestPlotsRejectsNaN(t *testing.T) {
-	s := run(bench.ScenarioSweep, "sluice", 0, 1000, 2, 900, 0, 1)
+	s := run("sweep", "sluice", 0, 1000, 2, 900, 0, 1)
 	s.Rates.Goodput = math.NaN()
-	_, err := Plots(t.TempDir(), &bench.Report{Samples: []bench.Sample{s}})
+	_, err := plots(t.TempDir(), &bench.Report{Samples: []bench.Sample{s}})
 	assert.ErrorContains(t, err, "goodput of sluice")
 }
 
@@ -618,20 +652,20 @@ func TestFormatTick(t *testing.T) {
 func TestSummarizeCPUAndEfficiency(t *testing.T) {
 	mk := func(repeat int, goodput, tcpu float64) bench.Sample {
 		return bench.Sample{
-			Scenario: bench.ScenarioSweep, Shape: "io", Target: "sluice", Repeat: repeat,
+			Scenario: "sweep", Shape: "io", Target: "sluice", Repeat: repeat,
 			Capacity: 1000, CapacityCPU: 2, Multiple: 5,
 			Rates:     bench.Rates{Offered: 5000, Goodput: goodput},
 			TargetCPU: tcpu, GeneratorCPU: 0.5,
 		}
 	}
 	rep := &bench.Report{Samples: []bench.Sample{mk(0, 600, 1.5), mk(1, 700, 1.4), mk(2, 500, 1.25)}}
-	r := find(t, Summarize(rep), bench.ScenarioSweep, "sluice", 5, "")
+	r := find(t, Summarize(rep, tabled), "sweep", "sluice", 5, "")
 	assert.InDelta(t, 1.4, r.TargetCPU, 1e-9)
 	assert.InDelta(t, 0.5, r.GeneratorCPU, 1e-9)
 	// Per run: (600/1.5)/(1000/2) = 0.8, (700/1.4)/500 = 1, (500/1.25)/500 = 0.8.
 	assert.InDelta(t, 0.8, r.Efficiency, 1e-9)
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	assert.Contains(t, buf.String(), "1.40/0.50")
 	assert.Contains(t, buf.String(), " 0.80 ")
 }

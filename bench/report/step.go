@@ -214,18 +214,18 @@ type stepKey struct {
 }
 
 // SummarizeSteps returns one StepRow per target, shape and pair of
-// multiples of the step scenario, ordered by shape, low then high
-// multiple, then target in the order it first appears in rep.
-func SummarizeSteps(rep *bench.Report) []StepRow {
+// multiples of the named scenario's samples whose load is a step (those
+// with a bench.StepInfo), ordered by shape, low then high multiple, then
+// target in the order it first appears in rep.
+func SummarizeSteps(rep *bench.Report, scenario string) []StepRow {
 	if rep == nil {
 		return nil
 	}
 	keys, byKey := groupSamples(rep, func(s bench.Sample) (stepKey, bool) {
-		k := stepKey{shape: s.Shape, target: s.Target, high: multipleKey(s.Multiple)}
-		if s.Step != nil {
-			k.low, k.high = multipleKey(s.Step.Low), multipleKey(s.Step.High)
+		if s.Scenario != scenario || s.Step == nil {
+			return stepKey{}, false
 		}
-		return k, s.Scenario == bench.ScenarioStep
+		return stepKey{shape: s.Shape, target: s.Target, low: multipleKey(s.Step.Low), high: multipleKey(s.Step.High)}, true
 	})
 	ranks := TargetRanks(rep)
 	sort.SliceStable(keys, func(i, j int) bool {

@@ -14,10 +14,10 @@ import (
 )
 
 // WriteTable writes rep to w as human-readable text: a header with how the
-// benchmark was run, then one aligned table of Summarize rows per scenario
-// and handler shape, each followed by notes on what its blanks and marks
-// mean, and after each step table the step response of that shape
-// (SummarizeSteps). A legend under the last table says in plain words what
+// benchmark was run, then one aligned table of Summarize rows per named
+// scenario and handler shape, each followed by notes on what its blanks
+// and marks mean, and, for a scenario whose load is a step (samples with a
+// bench.StepInfo), the step response of that shape (SummarizeSteps). A legend under the last table says in plain words what
 // every column means (see legend).
 //
 // Rates are per second, fractions of C or of the offered load, latencies
@@ -31,14 +31,13 @@ import (
 //
 // Other scenarios' samples are left to their own reports (package
 // bench/scenario).
-func WriteTable(w io.Writer, rep *bench.Report) error {
+func WriteTable(w io.Writer, rep *bench.Report, scenarios []string) error {
 	if rep == nil {
 		return errors.New("report: nil report")
 	}
 	var buf bytes.Buffer
 	writeHeader(&buf, rep)
-	rows := Summarize(rep)
-	steps := SummarizeSteps(rep)
+	rows := Summarize(rep, scenarios)
 	var shown columns
 	for start := 0; start < len(rows); {
 		end := start + 1
@@ -53,9 +52,7 @@ func WriteTable(w io.Writer, rep *bench.Report) error {
 		shown.ratio = shown.ratio || cols.ratio
 		shown.client = shown.client || cols.client
 		shown.fair = shown.fair || cols.fair
-		if scenario == bench.ScenarioStep {
-			writeSteps(&buf, shape, steps)
-		}
+		writeSteps(&buf, shape, SummarizeSteps(rep, scenario))
 		start = end
 	}
 	switch {

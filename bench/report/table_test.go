@@ -16,7 +16,7 @@ import (
 // behindBaselineReport is a demo's sweep in which every net/http run at 5x
 // fell behind: sluice and net/http at 2x and 5x, two repeats.
 func behindBaselineReport() *bench.Report {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	return &bench.Report{
 		Deadline: time.Second,
 		Repeats:  2,
@@ -34,39 +34,39 @@ func behindBaselineReport() *bench.Report {
 }
 
 func TestSummarizeIndicativeRatio(t *testing.T) {
-	rows := Summarize(behindBaselineReport())
-	s := find(t, rows, bench.ScenarioSweep, "sluice", 5, "")
+	rows := Summarize(behindBaselineReport(), tabled)
+	s := find(t, rows, "sweep", "sluice", 5, "")
 	assert.Zero(t, s.BaselineGoodput, "net/http has no kept run at 5x")
 	assert.Zero(t, s.Ratio, "no counted ratio")
 	assert.InDelta(t, 910.0/450, s.IndicativeRatio, 1e-9, "against the behind runs' median")
 
-	s2 := find(t, rows, bench.ScenarioSweep, "sluice", 2, "")
+	s2 := find(t, rows, "sweep", "sluice", 2, "")
 	assert.InDelta(t, 990.0/650, s2.Ratio, 1e-9)
 	assert.Zero(t, s2.IndicativeRatio, "a counted ratio is not indicative")
 
 	// The other way round: the row is indicative, the baseline counted.
 	rep := &bench.Report{Samples: []bench.Sample{
-		behind(run(bench.ScenarioSweep, "sluice", 0, 1000, 5, 900, 4000, 2)),
-		run(bench.ScenarioSweep, "nethttp", 0, 1000, 5, 300, 0, 900),
+		behind(run("sweep", "sluice", 0, 1000, 5, 900, 4000, 2)),
+		run("sweep", "nethttp", 0, 1000, 5, 300, 0, 900),
 	}}
-	r := find(t, Summarize(rep), bench.ScenarioSweep, "sluice", 5, "")
+	r := find(t, Summarize(rep, tabled), "sweep", "sluice", 5, "")
 	assert.True(t, r.Indicative)
 	assert.Zero(t, r.Ratio)
 	assert.InDelta(t, 3, r.IndicativeRatio, 1e-9)
 
 	// A baseline that served nothing gives no ratio of either kind.
 	rep = &bench.Report{Samples: []bench.Sample{
-		run(bench.ScenarioSweep, "sluice", 0, 1000, 5, 900, 4000, 2),
-		behind(run(bench.ScenarioSweep, "nethttp", 0, 1000, 5, 0, 0, 0)),
+		run("sweep", "sluice", 0, 1000, 5, 900, 4000, 2),
+		behind(run("sweep", "nethttp", 0, 1000, 5, 0, 0, 0)),
 	}}
-	r = find(t, Summarize(rep), bench.ScenarioSweep, "sluice", 5, "")
+	r = find(t, Summarize(rep, tabled), "sweep", "sluice", 5, "")
 	assert.Zero(t, r.Ratio)
 	assert.Zero(t, r.IndicativeRatio)
 }
 
 func TestWriteTableComparesWithBehindBaselineMarked(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, behindBaselineReport()))
+	require.NoError(t, WriteTable(&buf, behindBaselineReport(), tabled))
 	out := buf.String()
 
 	// target x C/s offered/s goodput/s goodput/C vs-nethttp ...
@@ -81,14 +81,14 @@ func TestWriteTableComparesWithBehindBaselineMarked(t *testing.T) {
 }
 
 func TestWriteTableSaysWhyARatioIsBlank(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	rep := &bench.Report{Samples: []bench.Sample{
 		run(sw, "sluice", 0, 1000, 2, 950, 1000, 2),
 		run(sw, "nethttp", 0, 1000, 2, 0, 0, 0), // served nothing in time
 		run(sw, "sluice", 0, 1000, 5, 900, 4000, 2),
 	}}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	out := buf.String()
 	assert.Equal(t, "-", lineOf(out, "sluice", "950")[6])
 	assert.Equal(t, "-", lineOf(out, "sluice", "900")[6])
@@ -98,13 +98,13 @@ func TestWriteTableSaysWhyARatioIsBlank(t *testing.T) {
 }
 
 func TestWriteTableLeavesOutRatioWithoutBaseline(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	rep := &bench.Report{Samples: []bench.Sample{
 		run(sw, "sluice", 0, 1000, 2, 950, 1000, 2),
 		run(sw, "semaphore", 0, 1000, 2, 700, 0, 5),
 	}}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	out := buf.String()
 	assert.NotContains(t, out, "vs nethttp", "neither the column nor its legend")
 	assert.Len(t, lineOf(out, "sluice", "950"), 14)
@@ -112,7 +112,7 @@ func TestWriteTableLeavesOutRatioWithoutBaseline(t *testing.T) {
 	// net/http alone: a column of 1.00 would say nothing.
 	rep = &bench.Report{Samples: []bench.Sample{run(sw, "nethttp", 0, 1000, 2, 700, 0, 5)}}
 	buf.Reset()
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	assert.NotContains(t, buf.String(), "vs nethttp")
 }
 
@@ -131,7 +131,7 @@ func TestWriteTableLegendExplainsEveryColumn(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, sweepReport()))
+	require.NoError(t, WriteTable(&buf, sweepReport(), tabled))
 	out := buf.String()
 	legendText := out[strings.Index(out, "Columns ("):]
 	for _, want := range []string{
@@ -155,7 +155,7 @@ func TestWrap(t *testing.T) {
 }
 
 func TestWriteTableClientModes(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	mode := func(s bench.Sample, client string, conns float64) bench.Sample {
 		s.Client, s.NewConns = client, conns
 		return s
@@ -166,7 +166,7 @@ func TestWriteTableClientModes(t *testing.T) {
 		mode(run(sw, "sluice", 0, 1000, 5, 950, 4000, 5), "keep", 2),
 		mode(run(sw, "sluice", 0, 1000, 5, 940, 4000, 5), "reconnect", 4),
 	}}
-	rows := Summarize(rep)
+	rows := Summarize(rep, tabled)
 	require.Len(t, rows, 4, "one row per target and mode: the modes are not pooled")
 	assert.Equal(t, []string{"keep", "keep", "reconnect", "reconnect"}, []string{rows[0].Client, rows[1].Client, rows[2].Client, rows[3].Client})
 	assert.Equal(t, 3000.0, rows[2].NewConns)
@@ -176,7 +176,7 @@ func TestWriteTableClientModes(t *testing.T) {
 	assert.Zero(t, rows[3].Ratio)
 
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	out := buf.String()
 	assert.Contains(t, out, "conns/s")
 	assert.NotNil(t, lineOf(out, "nethttp", "reconnect", "3000"), out)
@@ -185,12 +185,12 @@ func TestWriteTableClientModes(t *testing.T) {
 
 	// Without modes, no client column.
 	buf.Reset()
-	require.NoError(t, WriteTable(&buf, sweepReport()))
+	require.NoError(t, WriteTable(&buf, sweepReport(), tabled))
 	assert.NotContains(t, buf.String(), "conns/s")
 }
 
 func TestWriteTableFairness(t *testing.T) {
-	sw := bench.ScenarioSweep
+	sw := "sweep"
 	fair := func(s bench.Sample, jain, starved float64) bench.Sample {
 		s.Clients, s.Jain, s.Starved = 64, jain, starved
 		return s
@@ -201,7 +201,7 @@ func TestWriteTableFairness(t *testing.T) {
 		fair(run(sw, "sluice", 2, 1000, 5, 960, 4000, 5), 0.9, 0),
 		fair(run(sw, "nethttp", 0, 1000, 5, 600, 0, 4000), 0.99, 0),
 	}}
-	rows := Summarize(rep)
+	rows := Summarize(rep, tabled)
 	require.Len(t, rows, 2)
 	for _, r := range rows {
 		if r.Target == "sluice" {
@@ -210,13 +210,13 @@ func TestWriteTableFairness(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTable(&buf, rep))
+	require.NoError(t, WriteTable(&buf, rep, tabled))
 	out := buf.String()
 	assert.Contains(t, out, "Jain")
 	assert.NotNil(t, lineOf(out, "sluice", "0.70", "12.5"), out)
 	assert.NotNil(t, lineOf(out, "nethttp", "0.99", "0.0"), out)
 
 	buf.Reset()
-	require.NoError(t, WriteTable(&buf, sweepReport()))
+	require.NoError(t, WriteTable(&buf, sweepReport(), tabled))
 	assert.NotContains(t, buf.String(), "Jain", "no fairness columns without clients")
 }

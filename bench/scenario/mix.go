@@ -15,11 +15,14 @@ import (
 type Mix struct{}
 
 // Name is "mix".
-func (*Mix) Name() string { return bench.ScenarioMix }
+func (*Mix) Name() string { return "mix" }
+
+// Tabled shows the mix's samples in the table of rates by offered load.
+func (*Mix) Tabled() {}
 
 // Check refuses NewConns and Clients: the mix chooses each request's
 // connection itself.
-func (*Mix) Check(s *bench.SuiteConfig) error { return checkWeather(s, bench.ScenarioMix) }
+func (*Mix) Check(s *bench.SuiteConfig) error { return checkWeather(s, "mix") }
 
 // Points are one per multiple.
 func (*Mix) Points(s *bench.SuiteConfig) []bench.Point {

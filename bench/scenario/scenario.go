@@ -4,11 +4,13 @@
 // A scenario is a bench.Scenario: its name, the check of its settings, the
 // points one repeat runs, and how one point runs on a target, with what
 // package bench gives every scenario (bench.Trial: the target's child
-// process, the load generator, the CPU bracket). A scenario with a report
-// of its own implements Reporter (its tables and its rows in the JSON
-// document); one with plots, Plotter; one with flags of its own, Flagger;
-// one whose runs are checked against rules, Enforcer. WriteReport,
-// WriteJSON and Plots put the whole report together from them.
+// process, the load generator, the CPU bracket). A scenario whose samples
+// are rows of the table of rates by offered load implements Tabled; one
+// with a report of its own implements Reporter (its tables and its rows in
+// the JSON document); one with plots, Plotter; one with flags of its own,
+// Flagger; one whose runs are checked against rules, Enforcer.
+// WriteReport, WriteJSON and Plots put the whole report together from
+// them.
 //
 // A scenario whose targets serve more than the weather service implements
 // bench.ChildHooker: its hook (handlers, a change to a sluice target's
@@ -74,7 +76,7 @@ func ChildHooks() []bench.ChildHook {
 
 // Default names the scenarios `sluice bench` runs when -scenarios is not
 // given.
-var Default = []string{bench.ScenarioSweep, bench.ScenarioShapes, bench.ScenarioSlowdown, bench.ScenarioMix, bench.ScenarioStep}
+var Default = []string{"sweep", "shapes", "slowdown", "mix", "step"}
 
 // A Describer is a scenario that says in a line what it does, for the
 // command's help (Usage). Every scenario outside Default is one.
@@ -244,10 +246,32 @@ type Enforcer interface {
 	Failures(rep *bench.Report) ([]string, error)
 }
 
-// WriteReport writes rep to w: the suite's tables (report.WriteTable)
-// and then each reporting scenario's of all.
+// A Tabled scenario shows its samples as rows of the table of rates by
+// offered load (report.WriteTable, report.Summarize): one row per target,
+// handler shape and multiple of the capacity offered, medians over the
+// repeats. A scenario with a report of its own is a Reporter instead.
+type Tabled interface {
+	// Tabled marks the scenario; it does nothing.
+	Tabled()
+}
+
+// TableNames returns the names of the scenarios of all that are Tabled, in
+// the order of all: the order of their sections in the table.
+func TableNames(all []bench.Scenario) []string {
+	var names []string
+	for _, s := range all {
+		if _, ok := s.(Tabled); ok {
+			names = append(names, s.Name())
+		}
+	}
+	return names
+}
+
+// WriteReport writes rep to w: the table of rates by offered load of the
+// Tabled scenarios of all (report.WriteTable), then each reporting
+// scenario's tables.
 func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
-	if err := report.WriteTable(w, rep); err != nil {
+	if err := report.WriteTable(w, rep, TableNames(all)); err != nil {
 		return err
 	}
 	for _, s := range all {
@@ -261,12 +285,13 @@ func WriteReport(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 }
 
 // WriteJSON writes rep to w as the report's JSON document
-// (report.Document), with the rows of each reporting scenario of all.
+// (report.Document): the rows of the Tabled scenarios of all, and those of
+// each reporting one.
 func WriteJSON(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 	if rep == nil {
 		return errors.New("scenario: nil report")
 	}
-	d := report.NewDocument(rep)
+	d := report.NewDocument(rep, TableNames(all))
 	for _, s := range all {
 		r, ok := s.(Reporter)
 		if !ok {
@@ -282,13 +307,10 @@ func WriteJSON(w io.Writer, rep *bench.Report, all []bench.Scenario) error {
 	return report.WriteDocument(w, d)
 }
 
-// Plots draws every plot of rep in dir, the suite's (report.Plots) and
-// each plotting scenario's of all, and returns their files.
+// Plots draws every plot of rep in dir, each plotting scenario's of all,
+// and returns their files.
 func Plots(dir string, rep *bench.Report, all []bench.Scenario) ([]string, error) {
-	plots, err := report.Plots(dir, rep)
-	if err != nil {
-		return plots, err
-	}
+	var plots []string
 	for _, s := range all {
 		if p, ok := s.(Plotter); ok {
 			more, err := p.Plots(dir, rep)

@@ -11,10 +11,13 @@ import (
 type Shapes struct{}
 
 // Name is "shapes".
-func (*Shapes) Name() string { return bench.ScenarioShapes }
+func (*Shapes) Name() string { return "shapes" }
+
+// Tabled shows the shapes's samples in the table of rates by offered load.
+func (*Shapes) Tabled() {}
 
 // Check refuses nothing the suite allows.
-func (*Shapes) Check(s *bench.SuiteConfig) error { return checkWeather(s, bench.ScenarioShapes) }
+func (*Shapes) Check(s *bench.SuiteConfig) error { return checkWeather(s, "shapes") }
 
 // Points are one per shape, multiple and client mode.
 func (*Shapes) Points(s *bench.SuiteConfig) []bench.Point {

@@ -13,10 +13,13 @@ import (
 type Slowdown struct{}
 
 // Name is "slowdown".
-func (*Slowdown) Name() string { return bench.ScenarioSlowdown }
+func (*Slowdown) Name() string { return "slowdown" }
+
+// Tabled shows the slowdown's samples in the table of rates by offered load.
+func (*Slowdown) Tabled() {}
 
 // Check refuses nothing the suite allows.
-func (*Slowdown) Check(s *bench.SuiteConfig) error { return checkWeather(s, bench.ScenarioSlowdown) }
+func (*Slowdown) Check(s *bench.SuiteConfig) error { return checkWeather(s, "slowdown") }
 
 // Points are one: the suite's Shape with its database wait multiplied.
 func (*Slowdown) Points(s *bench.SuiteConfig) []bench.Point {

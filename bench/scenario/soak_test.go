@@ -307,7 +307,7 @@ func TestEvaluateSoakDrainAndExit(t *testing.T) {
 func TestSoakFailures(t *testing.T) {
 	bad := goodOK()
 	bad[0] = 10
-	rep := &bench.Report{Samples: []bench.Sample{{Scenario: bench.ScenarioSweep, Target: "sluice"}}}
+	rep := &bench.Report{Samples: []bench.Sample{{Scenario: "sweep", Target: "sluice"}}}
 	for _, c := range []soakCase{
 		soakSample("sluice", goodOK(), steady),
 		soakSample("nethttp", bad, steady),
@@ -441,7 +441,7 @@ func soakReportRun(t *testing.T, target string, ok []int64, grow int) bench.Samp
 
 func soakReport(t *testing.T) *bench.Report {
 	return &bench.Report{Samples: []bench.Sample{
-		{Scenario: bench.ScenarioSweep, Target: "sluice", Multiple: 2},
+		{Scenario: "sweep", Target: "sluice", Multiple: 2},
 		soakReportRun(t, "sluice", []int64{90, 80, 95, 91, 88, 92}, 0),
 		soakReportRun(t, "nethttp", []int64{50, 0, 10, 0, 0, 30}, 300),
 	}}
@@ -472,7 +472,7 @@ func TestSoakSummarize(t *testing.T) {
 	rows, err = so.Summarize(nil)
 	assert.NoError(t, err)
 	assert.Nil(t, rows)
-	assert.Nil(t, so.Rows(&bench.Report{Samples: []bench.Sample{{Scenario: bench.ScenarioSweep}}}), "no soak sample")
+	assert.Nil(t, so.Rows(&bench.Report{Samples: []bench.Sample{{Scenario: "sweep"}}}), "no soak sample")
 }
 
 func TestSoakReport(t *testing.T) {
@@ -503,7 +503,7 @@ func TestSoakReport(t *testing.T) {
 	assert.Contains(t, buf.String(), "fell behind its schedule")
 
 	buf.Reset()
-	require.NoError(t, so.WriteReport(&buf, &bench.Report{Samples: []bench.Sample{{Scenario: bench.ScenarioSweep}}}))
+	require.NoError(t, so.WriteReport(&buf, &bench.Report{Samples: []bench.Sample{{Scenario: "sweep"}}}))
 	assert.Empty(t, buf.String(), "nothing without soak samples")
 	require.NoError(t, so.WriteReport(&buf, nil))
 	assert.Empty(t, buf.String())

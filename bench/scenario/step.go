@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/load"
+	"github.com/sluice-go/sluice/bench/report"
 )
 
 // Step offers a low load, then a high one, then the low one again (the
@@ -14,15 +15,24 @@ import (
 type Step struct{}
 
 // Name is "step".
-func (*Step) Name() string { return bench.ScenarioStep }
+func (*Step) Name() string { return "step" }
+
+// Tabled shows the step's samples in the table of rates by offered load.
+func (*Step) Tabled() {}
 
 // Check refuses nothing the suite allows.
-func (*Step) Check(s *bench.SuiteConfig) error { return checkWeather(s, bench.ScenarioStep) }
+func (*Step) Check(s *bench.SuiteConfig) error { return checkWeather(s, "step") }
 
 // Points are one, offered in multiples of the capacity up to Step.High.
 func (*Step) Points(s *bench.SuiteConfig) []bench.Point {
 	st := s.Step
 	return []bench.Point{{Shape: s.Shape, Spec: s.Shape.Spec, Multiple: st.High, Window: st.Before + st.During + st.After}}
+}
+
+// Plots draws each target's goodput, offered and rejected rates in time
+// (report.StepPlots).
+func (st *Step) Plots(dir string, rep *bench.Report) ([]string, error) {
+	return report.StepPlots(dir, rep, st.Name(), "Step response", nil)
 }
 
 // Run offers the three phases and records the step's profile

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-go/sluice/bench"
+	"github.com/sluice-go/sluice/bench/report"
 )
 
 // Sweep offers the suite's Shape at each of its Multiples of each target's
@@ -12,10 +13,13 @@ import (
 type Sweep struct{}
 
 // Name is "sweep".
-func (*Sweep) Name() string { return bench.ScenarioSweep }
+func (*Sweep) Name() string { return "sweep" }
+
+// Tabled shows the sweep's samples in the table of rates by offered load.
+func (*Sweep) Tabled() {}
 
 // Check refuses nothing the suite allows.
-func (*Sweep) Check(s *bench.SuiteConfig) error { return checkWeather(s, bench.ScenarioSweep) }
+func (*Sweep) Check(s *bench.SuiteConfig) error { return checkWeather(s, "sweep") }
 
 // Points are one per multiple and client mode.
 func (*Sweep) Points(s *bench.SuiteConfig) []bench.Point {
@@ -24,6 +28,12 @@ func (*Sweep) Points(s *bench.SuiteConfig) []bench.Point {
 		ps = append(ps, clientPoints(bench.Point{Shape: s.Shape, Spec: s.Shape.Spec, Multiple: m}, s)...)
 	}
 	return ps
+}
+
+// Plots draws goodput and latency against the load offered
+// (report.OfferedPlots).
+func (sw *Sweep) Plots(dir string, rep *bench.Report) ([]string, error) {
+	return report.OfferedPlots(dir, rep, sw.Name())
 }
 
 // Run offers the point's multiple for the suite's Duration.

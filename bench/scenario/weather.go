@@ -10,14 +10,14 @@ import (
 
 // The weather scenarios (sweep, shapes, slowdown, mix, step) offer the
 // weather handler open loop, in multiples of each target's capacity, and
-// share the suite's table of rates by offered load (bench/report). Their
-// settings are the suite's: Shape, Multiples, ShapeMultiples, Shapes,
-// SlowdownFactor, SlowdownMultiple, NewFraction and Step.
+// share the table of rates by offered load (they are Tabled). Each keeps
+// its own settings; the handler's shape is the suite's (Shape), but for
+// the shapes scenario, which compares several.
 
 // checkWeather refuses the suite's settings that a weather scenario cannot
 // take: mix mixes new and kept connections itself.
 func checkWeather(s *bench.SuiteConfig, name string) error {
-	if name == bench.ScenarioMix {
+	if name == "mix" {
 		if s.NewConns {
 			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
 		}

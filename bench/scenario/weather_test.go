@@ -105,20 +105,20 @@ func TestSuiteScenarios(t *testing.T) {
 		}
 
 		switch s.Scenario {
-		case bench.ScenarioSweep:
+		case "sweep":
 			assert.Equal(t, 0.2, s.Multiple, what)
 			assert.Equal(t, suiteShape.Spec, s.Handler, what)
 			assert.InEpsilon(t, 0.2*s.Capacity, s.Rates.Offered, 0.5, what)
 			assert.Nil(t, s.Step, what)
 			assert.Empty(t, s.Series, what)
 			assert.Empty(t, s.Classes, what)
-		case bench.ScenarioSlowdown:
+		case "slowdown":
 			assert.Equal(t, 0.15, s.Multiple, what)
 			spec := suiteShape.Spec
 			spec.DB *= 3
 			assert.Equal(t, spec, s.Handler, what)
 			assert.InEpsilon(t, 0.15*s.Capacity, s.Rates.Offered, 0.5, what)
-		case bench.ScenarioMix:
+		case "mix":
 			assert.Equal(t, 0.2, s.Multiple, what)
 			assert.Equal(t, suiteShape.Spec, s.Handler, what)
 			require.Len(t, s.Classes, 2, what)
@@ -129,7 +129,7 @@ func TestSuiteScenarios(t *testing.T) {
 			// classes differ by one request at most.
 			assert.InDelta(t, kept.Rates.Offered, fresh.Rates.Offered, 1/cfg.Duration.Seconds()+1e-9, "%s: half the requests on new connections", what)
 			assert.InDelta(t, s.Rates.Offered, kept.Rates.Offered+fresh.Rates.Offered, 1e-6, what)
-		case bench.ScenarioStep:
+		case "step":
 			assert.Equal(t, 0.2, s.Multiple, what)
 			assert.Equal(t, suiteShape.Spec, s.Handler, what)
 			require.NotNil(t, s.Step, what)

@@ -6,12 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluice-go/sluice/bench"
 )
 
 func TestCheckDashboard(t *testing.T) {
-	require.NoError(t, checkDashboard("127.0.0.1:0", []string{bench.ScenarioSweep}))
+	require.NoError(t, checkDashboard("127.0.0.1:0", []string{"sweep"}))
 	assert.ErrorContains(t, checkDashboard("8090", nil), "want an address")
 	assert.ErrorContains(t, checkDashboard("127.0.0.1:0", []string{"cluster"}), "three at once")
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/load"
-	"github.com/sluice-go/sluice/bench/report"
 	"github.com/sluice-go/sluice/bench/scenario"
 )
 
@@ -140,7 +139,7 @@ func parseSuiteFlags(t *testing.T, command, scenario string, args ...string) (*s
 
 func TestCPUSplitFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		return parseSuiteFlags(t, "demo", bench.ScenarioSweep, args...)
+		return parseSuiteFlags(t, "demo", "sweep", args...)
 	}
 	target, gen, err := bench.SplitCPUs()
 	require.NoError(t, err)
@@ -256,7 +255,7 @@ func writeReport(t *testing.T, dir string, rep *bench.Report) string {
 	path := filepath.Join(dir, "report.json")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, report.WriteJSON(f, rep))
+	require.NoError(t, scenario.WriteJSON(f, rep, scenario.All()))
 	require.NoError(t, f.Close())
 	return path
 }
@@ -265,7 +264,7 @@ func writeReport(t *testing.T, dir string, rep *bench.Report) string {
 func savedReport() *bench.Report {
 	sample := func(target string, goodput, rejected float64) bench.Sample {
 		return bench.Sample{
-			Scenario: bench.ScenarioSweep, Shape: "io", Target: target,
+			Scenario: "sweep", Shape: "io", Target: target,
 			Capacity: 1000, Multiple: 2,
 			Rates:   bench.Rates{Offered: 2000, Goodput: goodput, Rejected: rejected, Failed: 2000 - goodput - rejected},
 			Latency: bench.Percentiles{P50: 15, P90: 30, P99: 80, P999: 90, Max: 100},
@@ -450,7 +449,7 @@ func TestReportReadsAnOldSoakReport(t *testing.T) {
 
 func TestSummaryClosesTheOutput(t *testing.T) {
 	var buf bytes.Buffer
-	writeSummary(&buf, savedReport())
+	writeSummary(&buf, savedReport(), scenario.All())
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 4, buf.String())
 	assert.Empty(t, lines[0], "a blank line before")
@@ -458,13 +457,13 @@ func TestSummaryClosesTheOutput(t *testing.T) {
 		"net/http completed 950 in time (0.95 of its capacity), with 52% failed.", lines[3])
 
 	buf.Reset()
-	writeSummary(&buf, &bench.Report{})
+	writeSummary(&buf, &bench.Report{}, scenario.All())
 	assert.Empty(t, buf.String(), "nothing to say, no blank line")
 }
 
 func TestClientAndShapesFlags(t *testing.T) {
 	parse := func(args ...string) (*suiteFlags, error) {
-		return parseSuiteFlags(t, "bench", bench.ScenarioShapes, args...)
+		return parseSuiteFlags(t, "bench", "shapes", args...)
 	}
 	f, err := parse()
 	require.NoError(t, err)

@@ -261,7 +261,7 @@ func splitList(s string) []string {
 // demo is the README's first command: sluice against net/http at 2x and 5x
 // of each one's capacity, about a minute of load, no services needed.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newSuiteFlags(8*time.Second, 1, "sluice,nethttp", bench.ScenarioSweep, "2,5")
+	f := newSuiteFlags(8*time.Second, 1, "sluice,nethttp", "sweep", "2,5")
 	return runSuiteCommand(ctx, "demo", f, args, stdout, stderr)
 }
 

@@ -98,7 +98,7 @@ func printReport(w io.Writer, rep *bench.Report, dir, jsonPath string, all []ben
 	for _, p := range plots {
 		fmt.Fprintf(w, "plot:  %s\n", p)
 	}
-	writeSummary(w, rep)
+	writeSummary(w, rep, all)
 	if !enforce {
 		return nil
 	}
@@ -140,11 +140,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// writeSummary ends the output with what the table shows, in plain words
+// writeSummary ends the output with what the table of rates by offered
+// load shows (the Tabled scenarios of all), in plain words
 // (report.PlainSummary), after a blank line; nothing when it has nothing
 // to say.
-func writeSummary(w io.Writer, rep *bench.Report) {
-	lines := report.PlainSummary(rep)
+func writeSummary(w io.Writer, rep *bench.Report, all []bench.Scenario) {
+	lines := report.PlainSummary(rep, scenario.TableNames(all))
 	if len(lines) == 0 {
 		return
 	}
