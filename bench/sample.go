@@ -25,8 +25,9 @@ type Rates struct {
 	Failed   float64 `json:"failed"`   // anything else, deadline included
 }
 
-// StepInfo describes the load profile of a step sample, in multiples of
-// the target's capacity and offsets from the start of the run.
+// StepInfo describes the profile of a load that steps up and back down,
+// in multiples of the target's capacity and offsets from the start of the
+// run.
 type StepInfo struct {
 	Low  float64       `json:"low"`
 	High float64       `json:"high"`
@@ -95,8 +96,10 @@ type Sample struct {
 	// it reported them (the sluice server's admission Stats: rejections
 	// by reason, queue waits); absent for targets without any.
 	Server json.RawMessage `json:"server,omitempty"`
-	// Step is set for the step scenario, Series for the step and soak
-	// scenarios.
+	// Step is the profile of a load that steps up and back down (the
+	// step and shed scenarios), which the step response reads from
+	// Series (report.StepMetrics); Series is the outcome per bucket, for
+	// a scenario that counts one.
 	Step   *StepInfo     `json:"step,omitempty"`
 	Series []load.Bucket `json:"series,omitempty"`
 	// Placement is where a sluice target's workers ran (pinned or

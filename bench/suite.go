@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -36,14 +35,6 @@ var (
 	ShapeBlocking = Shape{"blocking", HandlerSpec{CPU: time.Millisecond, DB: 10 * time.Millisecond, Blocking: true}}
 )
 
-// StepConfig shapes the step scenario: Low×C for Before, High×C for
-// During, Low×C for After, counted in buckets of Bucket.
-type StepConfig struct {
-	Low, High             float64
-	Before, During, After time.Duration
-	Bucket                time.Duration
-}
-
 // SuiteConfig configures RunSuite. Zero fields take the defaults given.
 type SuiteConfig struct {
 	// Targets names the targets (see Targets, and TargetSupplier for a
@@ -52,18 +43,9 @@ type SuiteConfig struct {
 	// Scenarios are the scenarios to run, in order (package
 	// bench/scenario lists them); at least one.
 	Scenarios []Scenario
-	// Shape is the handler shape of the sweep, step, slowdown and mix
-	// scenarios; default ShapeIO.
+	// Shape is the weather handler's shape, which the scenarios serve
+	// unless they have shapes of their own; default ShapeIO.
 	Shape Shape
-	// Shapes are compared by the shapes scenario; default ShapeCPU,
-	// ShapeIO and ShapeBlocking.
-	Shapes []Shape
-	// Multiples are the sweep's offered loads, in multiples of each
-	// target's capacity; default 0.5, 1, 2, 3, 5, 7, 10.
-	Multiples []float64
-	// ShapeMultiples are the offered loads of the shapes and mix
-	// scenarios; default 2 and 5.
-	ShapeMultiples []float64
 	// Duration is the sending window of each point; default 3 s.
 	Duration time.Duration
 	// Repeats is the number of repeats; targets alternate within each,
@@ -116,17 +98,6 @@ type SuiteConfig struct {
 	// needs to saturate, where net/http only grows its latency, and
 	// net/http needs more requests in flight than sluice to fill the CPU.
 	CalibrateConns []int
-	// Step shapes the step scenario; default 0.5x for 2 s, 3x for 3 s,
-	// 0.5x for 3 s, in 100 ms buckets.
-	Step StepConfig
-	// SlowdownFactor multiplies the database wait in the slowdown
-	// scenario; default 2. SlowdownMultiple is its offered load, in
-	// multiples of the capacity measured with the normal database;
-	// default 0.8.
-	SlowdownFactor, SlowdownMultiple float64
-	// NewFraction is the share of requests on new connections in the mix
-	// scenario, the rest on kept-alive ones; default 0.5.
-	NewFraction float64
 	// TargetCPUs and GeneratorCPUs, when set (both or neither), split
 	// the CPUs: every target's child process runs on TargetCPUs only (its
 	// GOMAXPROCS and sluice's worker count follow from that mask) and
@@ -190,23 +161,6 @@ func (c *SuiteConfig) defaults() error {
 	if c.Shape.Name == "" {
 		c.Shape = ShapeIO
 	}
-	if c.SpinRate == 0 {
-		c.SpinRate = measureSpinRate()
-	}
-	if len(c.Shapes) == 0 {
-		c.Shapes = []Shape{ShapeCPU, ShapeIO, ShapeBlocking}
-	}
-	if len(c.Multiples) == 0 {
-		c.Multiples = []float64{0.5, 1, 2, 3, 5, 7, 10}
-	}
-	if len(c.ShapeMultiples) == 0 {
-		c.ShapeMultiples = []float64{2, 5}
-	}
-	for _, m := range slices.Concat(c.Multiples, c.ShapeMultiples) {
-		if !(m > 0) || math.IsInf(m, 0) {
-			return fmt.Errorf("bench: offered multiple %v must be positive and finite", m)
-		}
-	}
 	if c.Duration <= 0 {
 		c.Duration = 3 * time.Second
 	}
@@ -231,34 +185,6 @@ func (c *SuiteConfig) defaults() error {
 		}
 	}
 	c.Calibrate.Deadline = c.Deadline
-	s := &c.Step
-	if s.Low <= 0 {
-		s.Low = 0.5
-	}
-	if s.High <= 0 {
-		s.High = 3
-	}
-	if s.Before <= 0 {
-		s.Before = 2 * time.Second
-	}
-	if s.During <= 0 {
-		s.During = 3 * time.Second
-	}
-	if s.After <= 0 {
-		s.After = 3 * time.Second
-	}
-	if s.Bucket <= 0 {
-		s.Bucket = 100 * time.Millisecond
-	}
-	if c.SlowdownFactor <= 0 {
-		c.SlowdownFactor = 2
-	}
-	if c.SlowdownMultiple <= 0 {
-		c.SlowdownMultiple = 0.8
-	}
-	if c.NewFraction <= 0 || c.NewFraction > 1 {
-		c.NewFraction = 0.5
-	}
 	c.TargetCPUs = slices.Compact(slices.Sorted(slices.Values(c.TargetCPUs)))
 	c.GeneratorCPUs = slices.Compact(slices.Sorted(slices.Values(c.GeneratorCPUs)))
 	if err := checkSplit(c.TargetCPUs, c.GeneratorCPUs); err != nil {
@@ -279,6 +205,10 @@ func (c *SuiteConfig) defaults() error {
 		if err := sc.Check(c); err != nil {
 			return err
 		}
+	}
+	// Measured last: a configuration refused costs no time.
+	if c.SpinRate == 0 {
+		c.SpinRate = measureSpinRate()
 	}
 	return nil
 }

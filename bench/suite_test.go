@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"math"
 	"os/exec"
 	"slices"
 	"strings"
@@ -28,9 +27,8 @@ var suiteShape = Shape{Name: "light", Spec: HandlerSpec{CPU: 100 * time.Microsec
 func tinySuite() SuiteConfig {
 	return SuiteConfig{
 		Targets:        []string{"nethttp", "sluice"},
-		Scenarios:      []Scenario{offer{}},
+		Scenarios:      []Scenario{&offer{multiples: []float64{0.2}}},
 		Shape:          suiteShape,
-		Multiples:      []float64{0.2},
 		Duration:       300 * time.Millisecond,
 		Repeats:        1,
 		Constant:       true,
@@ -40,22 +38,22 @@ func tinySuite() SuiteConfig {
 }
 
 // offer is a scenario for the tests of the suite itself: it offers each
-// of the suite's Multiples of the capacity of its Shape, open loop, for the
+// of its multiples of the capacity of the suite's Shape, open loop, for the
 // suite's Duration (package scenario's sweep, which this package cannot
 // import).
-type offer struct{}
+type offer struct{ multiples []float64 }
 
-func (offer) Name() string             { return "offer" }
-func (offer) Check(*SuiteConfig) error { return nil }
-func (offer) Points(s *SuiteConfig) []Point {
+func (*offer) Name() string             { return "offer" }
+func (*offer) Check(*SuiteConfig) error { return nil }
+func (o *offer) Points(s *SuiteConfig) []Point {
 	var ps []Point
-	for _, m := range s.Multiples {
+	for _, m := range o.multiples {
 		ps = append(ps, Point{Shape: s.Shape, Spec: s.Shape.Spec, Multiple: m})
 	}
 	return ps
 }
 
-func (offer) Run(ctx context.Context, t *Trial) (*Sample, error) {
+func (*offer) Run(ctx context.Context, t *Trial) (*Sample, error) {
 	proc, err := t.Start(ctx, t.Child())
 	if err != nil {
 		return nil, err
@@ -161,21 +159,16 @@ func TestSuiteRefusesBadConfig(t *testing.T) {
 		return selfLauncher()
 	}
 	for name, change := range map[string]func(*SuiteConfig){
-		"unknown target":          func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
-		"no scenario":             func(c *SuiteConfig) { c.Scenarios = nil },
-		"a scenario twice":        func(c *SuiteConfig) { c.Scenarios = []Scenario{offer{}, offer{}} },
-		"zero multiple":           func(c *SuiteConfig) { c.Multiples = []float64{0.2, 0} },
-		"negative multiple":       func(c *SuiteConfig) { c.Multiples = []float64{-1} },
-		"NaN multiple":            func(c *SuiteConfig) { c.Multiples = []float64{math.NaN()} },
-		"infinite multiple":       func(c *SuiteConfig) { c.Multiples = []float64{math.Inf(1)} },
-		"negative shape multiple": func(c *SuiteConfig) { c.ShapeMultiples = []float64{2, -0.5} },
-		"zero calibration conns":  func(c *SuiteConfig) { c.CalibrateConns = []int{16, 0} },
-		"target CPUs alone":       func(c *SuiteConfig) { c.TargetCPUs = []int{0} },
-		"generator CPUs alone":    func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
-		"overlapping CPU sets":    func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
-		"CPU out of range":        func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
-		"negative clients":        func(c *SuiteConfig) { c.Clients = -1 },
-		"clients and new conns":   func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
+		"unknown target":         func(c *SuiteConfig) { c.Targets = []string{"nethttp", "apache"} },
+		"no scenario":            func(c *SuiteConfig) { c.Scenarios = nil },
+		"a scenario twice":       func(c *SuiteConfig) { c.Scenarios = []Scenario{&offer{}, &offer{}} },
+		"zero calibration conns": func(c *SuiteConfig) { c.CalibrateConns = []int{16, 0} },
+		"target CPUs alone":      func(c *SuiteConfig) { c.TargetCPUs = []int{0} },
+		"generator CPUs alone":   func(c *SuiteConfig) { c.GeneratorCPUs = []int{0} },
+		"overlapping CPU sets":   func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{0}, []int{0} },
+		"CPU out of range":       func(c *SuiteConfig) { c.TargetCPUs, c.GeneratorCPUs = []int{maxCPU}, []int{0} },
+		"negative clients":       func(c *SuiteConfig) { c.Clients = -1 },
+		"clients and new conns":  func(c *SuiteConfig) { c.Clients, c.NewConns = 8, true },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := tinySuite()
@@ -207,7 +200,7 @@ func TestSuiteContextCancel(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	cfg := tinySuite()
-	cfg.Multiples = []float64{0.2, 0.3}
+	cfg.Scenarios = []Scenario{&offer{multiples: []float64{0.2, 0.3}}}
 	measured := 0
 	cfg.Progress = func(done, _ time.Duration, now string) {
 		if strings.Contains(now, "offer") && done > 0 {
@@ -229,15 +222,15 @@ func TestSuiteContextCancel(t *testing.T) {
 // supplier is offer with a target of its own hook's (TargetSupplier).
 type supplier struct{ offer }
 
-func (supplier) Name() string              { return "supplier" }
-func (supplier) SuppliedTargets() []string { return []string{"own"} }
+func (*supplier) Name() string              { return "supplier" }
+func (*supplier) SuppliedTargets() []string { return []string{"own"} }
 
 func TestSuiteTakesASuppliedTarget(t *testing.T) {
 	cfg := tinySuite()
 	cfg.Targets = []string{"nethttp", "own"}
 	assert.ErrorContains(t, cfg.defaults(), `unknown target "own"`, "no scenario supplies it")
 
-	cfg.Scenarios = []Scenario{offer{}, supplier{}}
+	cfg.Scenarios = []Scenario{&offer{multiples: []float64{0.2}}, &supplier{offer{multiples: []float64{0.2}}}}
 	require.NoError(t, cfg.defaults())
 	_, points := cfg.plan()
 	for _, p := range points[cfg.Shape.Name] {

@@ -152,15 +152,8 @@ func (g *GRPC) Check(s *bench.SuiteConfig) error {
 	if s.TLS || s.NewConns || s.Clients != 0 {
 		return errors.New("bench: -tls, -newconns and -clients (SuiteConfig.TLS, NewConns, Clients) do not apply to the grpc scenario, which calls over h2c from connections of its own")
 	}
-	if g.x != "" {
-		xs, err := bench.ParseMultiples("-grpc-x", g.x)
-		if err != nil {
-			return err
-		}
-		g.Multiples = xs
-	}
-	if len(g.Multiples) == 0 {
-		g.Multiples = DefaultGRPCMultiples()
+	if err := readMultiples(&g.Multiples, "-grpc-x", g.x, DefaultGRPCMultiples()); err != nil {
+		return err
 	}
 	if g.RetryMultiple == 0 {
 		g.RetryMultiple = DefaultGRPCRetryMultiple
@@ -177,11 +170,7 @@ func (g *GRPC) Check(s *bench.SuiteConfig) error {
 	if g.StreamMessages < 1 || g.Conns < 1 || g.MaxCalls < 1 {
 		return fmt.Errorf("bench: the grpc scenario's StreamMessages, Conns and MaxCalls must be positive, got %d, %d, %d", g.StreamMessages, g.Conns, g.MaxCalls)
 	}
-	settings := []setting{{"RetryMultiple", g.RetryMultiple}}
-	for _, m := range g.Multiples {
-		settings = append(settings, setting{"multiple", m})
-	}
-	return positiveFinite("grpc", settings...)
+	return positiveFinite("grpc", setting{"RetryMultiple", g.RetryMultiple})
 }
 
 // shape is the scenario's shape: the suite's work, under a name of its

@@ -90,20 +90,8 @@ func (q *Quota) Check(s *bench.SuiteConfig) error {
 			return err
 		}
 	}
-	if q.multiples != "" {
-		ms, err := bench.ParseMultiples("-quota-x", q.multiples)
-		if err != nil {
-			return err
-		}
-		q.Multiples = ms
-	}
-	if len(q.Multiples) == 0 {
-		q.Multiples = DefaultQuotaMultiples
-	}
-	for _, m := range q.Multiples {
-		if err := positiveFinite("quota", setting{"multiple", m}); err != nil {
-			return err
-		}
+	if err := readMultiples(&q.Multiples, "-quota-x", q.multiples, DefaultQuotaMultiples); err != nil {
+		return err
 	}
 	return checkWeather(s, "quota")
 }

@@ -205,6 +205,44 @@ func positiveFinite(name string, settings ...setting) error {
 	return nil
 }
 
+// readMultiples sets *ms from the value v of the flag called name when it
+// was given, and to def when *ms is still empty, then checks that each
+// multiple is positive and finite.
+func readMultiples(ms *[]float64, name, v string, def []float64) error {
+	if v != "" {
+		xs, err := bench.ParseMultiples(name, v)
+		if err != nil {
+			return err
+		}
+		*ms = xs
+	}
+	if len(*ms) == 0 {
+		*ms = def
+	}
+	for _, m := range *ms {
+		if !(m > 0) || math.IsInf(m, 0) {
+			return fmt.Errorf("bench: %s: offered multiple %v must be positive and finite", name, m)
+		}
+	}
+	return nil
+}
+
+// orMultiples returns ms, or def when ms is empty.
+func orMultiples(ms, def []float64) []float64 {
+	if len(ms) == 0 {
+		return def
+	}
+	return ms
+}
+
+// orFloat returns v, or def when v is zero.
+func orFloat(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // rowsOf returns a scenario's summary rows for Reporter.Rows: nil when
 // there are none, or when they could not be made (err).
 func rowsOf[R any](rows []R, err error) any {

@@ -2,15 +2,26 @@ package scenario
 
 import (
 	"context"
+	"flag"
 
 	"github.com/sluice-go/sluice/bench"
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// Sweep offers the suite's Shape at each of its Multiples of each target's
-// capacity (0.5x to 10x by default): the benchmark's main figure, goodput
-// within the deadline against offered load.
-type Sweep struct{}
+// DefaultSweepMultiples are the sweep's offered loads when Sweep names
+// none.
+func DefaultSweepMultiples() []float64 { return []float64{0.5, 1, 2, 3, 5, 7, 10} }
+
+// Sweep offers the suite's Shape at each of Multiples of each target's
+// capacity: the benchmark's main figure, goodput within the deadline
+// against offered load.
+type Sweep struct {
+	// Multiples are the offered loads, in multiples of each target's
+	// capacity; default DefaultSweepMultiples.
+	Multiples []float64
+
+	x string // -x
+}
 
 // Name is "sweep".
 func (*Sweep) Name() string { return "sweep" }
@@ -18,13 +29,24 @@ func (*Sweep) Name() string { return "sweep" }
 // Tabled shows the sweep's samples in the table of rates by offered load.
 func (*Sweep) Tabled() {}
 
-// Check refuses nothing the suite allows.
-func (*Sweep) Check(s *bench.SuiteConfig) error { return checkWeather(s, "sweep") }
+// Flags registers -x, whose default is Multiples when set.
+func (sw *Sweep) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&sw.x, "x", formatMultiples(orMultiples(sw.Multiples, DefaultSweepMultiples())),
+		"offered loads of the sweep, in multiples of each target's capacity")
+}
+
+// Check reads -x and fills in the default multiples.
+func (sw *Sweep) Check(s *bench.SuiteConfig) error {
+	if err := checkWeather(s, sw.Name()); err != nil {
+		return err
+	}
+	return readMultiples(&sw.Multiples, "-x", sw.x, DefaultSweepMultiples())
+}
 
 // Points are one per multiple and client mode.
-func (*Sweep) Points(s *bench.SuiteConfig) []bench.Point {
+func (sw *Sweep) Points(s *bench.SuiteConfig) []bench.Point {
 	var ps []bench.Point
-	for _, m := range s.Multiples {
+	for _, m := range sw.Multiples {
 		ps = append(ps, clientPoints(bench.Point{Shape: s.Shape, Spec: s.Shape.Spec, Multiple: m}, s)...)
 	}
 	return ps

@@ -5,7 +5,9 @@ package scenario
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -31,9 +33,8 @@ var suiteShape = bench.Shape{Name: "light", Spec: bench.HandlerSpec{CPU: 100 * t
 func tinySuite() bench.SuiteConfig {
 	return bench.SuiteConfig{
 		Targets:        []string{"nethttp", "sluice"},
-		Scenarios:      []bench.Scenario{&Sweep{}},
+		Scenarios:      []bench.Scenario{&Sweep{Multiples: []float64{0.2}}},
 		Shape:          suiteShape,
-		Multiples:      []float64{0.2},
 		Duration:       300 * time.Millisecond,
 		Repeats:        1,
 		Constant:       true,
@@ -44,11 +45,12 @@ func tinySuite() bench.SuiteConfig {
 
 func TestSuiteScenarios(t *testing.T) {
 	cfg := tinySuite()
-	cfg.Scenarios = []bench.Scenario{&Sweep{}, &Slowdown{}, &Mix{}, &Step{}}
-	cfg.ShapeMultiples = []float64{0.2}
-	cfg.SlowdownFactor = 3
-	cfg.SlowdownMultiple = 0.15
-	cfg.Step = bench.StepConfig{Low: 0.1, High: 0.2, Before: 200 * time.Millisecond, During: 200 * time.Millisecond, After: 200 * time.Millisecond, Bucket: 100 * time.Millisecond}
+	cfg.Scenarios = []bench.Scenario{
+		&Sweep{Multiples: []float64{0.2}},
+		&Slowdown{Factor: 3, Multiple: 0.15},
+		&Mix{Multiples: []float64{0.2}},
+		&Step{Low: 0.1, High: 0.2, Before: 200 * time.Millisecond, During: 200 * time.Millisecond, After: 200 * time.Millisecond, Bucket: 100 * time.Millisecond},
+	}
 	cfg.Command = "bench -test"
 
 	start := time.Now()
@@ -147,9 +149,10 @@ func TestSuiteScenarios(t *testing.T) {
 }
 
 func TestClientModesAlternate(t *testing.T) {
-	s := bench.SuiteConfig{Shape: bench.ShapeIO, Multiples: []float64{2, 5}, ShapeMultiples: []float64{5}, Shapes: []bench.Shape{bench.ShapeIO}, ClientModes: load.ClientModes}
+	s := bench.SuiteConfig{Shape: bench.ShapeIO, ClientModes: load.ClientModes}
+	sw := &Sweep{Multiples: []float64{2, 5}}
 	var got []string
-	for _, sc := range []bench.Scenario{&Sweep{}, &Shapes{}} {
+	for _, sc := range []bench.Scenario{sw, &Shapes{Shapes: []bench.Shape{bench.ShapeIO}, Multiples: []float64{5}}} {
 		for _, p := range sc.Points(&s) {
 			got = append(got, fmt.Sprintf("%s %gx %s", sc.Name(), p.Multiple, p.Client))
 		}
@@ -157,7 +160,68 @@ func TestClientModesAlternate(t *testing.T) {
 	assert.Equal(t, []string{"sweep 2x reconnect", "sweep 2x keep", "sweep 5x reconnect", "sweep 5x keep", "shapes 5x reconnect", "shapes 5x keep"}, got)
 
 	s.ClientModes = nil
-	assert.Empty(t, (&Sweep{}).Points(&s)[0].Client, "no mode named: samples as before")
+	assert.Empty(t, sw.Points(&s)[0].Client, "no mode named: samples as before")
+}
+
+func TestWeatherSettings(t *testing.T) {
+	var s bench.SuiteConfig
+	s.Shape = bench.ShapeIO
+
+	// Zero values take the defaults.
+	sw, sh, sl, mx, st := &Sweep{}, &Shapes{}, &Slowdown{}, &Mix{}, &Step{}
+	for _, sc := range []bench.Scenario{sw, sh, sl, mx, st} {
+		require.NoError(t, sc.Check(&s), sc.Name())
+	}
+	assert.Equal(t, DefaultSweepMultiples(), sw.Multiples)
+	assert.Equal(t, DefaultShapes(), sh.Shapes)
+	assert.Equal(t, DefaultShapeMultiples(), sh.Multiples)
+	assert.Equal(t, &Slowdown{Factor: DefaultSlowdownFactor, Multiple: DefaultSlowdownMultiple}, sl)
+	assert.Equal(t, DefaultMixMultiples(), mx.Multiples)
+	assert.Equal(t, DefaultMixNewFraction, mx.NewFraction)
+	d := DefaultStep()
+	assert.Equal(t, &d, st)
+	assert.Equal(t, []bench.Point{{Shape: bench.ShapeIO, Spec: bench.HandlerSpec{CPU: time.Millisecond, DB: 20 * time.Millisecond}, Multiple: 0.8}}, sl.Points(&s))
+
+	// Flags set them, and show what a value set in code gave.
+	sw, sh, sl, mx, st = &Sweep{Multiples: []float64{2, 5}}, &Shapes{}, &Slowdown{}, &Mix{}, &Step{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	for _, f := range []Flagger{sw, sh, sl, mx, st} {
+		f.Flags(fs)
+	}
+	assert.Equal(t, "2,5", fs.Lookup("x").DefValue)
+	require.NoError(t, fs.Parse([]string{"-x", "1,3", "-shapes", "cpu,blocking", "-shape-x", "4", "-slowdown-factor", "3",
+		"-slowdown-x", "0.5", "-mix-x", "6", "-mix-new", "0.25", "-step-low", "0.2", "-step-high", "4", "-step-during", "1s"}))
+	for _, sc := range []bench.Scenario{sw, sh, sl, mx, st} {
+		require.NoError(t, sc.Check(&s), sc.Name())
+	}
+	assert.Equal(t, []float64{1, 3}, sw.Multiples)
+	assert.Equal(t, []bench.Shape{bench.ShapeCPU, bench.ShapeBlocking}, sh.Shapes)
+	assert.Equal(t, []float64{4}, sh.Multiples)
+	assert.Equal(t, &Slowdown{Factor: 3, Multiple: 0.5}, sl)
+	assert.Equal(t, []float64{6}, mx.Multiples)
+	assert.Equal(t, 0.25, mx.NewFraction)
+	assert.Equal(t, &Step{Low: 0.2, High: 4, Before: d.Before, During: time.Second, After: d.After, Bucket: d.Bucket}, st)
+
+	// Bad values are refused, naming the setting.
+	for name, sc := range map[string]bench.Scenario{
+		"sweep, zero multiple":     &Sweep{Multiples: []float64{0.2, 0}},
+		"sweep, NaN multiple":      &Sweep{Multiples: []float64{math.NaN()}},
+		"sweep, infinite multiple": &Sweep{Multiples: []float64{math.Inf(1)}},
+		"sweep, bad flag":          &Sweep{x: "2,lots"},
+		"shapes, negative":         &Shapes{Multiples: []float64{2, -0.5}},
+		"shapes, unknown shape":    &Shapes{shapes: "cpu,gpu"},
+		"shapes, a shape twice":    &Shapes{shapes: "io,io"},
+		"slowdown, negative":       &Slowdown{Factor: -2},
+		"mix, fraction over 1":     &Mix{NewFraction: 1.5},
+		"step, negative high":      &Step{High: -3},
+		"step, negative bucket":    &Step{Bucket: -time.Second},
+	} {
+		assert.Error(t, sc.Check(&s), name)
+	}
+}
+
+func TestTableNamesAreTheDefaultScenarios(t *testing.T) {
+	assert.Equal(t, Default, TableNames(All()))
 }
 
 func TestMixRefusesWhatItChoosesItself(t *testing.T) {

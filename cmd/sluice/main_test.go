@@ -130,7 +130,7 @@ func TestBadInput(t *testing.T) {
 // default scenarios, and returns the flags and finish's error.
 func parseSuiteFlags(t *testing.T, command, scenario string, args ...string) (*suiteFlags, error) {
 	t.Helper()
-	f := newSuiteFlags(time.Second, 1, "sluice", scenario, "2")
+	f := newSuiteFlags(time.Second, 1, "sluice", scenario, []float64{2})
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	f.register(fs)
 	require.NoError(t, fs.Parse(args))
@@ -312,6 +312,34 @@ func TestReportTakesTheFileAsArgumentOrFlag(t *testing.T) {
 	}
 }
 
+// TestReportRendersAReportSavedBefore renders testdata/report-2026-12-07.json,
+// which sluice bench wrote (-scenarios sweep,shapes,slowdown,mix,step,
+// two targets, two repeats) before the weather scenarios kept their own
+// settings and reports, and compares the text with what sluice report
+// printed for it then (testdata/report-2026-12-07.txt, the plots'
+// directory written DIR). A deliberate change of the report's text
+// regenerates the text with -update, to be read in review.
+func TestReportRendersAReportSavedBefore(t *testing.T) {
+	const name = "testdata/report-2026-12-07"
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"report", "-out", dir, name + ".json"}, &out, &errOut), errOut.String())
+	got := strings.ReplaceAll(out.String(), dir, "DIR")
+	if *update {
+		require.NoError(t, os.WriteFile(name+".txt", []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(name + ".txt")
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got)
+	for _, f := range []string{"goodput-io.png", "latency-io.png", "step-io.png"} {
+		assert.FileExists(t, filepath.Join(dir, f))
+	}
+}
+
+// update makes TestReportRendersAReportSavedBefore write the text it
+// compares with.
+var update = flag.Bool("update", false, "rewrite the expected text of TestReportRendersAReportSavedBefore")
+
 // TestReportReadsAnOldNoisyReport gives sluice report a report.json as
 // sluice bench wrote it before the noisy scenario kept its figures in a
 // sample's detail: they were under "noisy", and the table still shows them.
@@ -468,13 +496,17 @@ func TestClientAndShapesFlags(t *testing.T) {
 	f, err := parse()
 	require.NoError(t, err)
 	assert.Nil(t, f.cfg.ClientModes, "no mode named: the default client, samples as before")
-	assert.Nil(t, f.cfg.Shapes, "all shapes")
+	sh := f.cfg.Scenarios[0].(*scenario.Shapes)
+	require.NoError(t, sh.Check(&f.cfg))
+	assert.Equal(t, scenario.DefaultShapes(), sh.Shapes, "all shapes")
 
 	f, err = parse("-client", "keep, reconnect", "-shapes", "io,cpu", "-conns", "5000")
 	require.NoError(t, err)
 	assert.Equal(t, 5000, f.cfg.Conns)
 	assert.Equal(t, []load.ClientMode{load.ClientKeep, load.ClientReconnect}, f.cfg.ClientModes)
-	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, f.cfg.Shapes)
+	sh = f.cfg.Scenarios[0].(*scenario.Shapes)
+	require.NoError(t, sh.Check(&f.cfg))
+	assert.Equal(t, []bench.Shape{bench.ShapeIO, bench.ShapeCPU}, sh.Shapes)
 }
 
 // Every command's -h says how it is called and what it does before its

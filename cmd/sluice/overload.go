@@ -25,8 +25,6 @@ type suiteFlags struct {
 	cfg       bench.SuiteConfig
 	targets   string
 	scenarios string
-	multiples string
-	shapeX    string
 	cpu, db   time.Duration
 	blocking  bool
 	out       string
@@ -42,8 +40,6 @@ type suiteFlags struct {
 	// client is the generator's client modes, "reconnect,keep"; empty
 	// for the default (reconnect) with samples that name no mode.
 	client string
-	// shapes names the shapes scenario's handler shapes; empty for all.
-	shapes string
 	// dashboard is the address the sluice targets serve their live
 	// dashboard on while they run; empty for none.
 	dashboard string
@@ -64,13 +60,10 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
 		fs.StringVar(&f.scenarios, "scenarios", f.scenarios, scenario.Usage())
-		fs.StringVar(&f.multiples, "x", f.multiples, "offered loads of the sweep, in multiples of each target's capacity")
-		fs.StringVar(&f.shapeX, "shape-x", f.shapeX, "offered loads of the shapes and mix scenarios, in multiples of capacity")
 		fs.IntVar(&c.Conns, "conns", 0, "the load generator's connection pool in the sweep, shapes, slowdown, mix and step scenarios (0: the requests that can be in flight within the deadline, at most 2048)")
 		fs.IntVar(&c.Clients, "clients", 0, "in the sweep, shapes, slowdown and step scenarios: the load of this many clients with one kept-alive connection each (request i is client i mod n's, sent once its previous answer is in), and the tables show how alike they were served (Jain's index, the share that got nothing); 0: the generator's pool")
 		fs.BoolVar(&c.TLS, "tls", false, "serve every target over HTTPS (a throwaway certificate) and send over TLS, in the sweep, shapes, slowdown, mix and step scenarios")
 		fs.BoolVar(&c.NewConns, "newconns", false, "send every request, in the capacity measurement too, on a new connection of its own (with -tls, a full handshake each), in the sweep, shapes, slowdown and step scenarios")
-		fs.StringVar(&f.shapes, "shapes", "", "the shapes scenario's handler shapes, comma-separated: cpu, io, blocking (empty: all three)")
 		fs.StringVar(&f.client, "client", "", "the load generator's client modes for the sweep and shapes, comma-separated, each point run under each in turn: reconnect (a request past its deadline closes its connection, the next opens a new one, as net/http's Transport; the default) and keep (the connection waits for the late answer and is reused); the tables then show the mode and the connections opened per second")
 		for _, sc := range f.all {
 			if fl, ok := sc.(scenario.Flagger); ok {
@@ -153,16 +146,7 @@ func (f *suiteFlags) finish(cmd string, args []string) error {
 	if c.Scenarios, err = scenario.Select(f.all, names); err != nil {
 		return fmt.Errorf("-scenarios: %w", err)
 	}
-	if c.Multiples, err = bench.ParseMultiples("-x", f.multiples); err != nil {
-		return err
-	}
-	if c.ShapeMultiples, err = bench.ParseMultiples("-shape-x", f.shapeX); err != nil {
-		return err
-	}
 	if c.ClientModes, err = parseClientModes(f.client); err != nil {
-		return err
-	}
-	if c.Shapes, err = parseShapes(f.shapes); err != nil {
 		return err
 	}
 	if err := f.splitCPUs(); err != nil {
@@ -201,23 +185,6 @@ func parseClientModes(list string) ([]load.ClientMode, error) {
 		modes = append(modes, m)
 	}
 	return modes, nil
-}
-
-// parseShapes reads -shapes: the shapes scenario's shapes by name, each
-// once; none (all of them) for an empty list.
-func parseShapes(list string) ([]bench.Shape, error) {
-	var shapes []bench.Shape
-	for _, name := range splitList(list) {
-		i := slices.IndexFunc([]bench.Shape{bench.ShapeCPU, bench.ShapeIO, bench.ShapeBlocking}, func(s bench.Shape) bool { return s.Name == name })
-		if i < 0 {
-			return nil, fmt.Errorf("-shapes: %q is not a shape: cpu, io or blocking", name)
-		}
-		if slices.ContainsFunc(shapes, func(s bench.Shape) bool { return s.Name == name }) {
-			return nil, fmt.Errorf("-shapes: %s named twice", name)
-		}
-		shapes = append(shapes, []bench.Shape{bench.ShapeCPU, bench.ShapeIO, bench.ShapeBlocking}[i])
-	}
-	return shapes, nil
 }
 
 // splitCPUs sets the suite's CPU split from -cpus, -target-cpus and
@@ -261,20 +228,27 @@ func splitList(s string) []string {
 // demo is the README's first command: sluice against net/http at 2x and 5x
 // of each one's capacity, about a minute of load, no services needed.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newSuiteFlags(8*time.Second, 1, "sluice,nethttp", "sweep", "2,5")
+	f := newSuiteFlags(8*time.Second, 1, "sluice,nethttp", "sweep", []float64{2, 5})
 	return runSuiteCommand(ctx, "demo", f, args, stdout, stderr)
 }
 
 // benchCmd runs the whole overload benchmark (about 20 minutes).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newSuiteFlags(3*time.Second, 3, "sluice,nethttp,semaphore,sluice-half",
-		"sweep,shapes,slowdown,mix,step", "0.5,1,2,3,5,7,10")
+		"sweep,shapes,slowdown,mix,step", nil)
 	return runSuiteCommand(ctx, "bench", f, args, stdout, stderr)
 }
 
 // newSuiteFlags returns the flags' defaults of a command: what differs
-// between demo and bench is given, the rest is common.
-func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, multiples string) *suiteFlags {
+// between demo and bench is given (multiples are the sweep's, nil for its
+// default), the rest is common.
+func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios string, multiples []float64) *suiteFlags {
+	all := scenario.All()
+	for _, sc := range all {
+		if sw, ok := sc.(*scenario.Sweep); ok {
+			sw.Multiples = multiples
+		}
+	}
 	return &suiteFlags{
 		cfg: bench.SuiteConfig{
 			Duration: duration,
@@ -287,9 +261,7 @@ func newSuiteFlags(duration time.Duration, repeats int, targets, scenarios, mult
 		},
 		targets:   targets,
 		scenarios: scenarios,
-		all:       scenario.All(),
-		multiples: multiples,
-		shapeX:    "2,5",
+		all:       all,
 		cpu:       bench.ShapeIO.Spec.CPU,
 		db:        bench.ShapeIO.Spec.DB,
 	}
@@ -313,21 +285,24 @@ func runSuiteCommand(ctx context.Context, name string, f *suiteFlags, args []str
 		fmt.Fprintf(stderr, "dashboard: %s (each sluice target's, while it runs)\n", dashboardURL(f.dashboard))
 	}
 	out := f.out
-	if out == "" {
-		d, err := os.MkdirTemp("", "sluice-"+name+"-")
-		if err != nil {
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
 			return err
 		}
-		out = d
-	} else if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
 	}
 
 	stop := startProgress(&f.cfg, f.progress, name, stderr)
 	rep, err := bench.RunSuite(ctx, f.cfg)
 	stop()
 	if rep == nil {
-		return err
+		return err // nothing ran: no directory made
+	}
+	if out == "" {
+		d, derr := os.MkdirTemp("", "sluice-"+name+"-")
+		if derr != nil {
+			return errors.Join(err, derr)
+		}
+		out = d
 	}
 	fmt.Fprintln(stdout)
 	return errors.Join(err, saveAndPrintReport(stdout, rep, out, f.all))

@@ -24,7 +24,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Duration:   scenario.DefaultSoakDuration,
 		PanicEvery: scenario.DefaultPanicEvery,
 	}
-	f := newSuiteFlags(3*time.Second, 1, "sluice,nethttp", so.Name(), "")
+	f := newSuiteFlags(3*time.Second, 1, "sluice,nethttp", so.Name(), nil)
 	f.soak = so
 	for i, s := range f.all {
 		if s.Name() == so.Name() {
