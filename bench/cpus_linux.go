@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,11 +35,14 @@ func pinSelf(cpus []int) (restore func() error, err error) {
 	old := make(map[int]unix.CPUSet)
 	// unpin gives each thread its former mask, a thread born since the
 	// pin the caller's. A thread that a pinned one starts while a pass
-	// runs inherits the pin after the pass has listed the threads, so
-	// passes repeat until one finds every thread as it should be (a few
-	// at most: once the others are unpinned, new threads inherit no pin).
+	// runs inherits the pin, and may show in /proc only after the pass has
+	// listed the threads, or even after the next pass. So passes repeat
+	// until two in a row, a moment apart, find every thread as it should
+	// be: once the others are unpinned, new threads inherit no pin, and a
+	// clone begun before that has shown itself by then.
 	unpin := func() error {
-		for range 4 {
+		clean := 0
+		for range unpinPasses {
 			changed := false
 			err := eachThread(func(tid int) error {
 				set, ok := old[tid]
@@ -52,11 +56,20 @@ func pinSelf(cpus []int) (restore func() error, err error) {
 				changed = true
 				return unix.SchedSetaffinity(tid, &set)
 			})
-			if err != nil || !changed {
+			switch {
+			case err != nil:
 				return err
+			case changed:
+				clean = 0
+			default:
+				clean++
 			}
+			if clean == 2 {
+				return nil
+			}
+			time.Sleep(unpinSettle)
 		}
-		return nil
+		return fmt.Errorf("threads still pinned after %d passes", unpinPasses)
 	}
 	pinned := cpuSet(cpus)
 	err = eachThread(func(tid int) error {
@@ -79,6 +92,13 @@ func pinSelf(cpus []int) (restore func() error, err error) {
 		return nil
 	}, nil
 }
+
+// How unpin settles: at most unpinPasses passes over the threads, a pause
+// of unpinSettle between two.
+const (
+	unpinPasses = 20
+	unpinSettle = time.Millisecond
+)
 
 // startOn starts cmd with its affinity mask set to cpus (all CPUs of the
 // parent's mask when empty), from the first instruction on: the child is
