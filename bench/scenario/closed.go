@@ -16,9 +16,9 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// DefaultClosedConns are the closed loop's connection counts when Closed
+// DefaultClosedConns returns the closed loop's connection counts when Closed
 // names none.
-var DefaultClosedConns = []int{1, 4, 16, 64, 256}
+func DefaultClosedConns() []int { return []int{1, 4, 16, 64, 256} }
 
 // Closed is the load test most people run first (wrk, hey, k6 with virtual
 // users): Conns connections, each sending the suite's weather request,
@@ -48,7 +48,7 @@ func (*Closed) Describe() string {
 
 // Flags registers -closed-conns.
 func (c *Closed) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.conns, "closed-conns", "", "the closed scenario's connection counts, comma-separated (default "+formatInts(DefaultClosedConns)+")")
+	fs.StringVar(&c.conns, "closed-conns", "", "the closed scenario's connection counts, comma-separated (default "+formatInts(DefaultClosedConns())+")")
 }
 
 // Check reads -closed-conns and fills in the default counts; the loop
@@ -68,7 +68,7 @@ func (c *Closed) Check(s *bench.SuiteConfig) error {
 		}
 	}
 	if len(c.Conns) == 0 {
-		c.Conns = DefaultClosedConns
+		c.Conns = DefaultClosedConns()
 	}
 	for _, n := range c.Conns {
 		if n < 1 || n > 65536 {

@@ -74,7 +74,7 @@ func TestClosedFlagsAndChecks(t *testing.T) {
 
 	d := &Closed{}
 	require.NoError(t, d.Check(&s))
-	assert.Equal(t, DefaultClosedConns, d.Conns, "the default counts")
+	assert.Equal(t, DefaultClosedConns(), d.Conns, "the default counts")
 
 	for name, bad := range map[string]*Closed{
 		"zero":      {Conns: []int{0}},

@@ -47,7 +47,7 @@ const (
 	DefaultGRPCRetryMultiple = 2.0
 )
 
-// DefaultGRPCMultiples are the unary points' offered loads when GRPC
+// DefaultGRPCMultiples returns the unary points' offered loads when GRPC
 // names none: 1x, 2x, 5x and 10x of each target's capacity.
 func DefaultGRPCMultiples() []float64 { return []float64{1, 2, 5, 10} }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-go/sluice/bench/load"
 )
 
-// DefaultMixMultiples are the mix's offered loads when Mix names none.
+// DefaultMixMultiples returns the mix's offered loads when Mix names none.
 func DefaultMixMultiples() []float64 { return []float64{2, 5} }
 
 // DefaultMixNewFraction is the share of the mix's requests sent on new

@@ -17,11 +17,11 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// DefaultNoisyRates are the noisy scenario's offered loads when Noisy
+// DefaultNoisyRates returns the noisy scenario's offered loads when Noisy
 // names none, in requests per second: on a 2-CPU machine, where the
 // weather handler's capacity on both CPUs is about 1800/s, a load that
 // the CPU left to a target carries and one that it barely carries.
-var DefaultNoisyRates = []float64{800, 1200}
+func DefaultNoisyRates() []float64 { return []float64{800, 1200} }
 
 // maxNoisyRate bounds an offered rate of the noisy scenario.
 const maxNoisyRate = 1e6
@@ -62,7 +62,7 @@ func (*Noisy) Describe() string {
 
 // Flags registers -noisy-rates and -noisy-quiet.
 func (n *Noisy) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&n.rates, "noisy-rates", "", "offered loads of the noisy scenario, in requests per second (the same for every target), comma-separated (default "+formatRates(DefaultNoisyRates)+")")
+	fs.StringVar(&n.rates, "noisy-rates", "", "offered loads of the noisy scenario, in requests per second (the same for every target), comma-separated (default "+formatRates(DefaultNoisyRates())+")")
 	fs.BoolVar(&n.Quiet, "noisy-quiet", false, "run the noisy scenario without its neighbour: the control")
 }
 
@@ -86,7 +86,7 @@ func (n *Noisy) Check(s *bench.SuiteConfig) error {
 		}
 	}
 	if len(n.Rates) == 0 {
-		n.Rates = slices.Clone(DefaultNoisyRates)
+		n.Rates = DefaultNoisyRates()
 	}
 	for _, r := range n.Rates {
 		if !(r > 0) || r > maxNoisyRate {

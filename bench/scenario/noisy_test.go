@@ -140,9 +140,9 @@ func TestNoisyFlagsAndChecks(t *testing.T) {
 
 	d := &Noisy{}
 	require.NoError(t, d.Check(&s))
-	assert.Equal(t, DefaultNoisyRates, d.Rates, "the default rates")
+	assert.Equal(t, DefaultNoisyRates(), d.Rates, "the default rates")
 	d.Rates[0] = 1
-	assert.Equal(t, []float64{800, 1200}, DefaultNoisyRates, "a copy: the defaults stay")
+	assert.Equal(t, []float64{800, 1200}, DefaultNoisyRates(), "a copy: the defaults stay")
 
 	for name, bad := range map[string]struct {
 		noisy *Noisy

@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// DefaultQuotas are the quota scenario's CPU quotas when it names none:
+// DefaultQuotas returns the quota scenario's CPU quotas when it names none:
 // half a CPU and one and a half, each with the kernel's default period
 // (100 ms, Kubernetes') and a 10 ms one (set by some clusters to shorten
 // the throttled spells).
@@ -28,9 +28,9 @@ func DefaultQuotas() []bench.Quota {
 	}
 }
 
-// DefaultQuotaMultiples are the quota scenario's offered loads when it
+// DefaultQuotaMultiples returns the quota scenario's offered loads when it
 // names none, in multiples of the capacity measured in each quota.
-var DefaultQuotaMultiples = []float64{1, 2, 5}
+func DefaultQuotaMultiples() []float64 { return []float64{1, 2, 5} }
 
 // Quota serves the suite's weather shape in CPU quotas, as a container
 // with a CPU limit runs it (a Kubernetes limits.cpu is such a quota): for
@@ -66,7 +66,7 @@ func (*Quota) Describe() string {
 // Flags registers -quotas and -quota-x.
 func (q *Quota) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&q.quotas, "quotas", "", "the quota scenario's CPU quotas, comma-separated CPUs[/period] (default "+formatQuotas(DefaultQuotas())+")")
-	fs.StringVar(&q.multiples, "quota-x", "", "the quota scenario's offered loads, in multiples of the capacity in each quota (default "+formatMultiples(DefaultQuotaMultiples)+")")
+	fs.StringVar(&q.multiples, "quota-x", "", "the quota scenario's offered loads, in multiples of the capacity in each quota (default "+formatMultiples(DefaultQuotaMultiples())+")")
 }
 
 // Check reads the flags and fills in the defaults. The scenario sets each
@@ -90,7 +90,7 @@ func (q *Quota) Check(s *bench.SuiteConfig) error {
 			return err
 		}
 	}
-	if err := readMultiples(&q.Multiples, "-quota-x", q.multiples, DefaultQuotaMultiples); err != nil {
+	if err := readMultiples(&q.Multiples, "-quota-x", q.multiples, DefaultQuotaMultiples()); err != nil {
 		return err
 	}
 	return checkWeather(s, "quota")

@@ -75,8 +75,9 @@ func ChildHooks() []bench.ChildHook {
 }
 
 // Default names the scenarios `sluice bench` runs when -scenarios is not
-// given.
-var Default = []string{"sweep", "shapes", "slowdown", "mix", "step"}
+// given: those of the table of rates by offered load (TableNames), in the
+// order of All.
+func Default() []string { return TableNames(All()) }
 
 // A Describer is a scenario that says in a line what it does, for the
 // command's help (Usage). Every scenario outside Default is one.
@@ -88,10 +89,10 @@ type Describer interface {
 // name, then every other scenario of All with its description.
 func Usage() string {
 	var b strings.Builder
-	b.WriteString("comma-separated scenarios: " + strings.Join(Default, ", ") + "; and, when named, ")
+	b.WriteString("comma-separated scenarios: " + strings.Join(Default(), ", ") + "; and, when named, ")
 	first := true
 	for _, s := range All() {
-		if slices.Contains(Default, s.Name()) {
+		if slices.Contains(Default(), s.Name()) {
 			continue
 		}
 		if !first {

@@ -18,7 +18,7 @@ func TestAllNamesEachScenarioOnce(t *testing.T) {
 		assert.False(t, seen[n], "%s listed twice", n)
 		seen[n] = true
 	}
-	for _, n := range Default {
+	for _, n := range Default() {
 		assert.True(t, seen[n], "the default %s is listed", n)
 	}
 	assert.True(t, seen["closed"])
@@ -56,7 +56,7 @@ func TestUsageNamesEveryScenario(t *testing.T) {
 	u := Usage()
 	for _, s := range All() {
 		assert.Contains(t, u, s.Name(), "the help names it")
-		if slices.Contains(Default, s.Name()) {
+		if slices.Contains(Default(), s.Name()) {
 			continue
 		}
 		d, ok := s.(Describer)

@@ -10,13 +10,13 @@ import (
 	"github.com/sluice-go/sluice/bench"
 )
 
-// DefaultShapes are the handler shapes the shapes scenario compares when
+// DefaultShapes returns the handler shapes the shapes scenario compares when
 // Shapes names none: CPU-bound, I/O-bound and blocking.
 func DefaultShapes() []bench.Shape {
 	return []bench.Shape{bench.ShapeCPU, bench.ShapeIO, bench.ShapeBlocking}
 }
 
-// DefaultShapeMultiples are the shapes scenario's offered loads when it
+// DefaultShapeMultiples returns the shapes scenario's offered loads when it
 // names none.
 func DefaultShapeMultiples() []float64 { return []float64{2, 5} }
 

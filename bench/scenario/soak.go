@@ -39,9 +39,11 @@ const (
 	DefaultPanicEvery = 100
 )
 
-// DefaultChaosMix is Soak.Chaos's default: 32 chaos clients, half of them
+// DefaultChaosMix returns Soak.Chaos's default: 32 chaos clients, half of them
 // slowloris (they hold a connection each and send almost nothing).
-var DefaultChaosMix = chaos.Mix{Slowloris: 16, NoRead: 4, Reset: 4, Garbage: 4, Flood: 4}
+func DefaultChaosMix() chaos.Mix {
+	return chaos.Mix{Slowloris: 16, NoRead: 4, Reset: 4, Garbage: 4, Flood: 4}
+}
 
 // maxSoakDuration bounds -soak-duration.
 const maxSoakDuration = time.Hour
@@ -144,7 +146,7 @@ func (so *Soak) Check(s *bench.SuiteConfig) error {
 		so.PanicEvery = 0
 	}
 	if so.Chaos == nil {
-		mix := DefaultChaosMix
+		mix := DefaultChaosMix()
 		so.Chaos = &mix
 	}
 	for _, k := range chaos.Kinds {

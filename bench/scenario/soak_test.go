@@ -32,7 +32,7 @@ func TestSoakChecksAndDefaults(t *testing.T) {
 	assert.Equal(t, 10*time.Second, c.Settle)
 	assert.Equal(t, 100, c.PanicEvery)
 	require.NotNil(t, c.Chaos)
-	assert.Equal(t, DefaultChaosMix, *c.Chaos)
+	assert.Equal(t, DefaultChaosMix(), *c.Chaos)
 	assert.Equal(t, DefaultSoakRules(), c.Rules)
 
 	short := Soak{Duration: 10 * time.Second, PanicEvery: -1, Chaos: &chaos.Mix{}}
@@ -515,7 +515,7 @@ func TestDescribePanicsAndMix(t *testing.T) {
 	assert.Equal(t, "a handler that panics on every 11th request (9.09%)", describePanics(11))
 	assert.Equal(t, "a handler that panics on every 21st request (4.76%)", describePanics(21))
 	assert.Equal(t, "no chaos clients", describeMix(chaos.Mix{}))
-	assert.True(t, strings.HasPrefix(describeMix(DefaultChaosMix), "32 chaos clients (16 slowloris, 4 noread"))
+	assert.True(t, strings.HasPrefix(describeMix(DefaultChaosMix()), "32 chaos clients (16 slowloris, 4 noread"))
 }
 
 func TestSoakPlots(t *testing.T) {

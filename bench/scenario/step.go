@@ -10,8 +10,9 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// DefaultStep is the step scenario's load when Step gives none of it:
-// 0.5x for 2 s, 3x for 3 s, 0.5x for 3 s, counted in buckets of 100 ms.
+// DefaultStep returns the step scenario's load, whose values Step takes
+// for its zero fields: 0.5x for 2 s, 3x for 3 s, 0.5x for 3 s, counted in
+// buckets of 100 ms.
 func DefaultStep() Step {
 	return Step{Low: 0.5, High: 3, Before: 2 * time.Second, During: 3 * time.Second, After: 3 * time.Second, Bucket: 100 * time.Millisecond}
 }

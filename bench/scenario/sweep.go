@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-go/sluice/bench/report"
 )
 
-// DefaultSweepMultiples are the sweep's offered loads when Sweep names
+// DefaultSweepMultiples returns the sweep's offered loads when Sweep names
 // none.
 func DefaultSweepMultiples() []float64 { return []float64{0.5, 1, 2, 3, 5, 7, 10} }
 

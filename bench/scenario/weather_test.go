@@ -220,10 +220,6 @@ func TestWeatherSettings(t *testing.T) {
 	}
 }
 
-func TestTableNamesAreTheDefaultScenarios(t *testing.T) {
-	assert.Equal(t, Default, TableNames(All()))
-}
-
 func TestMixRefusesWhatItChoosesItself(t *testing.T) {
 	for name, change := range map[string]func(*bench.SuiteConfig){
 		"new conns": func(c *bench.SuiteConfig) { c.NewConns = true },

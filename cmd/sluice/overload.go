@@ -55,7 +55,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 		fs.Float64Var(&so.Multiple, "x", so.Multiple, "offered load, in multiples of each target's capacity")
 		fs.DurationVar(&so.Settle, "settle", so.Settle, "when goroutines, fds and memory must have stopped growing (0: 10s, or a third of a -duration under 30s)")
 		fs.IntVar(&so.PanicEvery, "panic-every", so.PanicEvery, "the handler panics on every n-th request (100: 1%; negative: never)")
-		fs.StringVar(&f.chaos, "chaos", formatMix(scenario.DefaultChaosMix), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
+		fs.StringVar(&f.chaos, "chaos", formatMix(scenario.DefaultChaosMix()), "chaos clients alongside the load, kind=count for slowloris, noread, reset, garbage, flood (none: no chaos)")
 		fs.Float64Var(&so.Rules.MinGoodput, "min-goodput", scenario.DefaultSoakRules().MinGoodput, "the goodput check: every second at least this fraction of C (CI, on a shared machine, asks less)")
 	} else {
 		fs.DurationVar(&c.Duration, "duration", c.Duration, "sending window of each measured point")
@@ -235,7 +235,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // benchCmd runs the whole overload benchmark (about 20 minutes).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newSuiteFlags(3*time.Second, 3, "sluice,nethttp,semaphore,sluice-half",
-		"sweep,shapes,slowdown,mix,step", nil)
+		strings.Join(scenario.Default(), ","), nil)
 	return runSuiteCommand(ctx, "bench", f, args, stdout, stderr)
 }
 

@@ -40,9 +40,9 @@ func TestSoakBadInput(t *testing.T) {
 }
 
 func TestParseMix(t *testing.T) {
-	m, err := parseMix(formatMix(scenario.DefaultChaosMix))
+	m, err := parseMix(formatMix(scenario.DefaultChaosMix()))
 	require.NoError(t, err)
-	assert.Equal(t, scenario.DefaultChaosMix, m)
+	assert.Equal(t, scenario.DefaultChaosMix(), m)
 	m, err = parseMix("none")
 	require.NoError(t, err)
 	assert.Zero(t, m.Total())
