@@ -395,8 +395,8 @@ func newServer(rt *srt.Runtime, h Handler, cfg Config) (*Server, netpoll.Config,
 	}
 	srv.hs = srv.describe(h)
 	srv.h2 = newH2Server(srv, h)
-	for range s.NumWorkers() {
-		srv.ws = append(srv.ws, &workerState{parked: connList{which: linkParked}, handshakes: connList{which: linkHandshake}})
+	for i := range s.NumWorkers() {
+		srv.ws = append(srv.ws, &workerState{w: s.Worker(i), parked: connList{which: linkParked}, handshakes: connList{which: linkHandshake}})
 	}
 	acfg := cfg.Admission
 	srv.spares = newSparesPolicy(srv)
@@ -552,11 +552,13 @@ func (srv *Server) connClosed() {
 // workerState is the server's state on one worker, touched only there:
 // buffer pools, the list of connections, the cached Date header.
 type workerState struct {
-	bufs   [][]byte      // free read buffers of readBufSize
-	outs   [][]byte      // free output buffers of outBufSize
-	heads  []http.Header // free response header maps, empty
-	conns  connList
-	parked connList // connections parked after a refusal, the latest first (park.go)
+	w       *sched.Worker
+	bufs    freeList[[]byte]      // free read buffers of readBufSize
+	outs    freeList[[]byte]      // free output buffers of outBufSize
+	heads   freeList[http.Header] // free response header maps, empty
+	trimmer *sched.Timer          // trims the free lists (pool.go)
+	conns   connList
+	parked  connList // connections parked after a refusal, the latest first (park.go)
 	// handshakes are the TLS handshakes in progress, the latest first, and
 	// nHandshakes their number (tls.go).
 	handshakes  connList
@@ -573,46 +575,39 @@ type workerState struct {
 const (
 	readBufSize = 4 << 10
 	outBufSize  = 4 << 10
-	maxFreeBufs = 1024 // per worker and kind: bounds what the pools keep
 	// maxPooledFields bounds the size of the header maps kept for reuse.
 	maxPooledFields = 16
 )
 
 func (ws *workerState) getBuf() []byte {
-	if n := len(ws.bufs); n > 0 {
-		b := ws.bufs[n-1]
-		ws.bufs = ws.bufs[:n-1]
+	if b, ok := ws.bufs.get(); ok {
 		return b
 	}
 	return make([]byte, readBufSize)
 }
 
 func (ws *workerState) putBuf(b []byte) {
-	if cap(b) == readBufSize && len(ws.bufs) < maxFreeBufs {
-		ws.bufs = append(ws.bufs, b[:readBufSize])
+	if cap(b) == readBufSize && ws.bufs.put(b[:readBufSize]) {
+		ws.armTrim()
 	}
 }
 
 func (ws *workerState) getOut() []byte {
-	if n := len(ws.outs); n > 0 {
-		b := ws.outs[n-1]
-		ws.outs = ws.outs[:n-1]
+	if b, ok := ws.outs.get(); ok {
 		return b[:0]
 	}
 	return make([]byte, 0, outBufSize)
 }
 
 func (ws *workerState) putOut(b []byte) {
-	if cap(b) == outBufSize && len(ws.outs) < maxFreeBufs {
-		ws.outs = append(ws.outs, b[:0])
+	if cap(b) == outBufSize && ws.outs.put(b[:0]) {
+		ws.armTrim()
 	}
 }
 
 // getHeader returns an empty response header map.
 func (ws *workerState) getHeader() http.Header {
-	if n := len(ws.heads); n > 0 {
-		h := ws.heads[n-1]
-		ws.heads = ws.heads[:n-1]
+	if h, ok := ws.heads.get(); ok {
 		return h
 	}
 	return make(http.Header)
@@ -620,9 +615,11 @@ func (ws *workerState) getHeader() http.Header {
 
 // putHeader empties h, which no one else holds, for a later getHeader.
 func (ws *workerState) putHeader(h http.Header) {
-	if len(ws.heads) < maxFreeBufs && len(h) <= maxPooledFields {
+	if len(h) <= maxPooledFields {
 		clear(h)
-		ws.heads = append(ws.heads, h)
+		if ws.heads.put(h) {
+			ws.armTrim()
+		}
 	}
 }
 
