@@ -1,0 +1,96 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/lanes"
+)
+
+// TestMeasureBurstHeap measures what a burst of WebSockets leaves on the
+// heap: a thousand connections opened at once, each taken over by its
+// handler and kept. It logs the live heap per connection and the entries
+// of the workers' free lists just after the burst (a trim may have come
+// already) and once they have been trimmed (docs/design.md, "Buffers"). The clients are in the same process: they count alike in
+// both figures. Run it with SLUICE_MEASURE_BURST=1 go test -run
+// TestMeasureBurstHeap -v ./server.
+func TestMeasureBurstHeap(t *testing.T) {
+	if os.Getenv("SLUICE_MEASURE_BURST") == "" {
+		t.Skip("a measurement: set SLUICE_MEASURE_BURST=1")
+	}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		nc, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = brw.ReadByte() // until the client leaves
+	}
+	srv, addr := serveHTTP(t, http.HandlerFunc(h), Config{})
+	// held returns the entries of the workers' free lists, read on them.
+	held := func() (n int) {
+		for i, ws := range srv.ws {
+			got := make(chan int, 1)
+			require.NoError(t, srv.s.Worker(i).Submit(lanes.Continuation, func() {
+				got <- len(ws.bufs.free) + len(ws.outs.free) + len(ws.heads.free)
+			}))
+			n += <-got
+		}
+		return n
+	}
+	heap := func() float64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		metrics.Read(s)
+		return float64(s[0].Value.Uint64())
+	}
+	before := heap()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
+			if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+				_ = c.Close()
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	require.NotEmpty(t, conns)
+	per := func(h float64) float64 { return (h - before) / float64(len(conns)) / 1024 }
+	t.Logf("%d connections, just after the burst: live heap %.2f KiB per connection, %d entries in the free lists",
+		len(conns), per(heap()), held())
+	time.Sleep(3 * trimEvery)
+	t.Logf("%d connections, %v later: live heap %.2f KiB per connection, %d entries in the free lists",
+		len(conns), 3*trimEvery, per(heap()), held())
+}
