@@ -1,3 +1,5 @@
+//go:build linux
+
 package server
 
 import (
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice/lanes"
@@ -93,4 +96,40 @@ func TestMeasureBurstHeap(t *testing.T) {
 	time.Sleep(3 * trimEvery)
 	t.Logf("%d connections, %v later: live heap %.2f KiB per connection, %d entries in the free lists",
 		len(conns), 3*trimEvery, per(heap()), held())
+}
+
+// TestBurstBuffersAreLetGo leaves on a worker what a burst of connections
+// does (read and output buffers and header maps put back by hundreds, as a
+// thousand WebSockets opened at once left them) on a serving server: its
+// free lists must not hold them for good.
+func TestBurstBuffersAreLetGo(t *testing.T) {
+	srv, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{})
+	ws, w := srv.ws[0], srv.s.Worker(0)
+	onWorker := func(fn func()) {
+		done := make(chan struct{})
+		require.NoError(t, w.Submit(lanes.Continuation, func() { fn(); close(done) }))
+		<-done
+	}
+	onWorker(func() {
+		for range 300 {
+			ws.putBuf(make([]byte, readBufSize))
+			ws.putOut(make([]byte, 0, outBufSize))
+			ws.putHeader(make(http.Header))
+		}
+	})
+	longest := func() (n int) {
+		onWorker(func() { n = max(len(ws.bufs.free), len(ws.outs.free), len(ws.heads.free)) })
+		return n
+	}
+	require.Greater(t, longest(), keepFree)
+
+	// The server goes on serving meanwhile, from the lists.
+	for range 20 {
+		resp, err := http.Get("http://" + addr + "/x")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	assert.Eventually(t, func() bool { return longest() <= keepFree }, 10*trimEvery, trimEvery/4,
+		"the free lists back to keepFree")
 }
