@@ -67,8 +67,8 @@ const (
 	numKinds
 )
 
-// Kinds lists every kind, in order.
-var Kinds = []Kind{Slowloris, NoRead, Reset, Garbage, Flood}
+// Kinds returns every kind, in order.
+func Kinds() []Kind { return []Kind{Slowloris, NoRead, Reset, Garbage, Flood} }
 
 var kindNames = [numKinds]string{"slowloris", "noread", "reset", "garbage", "flood"}
 
@@ -111,7 +111,7 @@ func (m Mix) Of(k Kind) int {
 // Total returns the number of clients of every kind.
 func (m Mix) Total() int {
 	n := 0
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		n += max(m.Of(k), 0)
 	}
 	return n
@@ -266,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		seed = c.cfg.Seed
 	)
 	stats := make(Stats)
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		n := c.cfg.Mix.Of(k)
 		if n <= 0 {
 			continue
@@ -291,7 +291,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 
 // newRunner checks cfg and fills in its defaults.
 func newRunner(u *url.URL, cfg Config) (*runner, error) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if cfg.Mix.Of(k) < 0 {
 			return nil, fmt.Errorf("chaos: negative count of %s clients", k)
 		}

@@ -167,7 +167,7 @@ func TestChaosStopsWithItsContext(t *testing.T) {
 	cancel()
 	select {
 	case st := <-done:
-		assert.Len(t, st, len(Kinds), "every kind of the mix ran")
+		assert.Len(t, st, len(Kinds()), "every kind of the mix ran")
 		assert.Equal(t, int64(every.Slowloris), st["slowloris"].Conns)
 	case <-time.After(2 * time.Second):
 		t.Fatal("Run did not return promptly after its context ended")
@@ -211,7 +211,7 @@ func TestChaosDialErrorsDoNotSpin(t *testing.T) {
 func TestChaosMix(t *testing.T) {
 	t.Parallel()
 	m := Mix{Slowloris: 1, NoRead: 2, Reset: 3, Garbage: 4, Flood: 5}
-	for i, k := range Kinds {
+	for i, k := range Kinds() {
 		assert.Equal(t, i+1, m.Of(k), k.String())
 	}
 	assert.Equal(t, 15, m.Total())

@@ -154,7 +154,7 @@ func TestRawKeepWaitsForConnectionUntilDeadline(t *testing.T) {
 // connection and the next request dials; keeping, the pool's connections
 // wait for the late answers and are reused.
 func TestRunClientModes(t *testing.T) {
-	for _, mode := range ClientModes {
+	for _, mode := range ClientModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			s := newRawCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
 				select {
@@ -180,7 +180,7 @@ func TestRunClientModes(t *testing.T) {
 }
 
 func TestClientModeConfig(t *testing.T) {
-	for _, m := range ClientModes {
+	for _, m := range ClientModes() {
 		got, err := ParseClientMode(m.String())
 		require.NoError(t, err)
 		assert.Equal(t, m, got)

@@ -206,8 +206,8 @@ const (
 // request's deadline before it closes the connection after all.
 const KeepDrain = 30 * time.Second
 
-// ClientModes lists the modes, the default first.
-var ClientModes = []ClientMode{ClientReconnect, ClientKeep}
+// ClientModes returns the modes, the default first.
+func ClientModes() []ClientMode { return []ClientMode{ClientReconnect, ClientKeep} }
 
 func (m ClientMode) String() string {
 	switch m {
@@ -221,7 +221,7 @@ func (m ClientMode) String() string {
 
 // ParseClientMode returns the mode named s ("reconnect" or "keep").
 func ParseClientMode(s string) (ClientMode, error) {
-	for _, m := range ClientModes {
+	for _, m := range ClientModes() {
 		if s == m.String() {
 			return m, nil
 		}

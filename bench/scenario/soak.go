@@ -149,7 +149,7 @@ func (so *Soak) Check(s *bench.SuiteConfig) error {
 		mix := DefaultChaosMix()
 		so.Chaos = &mix
 	}
-	for _, k := range chaos.Kinds {
+	for _, k := range chaos.Kinds() {
 		if so.Chaos.Of(k) < 0 {
 			return fmt.Errorf("bench: the soak scenario's Chaos has a negative count of %s clients", k)
 		}
@@ -833,7 +833,7 @@ func describeMix(m chaos.Mix) string {
 		return "no chaos clients"
 	}
 	var parts []string
-	for _, k := range chaos.Kinds {
+	for _, k := range chaos.Kinds() {
 		if n := m.Of(k); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
@@ -866,7 +866,7 @@ func ordinalSuffix(n int) string {
 // describeChaos sums up what the chaos clients did, kind by kind.
 func describeChaos(st chaos.Stats) string {
 	var parts []string
-	for _, k := range chaos.Kinds {
+	for _, k := range chaos.Kinds() {
 		c := st[k.String()]
 		if c == nil {
 			continue

@@ -362,7 +362,7 @@ func TestSuiteSoak(t *testing.T) {
 		assert.LessOrEqual(t, r.Conns, r.FDs)
 		assert.GreaterOrEqual(t, r.CloseWait, 0)
 	}
-	assert.Len(t, si.Chaos, len(chaos.Kinds), "every kind ran")
+	assert.Len(t, si.Chaos, len(chaos.Kinds()), "every kind ran")
 	assert.Positive(t, si.Chaos["reset"].Conns)
 	m := byName(si.Checks)
 	require.Len(t, m, 7)

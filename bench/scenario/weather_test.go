@@ -149,7 +149,7 @@ func TestSuiteScenarios(t *testing.T) {
 }
 
 func TestClientModesAlternate(t *testing.T) {
-	s := bench.SuiteConfig{Shape: bench.ShapeIO, ClientModes: load.ClientModes}
+	s := bench.SuiteConfig{Shape: bench.ShapeIO, ClientModes: load.ClientModes()}
 	sw := &Sweep{Multiples: []float64{2, 5}}
 	var got []string
 	for _, sc := range []bench.Scenario{sw, &Shapes{Shapes: []bench.Shape{bench.ShapeIO}, Multiples: []float64{5}}} {

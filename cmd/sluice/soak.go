@@ -40,7 +40,7 @@ func formatMix(m chaos.Mix) string {
 		return "none"
 	}
 	var parts []string
-	for _, k := range chaos.Kinds {
+	for _, k := range chaos.Kinds() {
 		if n := m.Of(k); n > 0 {
 			parts = append(parts, k.String()+"="+strconv.Itoa(n))
 		}
