@@ -222,16 +222,33 @@ func (w *Worker) Go(ctx context.Context, lane lanes.ID, fn func(ctx context.Cont
 // it. Starting it that way costs a hand-over of the worker to that thread;
 // when no such runner can be had, it is Go. Local: call it only on w.
 func (w *Worker) GoAlone(ctx context.Context, lane lanes.ID, fn func(ctx context.Context)) {
+	w.GoAloneWhile(ctx, lane, fn, always)
+}
+
+// GoAloneWhile is GoAlone for a job whose need of a thread of its own may
+// be learned while it waits in its lane: alone is asked, on w, as the job
+// starts, and when it reports false the job starts as Go's would, on the
+// worker's current thread. A server starts the first requests of a route
+// it does not know yet alone; once one of them has shown the route to
+// wait without holding its thread (a WebSocket taken over, a stream), the
+// others of a burst need no thread each. Local: call it only on w.
+func (w *Worker) GoAloneWhile(ctx context.Context, lane lanes.ID, fn func(ctx context.Context), alone func() bool) {
 	if fn == nil {
 		panic("sched: GoAlone of a nil function")
+	}
+	if alone == nil {
+		panic("sched: GoAloneWhile with a nil alone")
 	}
 	w.mustHave(lane)
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	defer w.leave(w.enter())
-	w.push(lane, task{fn: func() { w.start(ctx, fn, resumeLane(lane)) }, enq: w.now, alone: true})
+	w.push(lane, task{fn: func() { w.start(ctx, fn, resumeLane(lane)) }, enq: w.now, alone: alone})
 }
+
+// always reports true: GoAlone's job always starts alone.
+func always() bool { return true }
 
 // GoNow starts fn as a coroutine at once, inside the current task, and
 // returns when fn first suspends (Await, Sleep, Pause) or ends; what follows

@@ -565,6 +565,45 @@ func TestGuestWaitingForAPIsNotBlocked(t *testing.T) {
 	assert.Zero(t, snap.Handovers)
 }
 
+// GoAloneWhile asks its job's alone as the job starts, not as it is
+// queued: a job told no longer to need a thread of its own starts on the
+// worker's current thread, beside a coroutine suspended there; one told it
+// does starts on another.
+func TestGoAloneWhileAsksAsTheJobStarts(t *testing.T) {
+	for _, alone := range []bool{true, false} {
+		s := startRescue(t, Config{Logger: slog.New(slog.DiscardHandler)}, offCPU)
+		w := s.Worker(0)
+		sleeper := make(chan int, 1)
+		onWorker(t, w, func() {
+			w.Go(context.Background(), lanes.Upstream, func(ctx context.Context) {
+				sleeper <- gettid()
+				_ = Sleep(ctx, 100*time.Millisecond)
+			})
+		})
+		tid := <-sleeper // the sleeper has suspended, its thread the worker's
+		job := make(chan int, 1)
+		asked := 0
+		onWorker(t, w, func() {
+			decided := true
+			w.GoAloneWhile(context.Background(), lanes.Upstream, func(context.Context) { job <- gettid() },
+				func() bool { asked++; return decided })
+			decided = alone // learned after the job was queued, before it starts
+		})
+		got := <-job
+		if alone {
+			assert.NotEqual(t, tid, got, "alone: a thread of its own")
+		} else {
+			assert.Equal(t, tid, got, "no longer alone: the worker's thread, beside the sleeper")
+		}
+		onWorker(t, w, func() {
+			assert.Equal(t, 1, asked, "asked once, as the job started")
+			assert.PanicsWithValue(t, "sched: GoAloneWhile with a nil alone", func() {
+				w.GoAloneWhile(context.Background(), lanes.Upstream, func(context.Context) {}, nil)
+			})
+		})
+	}
+}
+
 // A coroutine resumes only on the thread that made it, so one left on a
 // thread that goes away with blocking guest code waits for that code to
 // end. GoAlone starts the blocking job on a thread of its own: a

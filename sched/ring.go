@@ -6,8 +6,9 @@ type task struct {
 	fn  func()
 	co  *coro
 	enq int64 // clock reading when it was queued, for the waited counter
-	// alone runs fn on a runner with no unfinished coroutine (GoAlone).
-	alone bool
+	// alone, when set, is asked as the task starts whether fn runs on a
+	// runner with no unfinished coroutine (GoAlone, GoAloneWhile).
+	alone func() bool
 }
 
 // ring is a growable FIFO of tasks, owned by one worker.

@@ -258,7 +258,7 @@ func (w *Worker) runOne(r *runner, id lanes.ID) bool {
 // the lane's resumptions), on runner r, which owns the worker.
 func (w *Worker) runTask(r *runner, lane lanes.ID, t task) bool {
 	id := lane &^ resumed
-	if t.alone && r.live > 0 && w.s.state.Load() == stateRunning {
+	if t.alone != nil && r.live > 0 && w.s.state.Load() == stateRunning && t.alone() {
 		// Start the job on a runner of its own, if one can be had.
 		if to := w.takeLone(); to != nil {
 			to.next, to.nextLane, to.hasNext = t, lane, true

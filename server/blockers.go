@@ -97,6 +97,20 @@ func (b *routeBook) start(method, path string) int {
 	return startRelease
 }
 
+// settled says how a request of method and path starts when the book
+// knows the route as one whose handlers need no thread of their own: a
+// quick one (startShared) or one that streams (startAway). ok is false for
+// any other route. It counts no start.
+func (b *routeBook) settled(method, path string) (how int, ok bool) {
+	switch b.m[b.key(method, path)] {
+	case quickRoute:
+		return startShared, true
+	case streamRoute:
+		return startAway, true
+	}
+	return 0, false
+}
+
 // blocks reports whether the book knows method and path as a route whose
 // handlers block their thread, without counting a start.
 func (b *routeBook) blocks(method, path string) bool {

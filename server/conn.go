@@ -112,6 +112,9 @@ type conn struct {
 	// handleAloneFn is handleAlone, for a request that started alone;
 	// handleAwayFn handleAway, for one that runs away.
 	handleAloneFn, handleAwayFn func()
+	// stillAloneFn is stillAlone, asked as a request of an unknown route
+	// starts (sched.Worker.GoAloneWhile).
+	stillAloneFn func() bool
 	// arriveFn is arrive, for a connection moving to another worker.
 	arriveFn func()
 
@@ -191,7 +194,7 @@ func (srv *Server) accept(nc *netpoll.Conn) {
 		c.picked = make([]admit.Field, n)
 	}
 	c.onData, c.onTimeout, c.serveFn, c.handleFn = c.readable, c.timeout, c.serve, c.handle
-	c.handleAloneFn, c.handleAwayFn = c.handleAlone, c.handleAway
+	c.handleAloneFn, c.handleAwayFn, c.stillAloneFn = c.handleAlone, c.handleAway, c.stillAlone
 	c.arriveFn = c.arrive
 	c.t.Shard = c.w.ID()
 	c.t.OnStart, c.t.OnReject = c.queueStarted, c.queueRejected

@@ -131,7 +131,13 @@ func (c *conn) run() {
 	if !c.refused {
 		c.how = c.ws.routes.start(c.cur.Method, c.cur.URL.Path)
 	}
-	if c.how != startShared && c.how != startAway {
+	switch c.how {
+	case startAlone:
+		// The route may be learned while the request waits in its lane
+		// (the first of a burst of WebSockets taken over): stillAlone.
+		c.w.GoAloneWhile(job, lane, c.serveFn, c.stillAloneFn)
+		return
+	case startProbe, startRelease:
 		c.w.GoAlone(job, lane, c.serveFn)
 		return
 	}
@@ -140,6 +146,24 @@ func (c *conn) run() {
 		return
 	}
 	c.w.GoNow(job, c.serveFn)
+}
+
+// stillAlone reports, as a request that started alone because its route
+// was unknown is about to run, whether it still needs a thread of its own:
+// not once an earlier request has shown the route quick (a WebSocket taken
+// over counts as one) or streaming, whose handlers run away (routeBook).
+// A request that no longer needs one starts on the worker's thread, as a
+// quick route's does.
+func (c *conn) stillAlone() bool {
+	r := c.cur
+	if r == nil || r.URL == nil {
+		return true
+	}
+	how, ok := c.ws.routes.settled(r.Method, r.URL.Path)
+	if ok {
+		c.how = how
+	}
+	return !ok
 }
 
 // rejectNow answers the current request with its rejection directly,

@@ -133,3 +133,68 @@ func TestBurstBuffersAreLetGo(t *testing.T) {
 	assert.Eventually(t, func() bool { return longest() <= keepFree }, 10*trimEvery, trimEvery/4,
 		"the free lists back to keepFree")
 }
+
+// TestBurstOfANewRouteTakesFewThreads opens a burst of connections to a
+// route the workers do not know yet, each taken over by its handler and
+// kept, as WebSockets are. The first requests start alone, each on a
+// thread of its own, until one has shown the route to wait without
+// holding its thread (its Hijack); the rest of the burst, queued by then,
+// must start on the workers' threads, not keep a thread each for the
+// life of their connections.
+func TestBurstOfANewRouteTakesFewThreads(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		nc, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = brw.ReadByte() // until the client leaves
+	}
+	srv, addr := serveHTTP(t, http.HandlerFunc(h), Config{})
+	const n = 400
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			<-start // every connection open: the heads come together
+			_, _ = fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
+			line, err := bufio.NewReader(c).ReadString('\n')
+			assert.NoError(t, err)
+			assert.Contains(t, line, "101")
+		}()
+	}
+	for {
+		mu.Lock()
+		k := len(conns)
+		mu.Unlock()
+		if k == n || t.Failed() {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(start)
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	snap := srv.s.Snapshot()
+	t.Logf("%d connections taken over: %d spare threads (peak %d)", len(conns), snap.Spares, snap.SparesPeak)
+	assert.LessOrEqual(t, snap.Spares, n/10, "a thread for a few of the burst, not for each")
+}
