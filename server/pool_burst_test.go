@@ -20,6 +20,19 @@ import (
 	"github.com/sluice-go/sluice/lanes"
 )
 
+// takeOver takes its connection over, answers 101 and waits until the
+// client leaves, as a WebSocket served inside its handler does.
+func takeOver(w http.ResponseWriter, _ *http.Request) {
+	nc, brw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+	_ = brw.Flush()
+	_, _ = brw.ReadByte() // until the client leaves
+}
+
 // TestMeasureBurstHeap measures what a burst of WebSockets leaves on the
 // heap: a thousand connections opened at once, each taken over by its
 // handler and kept. It logs the live heap per connection and the entries
@@ -31,17 +44,7 @@ func TestMeasureBurstHeap(t *testing.T) {
 	if os.Getenv("SLUICE_MEASURE_BURST") == "" {
 		t.Skip("a measurement: set SLUICE_MEASURE_BURST=1")
 	}
-	h := func(w http.ResponseWriter, r *http.Request) {
-		nc, brw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
-		_ = brw.Flush()
-		_, _ = brw.ReadByte() // until the client leaves
-	}
-	srv, addr := serveHTTP(t, http.HandlerFunc(h), Config{})
+	srv, addr := serveHTTP(t, http.HandlerFunc(takeOver), Config{})
 	// held returns the entries of the workers' free lists, read on them.
 	held := func() (n int) {
 		for i, ws := range srv.ws {
@@ -142,17 +145,7 @@ func TestBurstBuffersAreLetGo(t *testing.T) {
 // must start on the workers' threads, not keep a thread each for the
 // life of their connections.
 func TestBurstOfANewRouteTakesFewThreads(t *testing.T) {
-	h := func(w http.ResponseWriter, r *http.Request) {
-		nc, brw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
-		_ = brw.Flush()
-		_, _ = brw.ReadByte() // until the client leaves
-	}
-	srv, addr := serveHTTP(t, http.HandlerFunc(h), Config{})
+	srv, addr := serveHTTP(t, http.HandlerFunc(takeOver), Config{})
 	const n = 400
 	var (
 		wg    sync.WaitGroup
