@@ -61,10 +61,7 @@ func (l *freeList[T]) trim() (long bool) {
 	if drop := min(l.low, n-keepFree); drop > 0 {
 		// The bottom of the stack is what no get reached.
 		copy(l.free, l.free[drop:])
-		var zero T
-		for i := n - drop; i < n; i++ {
-			l.free[i] = zero
-		}
+		clear(l.free[n-drop:]) // the list no longer holds them
 		l.free = l.free[:n-drop]
 	}
 	l.low = len(l.free)
