@@ -275,6 +275,16 @@ type LongLivedDetail struct {
 	ThreadsAfter  int   `json:"threads_after"`
 	// RSSPerConn is (RSSAfter - RSSBefore) / 2N, in bytes.
 	RSSPerConn float64 `json:"rss_per_conn"`
+	// HeapBefore, HeapSockets and HeapAll are the target's live Go
+	// memory, heap objects and goroutine stacks (HeapPath), in bytes: before the connections, with the WebSockets
+	// open, and with the event streams open too. HeapPerSocket and
+	// HeapPerStream are what each WebSocket and each event stream added,
+	// in bytes; all zero in reports from before they were measured.
+	HeapBefore    int64   `json:"heap_before,omitempty"`
+	HeapSockets   int64   `json:"heap_sockets,omitempty"`
+	HeapAll       int64   `json:"heap_all,omitempty"`
+	HeapPerSocket float64 `json:"heap_per_socket,omitempty"`
+	HeapPerStream float64 `json:"heap_per_stream,omitempty"`
 }
 
 // Run runs one N on a fresh target: it opens the connections, offers the
@@ -310,16 +320,31 @@ func (ll *LongLived) measure(ctx context.Context, t *bench.Trial, proc *bench.Pr
 	if d.RSSBefore, d.ThreadsBefore, err = proc.Status(); err != nil {
 		return nil, d, err
 	}
+	if d.HeapBefore, err = readHeap(ctx, proc.URL); err != nil {
+		return nil, d, err
+	}
 	var firstErr error
 	d.Upgrades, firstErr = c.dialAll(ctx, n)
 	d.UpgradeFailures = n - d.Upgrades
 	if firstErr != nil {
 		d.UpgradeError = firstErr.Error()
 	}
+	if d.HeapSockets, err = readHeap(ctx, proc.URL); err != nil {
+		return nil, d, err
+	}
 	d.Streams, firstErr = c.openAll(ctx, n)
 	d.StreamFailures = n - d.Streams
 	if firstErr != nil {
 		d.StreamError = firstErr.Error()
+	}
+	if d.HeapAll, err = readHeap(ctx, proc.URL); err != nil {
+		return nil, d, err
+	}
+	if d.Upgrades > 0 {
+		d.HeapPerSocket = float64(d.HeapSockets-d.HeapBefore) / float64(d.Upgrades)
+	}
+	if d.Streams > 0 {
+		d.HeapPerStream = float64(d.HeapAll-d.HeapSockets) / float64(d.Streams)
 	}
 	rc, err := t.Generator(proc)
 	if err != nil {
@@ -353,6 +378,35 @@ func (ll *LongLived) measure(ctx context.Context, t *bench.Trial, proc *bench.Pr
 	bench.Fill(s, res)
 	d.Refused, d.Failed = res.Rejected, res.Failed
 	return s, d, err
+}
+
+// readHeap returns the live Go memory of the target at url, heap objects
+// and goroutine stacks, in bytes (HeapPath).
+func readHeap(ctx context.Context, url string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, LongLivedOpenTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+HeapPath, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true // no connection left to the target, to count in its heap
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("bench: read the target's heap: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	if err != nil {
+		return 0, fmt.Errorf("bench: read the target's heap: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("bench: read the target's heap: %s", resp.Status)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: read the target's heap: %w", err)
+	}
+	return v, nil
 }
 
 // sleep waits for d or until ctx ends.
@@ -699,6 +753,11 @@ type LongLivedRow struct {
 	RSSPerConn    float64 `json:"rss_per_conn"`
 	ThreadsBefore float64 `json:"threads_before"`
 	ThreadsAfter  float64 `json:"threads_after"`
+	// HeapPerSocket and HeapPerStream are the live Go memory (heap
+	// objects and goroutine stacks) each WebSocket and each event stream
+	// added, in bytes; 0 when unmeasured.
+	HeapPerSocket float64 `json:"heap_per_socket,omitempty"`
+	HeapPerStream float64 `json:"heap_per_stream,omitempty"`
 }
 
 // longLivedRun is a longlived sample with its detail.
@@ -750,6 +809,8 @@ func longLivedRow(k longLivedKey, runs []longLivedRun) LongLivedRow {
 	r.RSSPerConn = med(func(x longLivedRun) float64 { return x.detail.RSSPerConn })
 	r.ThreadsBefore = med(func(x longLivedRun) float64 { return float64(x.detail.ThreadsBefore) })
 	r.ThreadsAfter = med(func(x longLivedRun) float64 { return float64(x.detail.ThreadsAfter) })
+	r.HeapPerSocket = med(func(x longLivedRun) float64 { return x.detail.HeapPerSocket })
+	r.HeapPerStream = med(func(x longLivedRun) float64 { return x.detail.HeapPerStream })
 	return r
 }
 
@@ -776,13 +837,20 @@ func (ll *LongLived) WriteReport(w io.Writer, rep *bench.Report) error {
 		WebSocketPath, EventsPath, EventInterval, TrivialPath, setup.Rate, setup.Window)
 	tw := report.NewTab(&buf)
 	report.Line(tw, "target", "N", "upgrades", "SSE", "echoes", "goodput/s", "p99 ms", "refused",
-		"event p99 ms", "event max ms", "late events", "RSS KiB/conn", "threads", "runs")
+		"event p99 ms", "event max ms", "late events", "RSS KiB/conn", "heap KiB/ws", "heap KiB/sse", "threads", "runs")
 	count := func(v float64, n int) string { return fmt.Sprintf("%.0f/%d", v, n) }
+	kib := func(b float64) string {
+		if b == 0 {
+			return "-" // a report from before the heap was measured
+		}
+		return fmt.Sprintf("%.1f", b/1024)
+	}
 	for _, r := range rows {
 		report.Line(tw, r.Target, strconv.Itoa(r.N), count(r.Upgrades, r.N), count(r.Streams, r.N), count(r.Echoes, r.N),
 			fmt.Sprintf("%.0f", r.Goodput), report.FormatMS(r.P99), fmt.Sprintf("%.0f", r.Refused),
 			report.FormatMS(r.EventP99), report.FormatMS(r.EventMax), fmt.Sprintf("%.0f", r.LateEvents),
-			fmt.Sprintf("%.1f", r.RSSPerConn/1024), fmt.Sprintf("%.0f -> %.0f", r.ThreadsBefore, r.ThreadsAfter),
+			fmt.Sprintf("%.1f", r.RSSPerConn/1024), kib(r.HeapPerSocket), kib(r.HeapPerStream),
+			fmt.Sprintf("%.0f -> %.0f", r.ThreadsBefore, r.ThreadsAfter),
 			fmt.Sprintf("%d/%d", r.Runs-r.Behind, r.Behind))
 	}
 	_ = tw.Flush() // into a bytes.Buffer
@@ -791,7 +859,9 @@ func (ll *LongLived) WriteReport(w io.Writer, rep *bench.Report) error {
 		"echoes: messages echoed back within " + LongLivedEchoTimeout.String() + " on every WebSocket at the end of the window;",
 		"goodput/s, p99 ms, refused: the trivial load's 2xx answers a second, their p99, and its requests refused unstarted (503), a count;",
 		"event p99/max ms: the events' delivery delays during the window (receipt less the stamp); late events: those over " + LongLivedLate.String() + ";",
-		"RSS KiB/conn: the target's resident set grown, over the 2N connections; threads: the target's before the connections -> with all open;",
+		"RSS KiB/conn: the target's resident set grown, over the 2N connections (freed pages Go has not yet returned count);",
+		"heap KiB/ws, heap KiB/sse: the target's live Go memory (heap objects and goroutine stacks, after a collection) grown per WebSocket and per event stream;",
+		"threads: the target's before the connections -> with all open;",
 		"runs: kept/behind (the trivial load's generator fell behind its schedule); figures are medians over the runs.",
 	}, "\n") + "\n")
 	_, err = w.Write(buf.Bytes())

@@ -3,6 +3,8 @@ package scenario
 import (
 	"fmt"
 	"net/http"
+	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -22,6 +24,11 @@ const (
 	// of its send in nanoseconds, flushed, until the request's context
 	// ends.
 	EventsPath = "/events"
+	// HeapPath answers the child's live Go memory, in bytes, after a
+	// collection: its heap objects and its goroutines' stacks
+	// (runtime/metrics' /memory/classes/heap/objects:bytes and
+	// /memory/classes/heap/stacks:bytes), in decimal.
+	HeapPath = "/heap"
 )
 
 // EventInterval is the gap between two events of EventsPath.
@@ -44,7 +51,17 @@ func longLivedHandler(h http.Handler) http.Handler {
 	mux.HandleFunc("GET "+WebSocketPath, wsEcho)
 	mux.HandleFunc("GET "+EventsPath, events)
 	mux.HandleFunc("GET "+TrivialPath, trivial)
+	mux.HandleFunc("GET "+HeapPath, liveHeap)
 	return mux
+}
+
+// liveHeap answers the process's live heap objects and goroutine stacks,
+// in bytes, after a collection (HeapPath).
+func liveHeap(w http.ResponseWriter, _ *http.Request) {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	fmt.Fprintf(w, "%d", s[0].Value.Uint64()+s[1].Value.Uint64())
 }
 
 // wsEcho upgrades the request to a WebSocket and echoes every message

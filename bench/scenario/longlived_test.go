@@ -51,6 +51,11 @@ func TestLongLivedRunsOnEachTarget(t *testing.T) {
 		assert.Positive(t, d.ThreadsBefore, what)
 		assert.Positive(t, d.ThreadsAfter, what)
 		assert.InDelta(t, float64(d.RSSAfter-d.RSSBefore)/40, d.RSSPerConn, 1e-9, what)
+		assert.Positive(t, d.HeapBefore, what)
+		assert.Positive(t, d.HeapPerSocket, "%s: a WebSocket holds memory", what)
+		assert.Positive(t, d.HeapPerStream, "%s: an event stream holds memory", what)
+		assert.InDelta(t, float64(d.HeapSockets-d.HeapBefore)/20, d.HeapPerSocket, 1e-9, what)
+		assert.InDelta(t, float64(d.HeapAll-d.HeapSockets)/20, d.HeapPerStream, 1e-9, what)
 	}
 	assert.Equal(t, []string{"nethttp", "sluice"}, targets)
 
@@ -153,7 +158,10 @@ func longLivedSample(t *testing.T, target string, n, repeat, echoes int, goodput
 		N: n, Window: 5 * time.Second, Rate: 500, Upgrades: n, Streams: n - 1, StreamFailures: 1, Echoes: echoes,
 		Refused: int64(repeat), Events: 5 * n, EventP99: 1.5, EventMax: 3 + float64(repeat), LateEvents: repeat,
 		RSSBefore: 10 << 20, RSSAfter: 10<<20 + int64(2*n)*4096, ThreadsBefore: 5, ThreadsAfter: 5 + n,
-		RSSPerConn: 4096,
+		RSSPerConn: 4096, HeapPerSocket: 2048 * float64(1+repeat), HeapPerStream: 3072,
+	}
+	if n == 100 {
+		d.HeapPerSocket, d.HeapPerStream = 0, 0 // a report from before the heap was measured
 	}
 	require.NoError(t, s.SetDetail(d))
 	return s
@@ -186,16 +194,18 @@ func TestLongLivedSummarizeAndReport(t *testing.T) {
 	assert.Equal(t, 1.0, s.Refused)
 	assert.Equal(t, 4.0, s.EventMax)
 	assert.Equal(t, 4096.0, s.RSSPerConn)
+	assert.Equal(t, 4096.0, s.HeapPerSocket, "the median")
+	assert.Equal(t, 3072.0, s.HeapPerStream)
 	assert.Equal(t, 1005.0, s.ThreadsAfter)
 
 	var buf bytes.Buffer
 	require.NoError(t, ll.WriteReport(&buf, rep))
 	out := buf.String()
 	assert.Contains(t, out, "offered 500/s for 5s\n")
-	assert.Equal(t, "target N upgrades SSE echoes goodput/s p99 ms refused event p99 ms event max ms late events RSS KiB/conn threads runs",
+	assert.Equal(t, "target N upgrades SSE echoes goodput/s p99 ms refused event p99 ms event max ms late events RSS KiB/conn heap KiB/ws heap KiB/sse threads runs",
 		tableLine(out, "target N"))
-	assert.Equal(t, "sluice 1000 1000/1000 999/1000 999/1000 491 3.00 1 1.50 4.00 1 4.0 5 -> 1005 2/1", tableLine(out, "sluice 1000"))
-	assert.Equal(t, "nethttp 100 100/100 99/100 100/100 500 3.00 1 1.50 4.00 1 4.0 5 -> 105 3/0", tableLine(out, "nethttp 100"))
+	assert.Equal(t, "sluice 1000 1000/1000 999/1000 999/1000 491 3.00 1 1.50 4.00 1 4.0 4.0 3.0 5 -> 1005 2/1", tableLine(out, "sluice 1000"))
+	assert.Equal(t, "nethttp 100 100/100 99/100 100/100 500 3.00 1 1.50 4.00 1 4.0 - - 5 -> 105 3/0", tableLine(out, "nethttp 100"))
 
 	buf.Reset()
 	require.NoError(t, ll.WriteReport(&buf, &bench.Report{}))
