@@ -50,8 +50,11 @@ func (mx *Mix) Flags(fs *flag.FlagSet) {
 // Check refuses NewConns and Clients (the mix chooses each request's
 // connection itself), reads -mix-x and fills in the defaults.
 func (mx *Mix) Check(s *bench.SuiteConfig) error {
-	if err := checkWeather(s, mx.Name()); err != nil {
-		return err
+	if s.NewConns {
+		return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
+	}
+	if s.Clients != 0 {
+		return errors.New("bench: Clients applies to the sweep, shapes, slowdown and step scenarios, not mix")
 	}
 	mx.NewFraction = orFloat(mx.NewFraction, DefaultMixNewFraction)
 	if !(mx.NewFraction > 0 && mx.NewFraction <= 1) {

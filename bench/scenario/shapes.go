@@ -47,9 +47,6 @@ func (sh *Shapes) Flags(fs *flag.FlagSet) {
 
 // Check reads -shapes and -shape-x and fills in the defaults.
 func (sh *Shapes) Check(s *bench.SuiteConfig) error {
-	if err := checkWeather(s, sh.Name()); err != nil {
-		return err
-	}
 	if sh.shapes != "" {
 		shapes, err := parseShapes(sh.shapes)
 		if err != nil {

@@ -46,9 +46,6 @@ func (sl *Slowdown) Flags(fs *flag.FlagSet) {
 
 // Check fills in the defaults and checks both settings are positive.
 func (sl *Slowdown) Check(s *bench.SuiteConfig) error {
-	if err := checkWeather(s, sl.Name()); err != nil {
-		return err
-	}
 	sl.Factor = orFloat(sl.Factor, DefaultSlowdownFactor)
 	sl.Multiple = orFloat(sl.Multiple, DefaultSlowdownMultiple)
 	return positiveFinite(sl.Name(), setting{"factor (-slowdown-factor)", sl.Factor}, setting{"multiple (-slowdown-x)", sl.Multiple})

@@ -70,9 +70,6 @@ func (st *Step) defaults() {
 
 // Check fills in the defaults and checks that every setting is positive.
 func (st *Step) Check(s *bench.SuiteConfig) error {
-	if err := checkWeather(s, st.Name()); err != nil {
-		return err
-	}
 	st.defaults()
 	return positiveFinite(st.Name(), setting{"low load (-step-low)", st.Low}, setting{"high load (-step-high)", st.High},
 		setting{"time before (-step-before)", st.Before.Seconds()}, setting{"time during (-step-during)", st.During.Seconds()},

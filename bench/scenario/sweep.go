@@ -37,9 +37,6 @@ func (sw *Sweep) Flags(fs *flag.FlagSet) {
 
 // Check reads -x and fills in the default multiples.
 func (sw *Sweep) Check(s *bench.SuiteConfig) error {
-	if err := checkWeather(s, sw.Name()); err != nil {
-		return err
-	}
 	return readMultiples(&sw.Multiples, "-x", sw.x, DefaultSweepMultiples())
 }
 

@@ -14,20 +14,6 @@ import (
 // its own settings; the handler's shape is the suite's (Shape), but for
 // the shapes scenario, which compares several.
 
-// checkWeather refuses the suite's settings that a weather scenario cannot
-// take: mix mixes new and kept connections itself.
-func checkWeather(s *bench.SuiteConfig, name string) error {
-	if name == "mix" {
-		if s.NewConns {
-			return errors.New("bench: NewConns does not apply to the mix scenario, which mixes new and kept connections itself")
-		}
-		if s.Clients != 0 {
-			return errors.New("bench: Clients applies to the sweep, shapes, slowdown and step scenarios, not mix")
-		}
-	}
-	return nil
-}
-
 // clientPoints returns p once per client mode of the suite (once,
 // unchanged, for none).
 func clientPoints(p bench.Point, s *bench.SuiteConfig) []bench.Point {
