@@ -23,9 +23,10 @@ import (
 // and runs b.N requests through Go's own HTTP/2 client in this process:
 // SLUICE_BENCH_CONNS goroutines (64 by default), each sending its next
 // request when the previous answer is read, all multiplexed as streams on
-// the client's connection. It reports req/s; the client shares the
-// process, and so the CPUs and the Go scheduler, with the server, alike
-// for both targets.
+// the client's connection. It reports req/s, and the process's CPU time
+// per request (process-cpu-µs/op), the client's included: the client
+// shares the process, and so the CPUs and the Go scheduler, with the
+// server, alike for both targets.
 func BenchmarkHelloH2(b *testing.B) {
 	conns, err := envInt(envConns, 64)
 	if err != nil {
@@ -79,6 +80,7 @@ func BenchmarkHelloH2(b *testing.B) {
 			var once sync.Once
 			var firstErr error
 			b.ResetTimer()
+			cpu0, _ := processCPU()
 			start := time.Now()
 			for range conns {
 				wg.Go(func() {
@@ -92,11 +94,13 @@ func BenchmarkHelloH2(b *testing.B) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
+			cpu, _ := processCPU()
 			b.StopTimer()
 			if firstErr != nil {
 				b.Fatal(firstErr)
 			}
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+			b.ReportMetric(float64(cpu-cpu0)/1e3/float64(b.N), "process-cpu-µs/op")
 		})
 	}
 }
