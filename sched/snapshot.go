@@ -40,6 +40,10 @@ type WorkerStats struct {
 	Pending int64
 	// Dropped counts tasks discarded when Stop cancelled them.
 	Dropped int64
+	// Lends counts the leases of the worker's CPU (Worker.Lend), and
+	// LendsTaken those the watchdog ended because they lasted longer than
+	// Config.BlockedAfter.
+	Lends, LendsTaken int64
 	// RunQueueWaitNs is how long the worker's thread was ready to run but
 	// waited for a CPU, as the kernel counts it (read about once a second,
 	// while the watchdog runs): another process, or another thread, held
@@ -113,6 +117,8 @@ func (s *Scheduler) Snapshot() Snapshot {
 			Dropped: w.dropped.Load(),
 			Lanes:   make([]LaneStats, n),
 
+			Lends:          w.lends.Load(),
+			LendsTaken:     w.lendsTaken.Load(),
 			RunQueueWaitNs: w.runWait.Load(),
 		}
 		if ws.Busy {

@@ -20,9 +20,10 @@ const blockedBurst = 5
 // watchdog looks at every worker each BlockedAfter/2 and hands a worker
 // whose guest code holds its thread off the CPU to a spare thread. Go's
 // sysmon does the same for a P whose thread is stuck in a system call.
-// When no worker has run guest code for dogSleepAfter, it sleeps until
-// one does (guestBegins wakes it): an idle server's watchdog costs no
-// wake-ups, where it ticked 500 times a second.
+// It also ends a lease of a worker's CPU held for longer than BlockedAfter
+// (lend.go). When no worker has run guest code or been lent for
+// dogSleepAfter, it sleeps until one is (guestBegins wakes it): an idle
+// server's watchdog costs no wake-ups, where it ticked 500 times a second.
 func (s *Scheduler) watchdog() {
 	defer close(s.dogDone)
 	period := s.cfg.BlockedAfter / 2
@@ -41,6 +42,9 @@ func (s *Scheduler) watchdog() {
 		active := false
 		for _, w := range s.workers {
 			if w.inspect(now) {
+				active = true
+			}
+			if w.checkLease(now) {
 				active = true
 			}
 			if ticks%every == 0 {
@@ -82,7 +86,7 @@ func (s *Scheduler) sleepUntilGuest() bool {
 		}
 	}()
 	for _, w := range s.workers {
-		if r := w.owner.Load(); r != nil && r.state.Load() == rGuest {
+		if r := w.owner.Load(); r != nil && r.state.Load() == rGuest || w.lent() {
 			return true
 		}
 	}

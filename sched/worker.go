@@ -63,12 +63,16 @@ type Worker struct {
 	runWait  atomic.Int64
 
 	// Shared with other goroutines.
-	inbox     inbox
-	wakers    atomic.Int32 // producers between deciding to wake and writing
-	parkState atomic.Int32 // running, parked or notified (see park)
-	pending   atomic.Int64 // Await and Offload operations in flight
-	epfd      int
-	evfd      int
+	inbox      inbox
+	wakers     atomic.Int32  // producers between deciding to wake and writing
+	parkState  atomic.Int32  // running, parked, notified or lent (see park, Lend)
+	lendSeq    atomic.Uint64 // odd while the worker's CPU is lent (lend.go)
+	lentAt     atomic.Int64  // when the current lease began
+	lends      atomic.Int64  // leases begun (Lend)
+	lendsTaken atomic.Int64  // leases the watchdog ended
+	pending    atomic.Int64  // Await and Offload operations in flight
+	epfd       int
+	evfd       int
 
 	// Counters: written by the worker only, read by Snapshot.
 	stats     [lanes.MaxLanes]laneCounters
@@ -86,6 +90,7 @@ const (
 	parkParked                // in (or entering) epoll_wait
 	parkNotified              // parked, and a producer has written the eventfd
 	parkClosed                // exited: never write to the eventfd again
+	parkLent                  // parked, its CPU lent (Lend): queued work waits for the lease's end
 )
 
 type laneCounters struct {
@@ -416,21 +421,26 @@ func (w *Worker) pushRemote(nd *inNode) bool {
 	if !w.inbox.push(nd) {
 		return false
 	}
-	w.wake()
+	w.rouse(false) // a lent worker starts it when its lease ends
 	return true
 }
 
-// wake rouses the worker if it is parked. Wakeups are coalesced: only the
+// wake rouses the worker if it is parked, its CPU lent or not. Wakeups are coalesced: only the
 // producer that moves the worker from parked to notified writes to the
 // eventfd. One that finds the worker running relies on the worker's re-check
 // of its inbox after it publishes parked. A write that lands after the worker
 // woke for another reason costs one spurious wakeup, never a lost one.
-func (w *Worker) wake() {
-	if w.parkState.Load() != parkParked {
+func (w *Worker) wake() { w.rouse(true) }
+
+// rouse is wake; with lentToo it also wakes a worker whose CPU is lent
+// (Lend), which work merely queued leaves asleep until its lease ends.
+func (w *Worker) rouse(lentToo bool) {
+	st := w.parkState.Load()
+	if st != parkParked && (!lentToo || st != parkLent) {
 		return
 	}
 	w.wakers.Add(1) // close waits for us before it closes the eventfd
-	if w.parkState.CompareAndSwap(parkParked, parkNotified) {
+	if w.parkState.CompareAndSwap(st, parkNotified) {
 		var one = [8]byte{1}
 		if _, err := writeFD(w.evfd, one[:]); err != nil && err != syscall.EAGAIN {
 			w.s.logger.Error("sched: eventfd write failed", "worker", w.id, "err", err)

@@ -47,6 +47,7 @@ type h2Server struct {
 	h1      *http.Server // never started: its Shutdown is how x/net's connections get their GOAWAY
 	handler http.Handler
 	rr      atomic.Uint32 // round-robin over the workers for the streams' coroutines
+	routes  h2Routes      // the routes whose streams may run on a lease (h2lend.go)
 
 	mu       sync.Mutex
 	conns    map[*h2Conn]struct{}
@@ -318,8 +319,9 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 }
 
 // run runs the handler of an admitted stream as a coroutine on wk, in
-// lane, or, when wk's book knows its route as a stream (startAway), on
-// the calling goroutine, and waits for it: the status it answered, the
+// lane, or on the calling goroutine: when wk's book knows its route as a
+// stream (startAway), or, for a quick route in the Upstream lane, on a
+// lease of wk's CPU when wk is idle (runLent); and waits for it: the status it answered, the
 // write error or panic, and whether it panicked. The handler does not run
 // (unstarted)
 // when the stream's context ends before its coroutine starts, or, in the
@@ -330,6 +332,16 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	srv := hc.s.srv
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
+	if lane == lanes.Upstream && hc.s.routes.quick(r.Method, r.URL.Path) {
+		// A quick route, and an idle worker: run it here (h2lend.go).
+		n := srv.s.NumWorkers()
+		for i := 0; i < n; i++ {
+			if lease, ok := srv.s.Worker((wk.ID() + i) % n).Lend(); ok {
+				status, err, panicked = hc.runLent(ctx, lease, w, r)
+				return status, err, panicked, false
+			}
+		}
+	}
 	ended := make(chan struct{})
 	how := startShared // set on wk before fn runs (routeBook.start)
 	// start is 0 until the coroutine starts (1) or the stream gives up
@@ -344,7 +356,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 			unstarted = true
 			return
 		}
-		status, err, panicked = hc.call(ctx, w, r, wk, how)
+		status, err, panicked = hc.call(ctx, w, r, wk, how, nil)
 	}
 	book := &srv.ws[wk.ID()].routes
 	// noSpare, on wk, ends a stream of a route known to block unstarted
@@ -404,7 +416,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 		if lane == lanes.Upstream && srv.adm.TooOld(arrived) {
 			return 0, nil, false, true
 		}
-		status, err, panicked = hc.call(ctx, w, r, nil, startShared)
+		status, err, panicked = hc.call(ctx, w, r, nil, startShared, nil)
 		return status, err, panicked, false
 	case <-ctx.Done():
 		// The client reset the stream, the connection ended (Close), or
@@ -432,7 +444,7 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 func (hc *h2Conn) runGRPC(w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked bool) {
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
-	return hc.call(ctx, w, r, nil, startShared)
+	return hc.call(ctx, w, r, nil, startShared, nil)
 }
 
 // streamContext returns the context a stream's handler runs with: the
@@ -447,15 +459,17 @@ func streamContext(r *http.Request, t *admit.Ticket) (context.Context, context.C
 
 // call runs the handler on the stream, with ctx as its request's context:
 // as guest code of wk (sched.Worker.Guest) on wk's coroutine, or on the
-// calling goroutine when wk is nil; started as how (routeBook.start), it
-// gives the worker away as the handler begins when its route blocks. It recovers a panic, logs it (unless
-// it is http.ErrAbortHandler) and reports it. A gRPC call's body is not
+// calling goroutine when wk is nil (on the lease lent, if not nil, which
+// the writer gives back before a wait for x/net); started as how
+// (routeBook.start), it gives the worker away as the handler begins when
+// its route blocks. It recovers a panic, logs it (unless it is
+// http.ErrAbortHandler) and reports it. A gRPC call's body is not
 // limited as a whole by MaxBodyBytes: a stream's body is every message of
 // its life, and gRPC limits each message itself (grpc-go's
 // MaxRecvMsgSize, 4 MiB by default).
-func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker, how int) (status int, err error, panicked bool) {
+func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Request, wk *sched.Worker, how int, lent *h2Lent) (status int, err error, panicked bool) {
 	srv := hc.s.srv
-	hw := &h2Writer{rw: w, ctx: ctx, wk: wk, r: r}
+	hw := &h2Writer{rw: w, ctx: ctx, wk: wk, r: r, lent: lent}
 	if wk != nil {
 		hw.book = &srv.ws[wk.ID()].routes
 	}
@@ -503,6 +517,11 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	})
 	// The worker is the handler's again (Guest's end): the book is its.
 	book.ended(r.Method, r.URL.Path, how, blocked || hw.streamed)
+	if q := &hc.s.routes; !q.known(r.Method, r.URL.Path) {
+		if h, ok := book.settled(r.Method, r.URL.Path); ok && h == startShared {
+			q.learn(r.Method, r.URL.Path)
+		}
+	}
 	return
 }
 
@@ -537,6 +556,9 @@ type h2Writer struct {
 	book     *routeBook
 	r        *http.Request
 	streamed bool // the handler flushed: a stream (routeBook.streamed)
+	// lent is the lease the handler runs on, on the stream's goroutine
+	// (runLent), or nil: given back before any wait for x/net.
+	lent *h2Lent
 }
 
 var (
@@ -550,6 +572,7 @@ func (w *h2Writer) Header() http.Header { return w.rw.Header() }
 func (w *h2Writer) WriteHeader(code int) {
 	if code >= 100 && code <= 199 {
 		// Informational: x/net sends it at once, through its serve loop.
+		w.lent.giveBack(false)
 		_, _ = sched.Await(w.ctx, func(context.Context) (struct{}, error) {
 			w.rw.WriteHeader(code)
 			return struct{}{}, nil
@@ -569,7 +592,11 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 	if w.wk == nil || w.buffered+len(p) <= h2WriteBuf {
 		// It fits in x/net's buffer (a copy, nothing waits), or the
 		// handler runs on the stream's goroutine, where a wait holds
-		// nothing of the executor's: x/net's write, as net/http's.
+		// nothing of the executor's (a lease given back first): x/net's
+		// write, as net/http's.
+		if w.buffered+len(p) > h2WriteBuf {
+			w.lent.giveBack(false)
+		}
 		n, err := w.rw.Write(p)
 		w.buffered += n
 		return n, w.noteErr(err)
@@ -587,6 +614,9 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 
 func (w *h2Writer) WriteString(s string) (int, error) {
 	if w.wk == nil || w.buffered+len(s) <= h2WriteBuf {
+		if w.buffered+len(s) > h2WriteBuf {
+			w.lent.giveBack(false)
+		}
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
@@ -626,9 +656,11 @@ func (w *h2Writer) FlushError() error {
 	}
 	var err error
 	if w.wk == nil {
-		// On the stream's goroutine (a gRPC call, a stream run away):
-		// x/net's flush, with neither Await's context walk nor a
-		// ResponseController to allocate, at every message of a stream.
+		// On the stream's goroutine (a gRPC call, a stream run away, a
+		// lease given back first): x/net's flush, with neither Await's
+		// context walk nor a ResponseController to allocate, at every
+		// message of a stream.
+		w.lent.giveBack(true)
 		err = flushNow(w.rw)
 	} else {
 		_, err = sched.Await(w.ctx, func(context.Context) (struct{}, error) {

@@ -1,0 +1,139 @@
+//go:build linux
+
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/sched"
+)
+
+// lendHandler answers with whether it ran as a coroutine on a worker.
+// With ?flush=1 it flushes a first byte (a stream); with ?hold=1 it says
+// where it runs on started, then waits for a value on release.
+func lendHandler(started chan<- bool, release <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		on := sched.InCoroutine(r.Context())
+		if r.URL.Query().Get("hold") == "1" {
+			started <- on
+			<-release
+		}
+		if r.URL.Query().Get("flush") == "1" {
+			_, _ = w.Write([]byte("-"))
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprintf(w, "coroutine=%v", on)
+	}
+}
+
+// lends is the number of leases the runtime's only worker has made, and
+// of those the watchdog took back.
+func lends(s *sched.Scheduler) (lent, taken int64) {
+	w := s.Snapshot().Workers[0]
+	return w.Lends, w.LendsTaken
+}
+
+// A stream of a route seen to be quick runs on its own goroutine, on a
+// lease of its idle worker's CPU, not as a coroutine; one of a route not
+// seen yet goes to the worker.
+func TestH2QuickRouteRunsOnAnIdleWorkersLease(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(nil, nil)), Config{})
+	c := h2cClient(t)
+	base := "http://" + addr
+
+	_, body := getBody(t, c, base+"/q")
+	assert.Equal(t, "coroutine=true", body, "the route's first stream runs on the worker")
+	lent, _ := lends(rt.Scheduler)
+	assert.Zero(t, lent)
+
+	// The next ones run on a lease whenever the worker is parked by then.
+	require.Eventually(t, func() bool {
+		_, body := getBody(t, c, base+"/q")
+		return body == "coroutine=false"
+	}, schedtest.WaitFor, time.Millisecond)
+	lent, taken := lends(rt.Scheduler)
+	assert.Positive(t, lent)
+	assert.Zero(t, taken)
+
+	_, body = getBody(t, c, base+"/new")
+	assert.Equal(t, "coroutine=true", body, "a route not seen yet goes to the worker")
+}
+
+// A stream that flushes on a lease gives it back, and its route is not
+// lent for again: a stream's waits must not hold the worker's queue.
+func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(nil, nil)), Config{})
+	c := h2cClient(t)
+	base := "http://" + addr
+
+	_, body := getBody(t, c, base+"/r")
+	require.Equal(t, "coroutine=true", body)
+	require.Eventually(t, func() bool {
+		_, body := getBody(t, c, base+"/r?flush=1")
+		return body == "-coroutine=false"
+	}, schedtest.WaitFor, time.Millisecond)
+	lent, taken := lends(rt.Scheduler)
+	for range 20 {
+		_, body := getBody(t, c, base+"/r")
+		assert.Equal(t, "coroutine=true", body)
+	}
+	lentAfter, takenAfter := lends(rt.Scheduler)
+	assert.Equal(t, lent, lentAfter, "no lease for the route once it streamed")
+	assert.Equal(t, taken, takenAfter, "given back, not taken")
+}
+
+// A handler that holds its lease (it blocks) has it taken back by the
+// watchdog: the worker serves the streams queued behind it meanwhile,
+// and the route is not lent for again.
+func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
+	rt := schedtest.Runtime(t, 1)
+	started := make(chan bool)
+	release := make(chan struct{})
+	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(started, release)), Config{})
+	c := h2cClient(t)
+	base := "http://" + addr
+
+	_, body := getBody(t, c, base+"/b")
+	require.Equal(t, "coroutine=true", body)
+	deadline := time.Now().Add(schedtest.WaitFor)
+	for {
+		require.True(t, time.Now().Before(deadline), "no stream of the route ran on a lease")
+		done := make(chan string, 1)
+		go func() {
+			resp, err := c.Get(base + "/b?hold=1")
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			done <- string(b)
+		}()
+		if onWorker := schedtest.Recv(t, started, "the held handler's start"); onWorker {
+			release <- struct{}{}
+			assert.Equal(t, "coroutine=true", schedtest.Recv(t, done, "the held stream's answer"))
+			continue
+		}
+		// On a lease, and holding it: a stream of another route, which
+		// goes to the worker, is served all the same.
+		_, body := getBody(t, c, base+"/other")
+		assert.Equal(t, "coroutine=true", body)
+		release <- struct{}{}
+		assert.Equal(t, "coroutine=false", schedtest.Recv(t, done, "the held stream's answer"))
+		break
+	}
+	_, taken := lends(rt.Scheduler)
+	assert.Equal(t, int64(1), taken)
+	_, body = getBody(t, c, base+"/b")
+	assert.Equal(t, "coroutine=true", body, "the route is not lent for again")
+}
