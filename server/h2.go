@@ -332,12 +332,13 @@ func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r 
 	srv := hc.s.srv
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
-	if lane == lanes.Upstream && hc.s.routes.quick(r.Method, r.URL.Path) {
-		// A quick route, and an idle worker: run it here (h2lend.go).
+	if st := hc.s.routes.lookup(r.Method, r.URL.Path); lane == lanes.Upstream && st != nil && !st.slow.Load() {
+		// A quick route: on the first idle worker from wk, run it here
+		// (h2lend.go).
 		n := srv.s.NumWorkers()
 		for i := 0; i < n; i++ {
 			if lease, ok := srv.s.Worker((wk.ID() + i) % n).Lend(); ok {
-				status, err, panicked = hc.runLent(ctx, lease, w, r)
+				status, err, panicked = hc.runLent(ctx, lease, st, w, r)
 				return status, err, panicked, false
 			}
 		}
@@ -517,7 +518,7 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	})
 	// The worker is the handler's again (Guest's end): the book is its.
 	book.ended(r.Method, r.URL.Path, how, blocked || hw.streamed)
-	if q := &hc.s.routes; !q.known(r.Method, r.URL.Path) {
+	if q := &hc.s.routes; q.lookup(r.Method, r.URL.Path) == nil {
 		if h, ok := book.settled(r.Method, r.URL.Path); ok && h == startShared {
 			q.learn(r.Method, r.URL.Path)
 		}

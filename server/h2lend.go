@@ -26,63 +26,79 @@ type h2Route struct{ method, path string }
 
 // h2Routes knows which routes' streams may run on a lease: those whose
 // handlers ended quickly on a worker (routeBook's quick routes, as the
-// workers learn them), less those found slow on a lease (held past the
-// watchdog's bound, or streaming), which are never lent for again. It is
-// read by every stream, lock-free, and written when a route is learned,
-// rarely: a copy-on-write map of at most maxRoutes routes.
+// workers learn them), less those found slow on a lease. A route is slow
+// for good once a stream of it flushed on a lease (a stream), or once
+// h2TakenMax leases in a row were taken back by the watchdog (a handler
+// that blocks or computes for long): a quick handler on a machine whose
+// CPUs are busy can be held past the watchdog's bound now and then, and
+// one such lease must not end the route's leases for the life of the
+// server. The set is read by every stream, lock-free: a copy-on-write map
+// of at most maxRoutes routes, copied only when a route is learned, with
+// each route's state in atomics of its own.
 type h2Routes struct {
 	mu sync.Mutex // serializes writers
-	m  atomic.Pointer[map[h2Route]bool]
+	m  atomic.Pointer[map[h2Route]*h2RouteState]
 }
 
-// quick reports whether streams of method and path may run on a lease.
-func (q *h2Routes) quick(method, path string) bool {
-	m := q.m.Load()
-	return m != nil && (*m)[h2Route{method, path}]
+// h2RouteState is what the set knows of one route.
+type h2RouteState struct {
+	taken atomic.Int32 // leases taken back in a row
+	slow  atomic.Bool  // never lent for again
 }
 
-// known reports whether the route is in the set, quick or slow.
-func (q *h2Routes) known(method, path string) bool {
+// h2TakenMax is how many leases in a row the watchdog takes back from a
+// route's handlers before the route is no longer lent for.
+const h2TakenMax = 3
+
+// lookup returns the state of the route, or nil when it is not known.
+func (q *h2Routes) lookup(method, path string) *h2RouteState {
 	m := q.m.Load()
 	if m == nil {
-		return false
+		return nil
 	}
-	_, ok := (*m)[h2Route{method, path}]
-	return ok
+	return (*m)[h2Route{method, path}]
 }
 
-// learn records the route as quick, unless it is known already (a slow
-// route stays slow) or the set is full.
-func (q *h2Routes) learn(method, path string) { q.put(method, path, true) }
-
-// slow records that a stream of the route held its lease too long, or
-// streamed: its streams go to the worker from now on.
-func (q *h2Routes) slow(method, path string) { q.put(method, path, false) }
-
-func (q *h2Routes) put(method, path string, quick bool) {
+// learn adds the route as quick, unless it is known already or the set
+// is full.
+func (q *h2Routes) learn(method, path string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	old := q.m.Load()
 	k := h2Route{method, path}
 	n := 0
 	if old != nil {
-		v, ok := (*old)[k]
-		if ok && (!v || quick) {
-			return // slow for good, or quick already
+		if _, ok := (*old)[k]; ok {
+			return
 		}
 		n = len(*old)
 	}
 	if n >= maxRoutes {
 		return
 	}
-	m := make(map[h2Route]bool, n+1)
+	m := make(map[h2Route]*h2RouteState, n+1)
 	if old != nil {
-		for r, v := range *old {
-			m[r] = v
+		for r, st := range *old {
+			m[r] = st
 		}
 	}
-	m[k] = quick
+	m[k] = new(h2RouteState)
 	q.m.Store(&m)
+}
+
+// ended records how a lease of the route ended: kept to the handler's
+// end, given back early for a stream (streamed), or taken back.
+func (st *h2RouteState) ended(kept, streamed bool) {
+	switch {
+	case streamed:
+		st.slow.Store(true)
+	case kept:
+		if st.taken.Load() != 0 {
+			st.taken.Store(0)
+		}
+	case st.taken.Add(1) >= h2TakenMax:
+		st.slow.Store(true)
+	}
 }
 
 // h2Lent is a stream's handler running on a lease of its worker's CPU.
@@ -107,16 +123,13 @@ func (x *h2Lent) giveBack(streamed bool) {
 	x.streamed = x.streamed || streamed
 }
 
-// runLent runs the handler of a stream of a quick route on the calling
-// goroutine, on a lease of its worker's CPU, and ends the lease. A route
-// whose handler held the lease past the watchdog's bound, or streamed, is
-// not lent for again.
-func (hc *h2Conn) runLent(ctx context.Context, lease sched.Lease, w http.ResponseWriter, r *http.Request) (status int, err error, panicked bool) {
+// runLent runs the handler of a stream of a quick route (st) on the
+// calling goroutine, on a lease of its worker's CPU, ends the lease, and
+// records how it ended in st.
+func (hc *h2Conn) runLent(ctx context.Context, lease sched.Lease, st *h2RouteState, w http.ResponseWriter, r *http.Request) (status int, err error, panicked bool) {
 	x := &h2Lent{lease: lease}
 	status, err, panicked = hc.call(ctx, w, r, nil, startShared, x)
-	taken := !x.given && !lease.End()
-	if taken || x.streamed {
-		hc.s.routes.slow(r.Method, r.URL.Path)
-	}
+	kept := x.given || lease.End()
+	st.ended(kept, x.streamed)
 	return status, err, panicked
 }

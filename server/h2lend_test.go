@@ -93,8 +93,9 @@ func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
 }
 
 // A handler that holds its lease (it blocks) has it taken back by the
-// watchdog: the worker serves the streams queued behind it meanwhile,
-// and the route is not lent for again.
+// watchdog: the worker serves the streams queued behind it meanwhile. A
+// route whose leases are taken back h2TakenMax times in a row is not
+// lent for again.
 func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 	rt := schedtest.Runtime(t, 1)
 	started := make(chan bool)
@@ -105,35 +106,69 @@ func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 
 	_, body := getBody(t, c, base+"/b")
 	require.Equal(t, "coroutine=true", body)
-	deadline := time.Now().Add(schedtest.WaitFor)
-	for {
-		require.True(t, time.Now().Before(deadline), "no stream of the route ran on a lease")
-		done := make(chan string, 1)
-		go func() {
-			resp, err := c.Get(base + "/b?hold=1")
-			if err != nil {
-				done <- err.Error()
-				return
+	// holdOnLease sends held streams until one runs on a lease, and
+	// serves a stream of another route while that one holds it.
+	holdOnLease := func() {
+		deadline := time.Now().Add(schedtest.WaitFor)
+		for {
+			require.True(t, time.Now().Before(deadline), "no stream of the route ran on a lease")
+			done := make(chan string, 1)
+			go func() {
+				resp, err := c.Get(base + "/b?hold=1")
+				if err != nil {
+					done <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				done <- string(b)
+			}()
+			if onWorker := schedtest.Recv(t, started, "the held handler's start"); onWorker {
+				release <- struct{}{}
+				assert.Equal(t, "coroutine=true", schedtest.Recv(t, done, "the held stream's answer"))
+				continue
 			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			done <- string(b)
-		}()
-		if onWorker := schedtest.Recv(t, started, "the held handler's start"); onWorker {
+			// On a lease, and holding it: a stream of another route,
+			// which goes to the worker, is served all the same.
+			_, body := getBody(t, c, base+"/other")
+			assert.Equal(t, "coroutine=true", body)
 			release <- struct{}{}
-			assert.Equal(t, "coroutine=true", schedtest.Recv(t, done, "the held stream's answer"))
-			continue
+			assert.Equal(t, "coroutine=false", schedtest.Recv(t, done, "the held stream's answer"))
+			return
 		}
-		// On a lease, and holding it: a stream of another route, which
-		// goes to the worker, is served all the same.
-		_, body := getBody(t, c, base+"/other")
-		assert.Equal(t, "coroutine=true", body)
-		release <- struct{}{}
-		assert.Equal(t, "coroutine=false", schedtest.Recv(t, done, "the held stream's answer"))
-		break
 	}
-	_, taken := lends(rt.Scheduler)
-	assert.Equal(t, int64(1), taken)
-	_, body = getBody(t, c, base+"/b")
-	assert.Equal(t, "coroutine=true", body, "the route is not lent for again")
+	for i := 1; i <= h2TakenMax; i++ {
+		holdOnLease()
+		_, taken := lends(rt.Scheduler)
+		assert.Equal(t, int64(i), taken)
+	}
+	lent, _ := lends(rt.Scheduler)
+	for range 20 {
+		_, body = getBody(t, c, base+"/b")
+		assert.Equal(t, "coroutine=true", body, "the route is not lent for again")
+	}
+	lentAfter, _ := lends(rt.Scheduler)
+	assert.Equal(t, lent, lentAfter)
+}
+
+// One lease taken back, then one kept, and the count of leases taken in
+// a row starts again: a quick route held now and then past the bound (a
+// busy machine) stays lent for.
+func TestH2RouteStateCountsLeasesTakenInARow(t *testing.T) {
+	var st h2RouteState
+	for range h2TakenMax - 1 {
+		st.ended(false, false)
+	}
+	assert.False(t, st.slow.Load())
+	st.ended(true, false)
+	for range h2TakenMax - 1 {
+		st.ended(false, false)
+	}
+	assert.False(t, st.slow.Load(), "a kept lease starts the count again")
+	st.ended(false, false)
+	assert.True(t, st.slow.Load())
+
+	var streams h2RouteState
+	streams.ended(false, true)
+	assert.True(t, streams.slow.Load(), "a stream is slow at once")
 }
