@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/sched"
 )
@@ -26,15 +27,19 @@ type h2Route struct{ method, path string }
 
 // h2Routes knows which routes' streams may run on a lease: those whose
 // handlers ended quickly on a worker (routeBook's quick routes, as the
-// workers learn them), less those found slow on a lease. A route is slow
-// for good once a stream of it flushed on a lease (a stream), or once
-// h2TakenMax leases in a row were taken back by the watchdog (a handler
-// that blocks or computes for long): a quick handler on a machine whose
-// CPUs are busy can be held past the watchdog's bound now and then, and
-// one such lease must not end the route's leases for the life of the
-// server. The set is read by every stream, lock-free: a copy-on-write map
-// of at most maxRoutes routes, copied only when a route is learned, with
-// each route's state in atomics of its own.
+// workers learn them), less those found long on a lease. A route is not
+// lent for again once a stream of it flushed on a lease (a stream), or
+// once h2LongMax leases in a row were long: held past h2LendLong, or
+// taken back by the watchdog (a handler that blocks, or computes for
+// long). A lease saves a hand-off, tens of microseconds: a handler that
+// runs for milliseconds gains little from it, and loses the worker's
+// thread, which runs it beside nothing else, for a goroutine that shares
+// Go's Ps with the connections' own. In a row, because a quick handler on
+// a machine whose CPUs are busy can be held long now and then, and one
+// such lease must not end the route's leases for the life of the server.
+// The set is read by every stream, lock-free: a copy-on-write map of at
+// most maxRoutes routes, copied only when a route is learned, with each
+// route's state in atomics of its own.
 type h2Routes struct {
 	mu sync.Mutex // serializes writers
 	m  atomic.Pointer[map[h2Route]*h2RouteState]
@@ -42,13 +47,18 @@ type h2Routes struct {
 
 // h2RouteState is what the set knows of one route.
 type h2RouteState struct {
-	taken atomic.Int32 // leases taken back in a row
-	slow  atomic.Bool  // never lent for again
+	long atomic.Int32 // long leases in a row
+	slow atomic.Bool  // never lent for again
 }
 
-// h2TakenMax is how many leases in a row the watchdog takes back from a
-// route's handlers before the route is no longer lent for.
-const h2TakenMax = 3
+const (
+	// h2LongMax is how many long leases in a row a route's handlers may
+	// have before the route is no longer lent for.
+	h2LongMax = 3
+	// h2LendLong is how long a lease may last and still count as a
+	// quick handler's: ten times or more what it saves.
+	h2LendLong = 250 * time.Microsecond
+)
 
 // lookup returns the state of the route, or nil when it is not known.
 func (q *h2Routes) lookup(method, path string) *h2RouteState {
@@ -86,17 +96,18 @@ func (q *h2Routes) learn(method, path string) {
 	q.m.Store(&m)
 }
 
-// ended records how a lease of the route ended: kept to the handler's
-// end, given back early for a stream (streamed), or taken back.
-func (st *h2RouteState) ended(kept, streamed bool) {
+// ended records how a lease of the route ended: long (held past
+// h2LendLong, or taken back), given back early for a stream (streamed),
+// or neither.
+func (st *h2RouteState) ended(long, streamed bool) {
 	switch {
 	case streamed:
 		st.slow.Store(true)
-	case kept:
-		if st.taken.Load() != 0 {
-			st.taken.Store(0)
+	case !long:
+		if st.long.Load() != 0 {
+			st.long.Store(0)
 		}
-	case st.taken.Add(1) >= h2TakenMax:
+	case st.long.Add(1) >= h2LongMax:
 		st.slow.Store(true)
 	}
 }
@@ -128,8 +139,9 @@ func (x *h2Lent) giveBack(streamed bool) {
 // records how it ended in st.
 func (hc *h2Conn) runLent(ctx context.Context, lease sched.Lease, st *h2RouteState, w http.ResponseWriter, r *http.Request) (status int, err error, panicked bool) {
 	x := &h2Lent{lease: lease}
+	began := time.Now()
 	status, err, panicked = hc.call(ctx, w, r, nil, startShared, x)
 	kept := x.given || lease.End()
-	st.ended(kept, x.streamed)
+	st.ended(!kept || time.Since(began) > h2LendLong, x.streamed)
 	return status, err, panicked
 }

@@ -94,8 +94,7 @@ func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
 
 // A handler that holds its lease (it blocks) has it taken back by the
 // watchdog: the worker serves the streams queued behind it meanwhile. A
-// route whose leases are taken back h2TakenMax times in a row is not
-// lent for again.
+// route with h2LongMax such leases in a row is not lent for again.
 func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 	rt := schedtest.Runtime(t, 1)
 	started := make(chan bool)
@@ -137,7 +136,7 @@ func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 			return
 		}
 	}
-	for i := 1; i <= h2TakenMax; i++ {
+	for i := 1; i <= h2LongMax; i++ {
 		holdOnLease()
 		_, taken := lends(rt.Scheduler)
 		assert.Equal(t, int64(i), taken)
@@ -151,21 +150,21 @@ func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 	assert.Equal(t, lent, lentAfter)
 }
 
-// One lease taken back, then one kept, and the count of leases taken in
-// a row starts again: a quick route held now and then past the bound (a
-// busy machine) stays lent for.
-func TestH2RouteStateCountsLeasesTakenInARow(t *testing.T) {
+// Long leases in a row make a route slow; a quick one starts the count
+// again: a quick route held long now and then (a busy machine) stays
+// lent for. A stream is slow at once.
+func TestH2RouteStateCountsLongLeasesInARow(t *testing.T) {
 	var st h2RouteState
-	for range h2TakenMax - 1 {
-		st.ended(false, false)
+	for range h2LongMax - 1 {
+		st.ended(true, false)
 	}
 	assert.False(t, st.slow.Load())
-	st.ended(true, false)
-	for range h2TakenMax - 1 {
-		st.ended(false, false)
-	}
-	assert.False(t, st.slow.Load(), "a kept lease starts the count again")
 	st.ended(false, false)
+	for range h2LongMax - 1 {
+		st.ended(true, false)
+	}
+	assert.False(t, st.slow.Load(), "a quick lease starts the count again")
+	st.ended(true, false)
 	assert.True(t, st.slow.Load())
 
 	var streams h2RouteState

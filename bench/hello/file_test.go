@@ -64,20 +64,27 @@ func servePost(start func(http.Handler) (*running, error)) func() (*running, err
 		if err != nil {
 			return nil, err
 		}
-		r, err := start(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			b, err := io.ReadAll(req.Body)
-			if err != nil || len(b) != size {
-				http.Error(w, "short body", http.StatusBadRequest)
-				return
-			}
-			helloHTTP(w, req)
-		}))
+		r, err := start(postHandler(size))
 		if err != nil {
 			return nil, err
 		}
 		r.want = expectation{status: "200", body: helloBody, post: size}
 		return r, nil
 	}
+}
+
+// postHandler reads a POST's body whole (io.ReadAll, as a JSON API's
+// handler would decode it), checks that it has size bytes, and answers
+// hello.
+func postHandler(size int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(req.Body)
+		if err != nil || len(b) != size {
+			http.Error(w, "short body", http.StatusBadRequest)
+			return
+		}
+		helloHTTP(w, req)
+	})
 }
 
 // startSluiceAdapted serves the net/http handler h on sluice, through

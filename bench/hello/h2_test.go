@@ -3,6 +3,7 @@
 package hello
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -23,7 +24,10 @@ import (
 // and runs b.N requests through Go's own HTTP/2 client in this process:
 // SLUICE_BENCH_CONNS goroutines (64 by default), each sending its next
 // request when the previous answer is read, all multiplexed as streams on
-// the client's connection. It reports req/s, and the process's CPU time
+// the client's connection. The -post targets serve a POST of
+// SLUICE_BENCH_POST_SIZE bytes (1 KiB by default) whose handler reads the
+// body whole and answers hello, as the HTTP/1.1 POST targets do. It
+// reports req/s, and the process's CPU time
 // per request (process-cpu-µs/op), the client's included: the client
 // shares the process, and so the CPUs and the Go scheduler, with the
 // server, alike for both targets.
@@ -32,19 +36,32 @@ func BenchmarkHelloH2(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	postSize, err := envInt(envPostSize, 1<<10)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, t := range []struct {
 		name  string
-		start func(*tls.Config) (string, func() error, error)
+		start func(*tls.Config, http.Handler) (string, func() error, error)
+		post  bool
 	}{
-		{"sluice", startSluiceH2},
-		{"nethttp", startNetHTTPH2},
+		{"sluice", startSluiceH2, false},
+		{"nethttp", startNetHTTPH2, false},
+		{"sluice-post", startSluiceH2, true},
+		{"nethttp-post", startNetHTTPH2, true},
 	} {
 		b.Run(t.name, func(b *testing.B) {
 			cert, _, err := selfsigned.New()
 			if err != nil {
 				b.Fatal(err)
 			}
-			addr, stop, err := t.start(&tls.Config{Certificates: []tls.Certificate{cert}})
+			var h http.Handler = http.HandlerFunc(helloHTTP)
+			var body []byte
+			if t.post {
+				h = postHandler(postSize)
+				body = make([]byte, postSize)
+			}
+			addr, stop, err := t.start(&tls.Config{Certificates: []tls.Certificate{cert}}, h)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -58,7 +75,13 @@ func BenchmarkHelloH2(b *testing.B) {
 			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 			url := "https://" + addr + "/"
 			get := func() error {
-				resp, err := c.Get(url)
+				var resp *http.Response
+				var err error
+				if t.post {
+					resp, err = c.Post(url, "application/octet-stream", bytes.NewReader(body))
+				} else {
+					resp, err = c.Get(url)
+				}
 				if err != nil {
 					return err
 				}
@@ -105,23 +128,23 @@ func BenchmarkHelloH2(b *testing.B) {
 	}
 }
 
-// startSluiceH2 serves helloHTTP through the adapter over TLS, HTTP/2 on.
-func startSluiceH2(cfg *tls.Config) (string, func() error, error) {
-	r, err := startSluiceConfig(server.HTTPHandler(http.HandlerFunc(helloHTTP)), server.Config{TLS: cfg})
+// startSluiceH2 serves h through the adapter over TLS, HTTP/2 on.
+func startSluiceH2(cfg *tls.Config, h http.Handler) (string, func() error, error) {
+	r, err := startSluiceConfig(server.HTTPHandler(h), server.Config{TLS: cfg})
 	if err != nil {
 		return "", nil, err
 	}
 	return r.addr, r.stop, nil
 }
 
-// startNetHTTPH2 serves helloHTTP with net/http over TLS, where HTTP/2 is
-// on by default.
-func startNetHTTPH2(cfg *tls.Config) (string, func() error, error) {
+// startNetHTTPH2 serves h with net/http over TLS, where HTTP/2 is on by
+// default.
+func startNetHTTPH2(cfg *tls.Config, h http.Handler) (string, func() error, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: http.HandlerFunc(helloHTTP), TLSConfig: cfg}
+	hs := &http.Server{Handler: h, TLSConfig: cfg}
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
 	return ln.Addr().String(), func() error {
