@@ -202,8 +202,9 @@ type h2Stream struct {
 }
 
 // ServeHTTP serves one stream, on the goroutine x/net gave it: the
-// admission decides, then the handler runs as a coroutine on a worker
-// while this goroutine waits for it.
+// admission decides, a small body is read (readBodyFirst), then the
+// handler runs as a coroutine on a worker while this goroutine waits for
+// it, or here on a lease of an idle worker's CPU (runLentIfIdle).
 func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !hc.enter() {
 		return
@@ -258,11 +259,18 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var status int
 	var err error
-	var panicked, unstarted bool
-	if reject.IsGRPC(r) {
+	var panicked, unstarted, lent bool
+	switch {
+	case reject.IsGRPC(r):
 		status, err, panicked = hc.runGRPC(w, r, t)
-	} else {
-		status, err, panicked, unstarted = hc.run(wk, lane, w, r, t, arrived)
+	case readBodyFirst(r) && r.Context().Err() != nil:
+		// The client reset the stream, or the connection ended, while
+		// its body came.
+		unstarted = true
+	default:
+		if status, err, panicked, lent = hc.runLentIfIdle(wk, lane, w, r, t); !lent {
+			status, err, panicked, unstarted = hc.run(wk, lane, w, r, t, arrived)
+		}
 	}
 	if unstarted {
 		if r.Context().Err() != nil {
@@ -319,30 +327,17 @@ func (hc *h2Conn) request(r *http.Request) *Request {
 }
 
 // run runs the handler of an admitted stream as a coroutine on wk, in
-// lane, or on the calling goroutine: when wk's book knows its route as a
-// stream (startAway), or, for a quick route in the Upstream lane, on a
-// lease of wk's CPU when wk is idle (runLent); and waits for it: the status it answered, the
+// lane, or, when wk's book knows its route as a stream (startAway), on
+// the calling goroutine, and waits for it: the status it answered, the
 // write error or panic, and whether it panicked. The handler does not run
-// (unstarted)
-// when the stream's context ends before its coroutine starts, or, in the
-// built-in lanes, when the coroutine starts past the admission's age
-// limit counted from arrived (Unix nanoseconds, when the stream reached
-// the server's goroutine).
+// (unstarted) when the stream's context ends before its coroutine starts,
+// or, in the built-in lanes, when the coroutine starts past the
+// admission's age limit counted from arrived (Unix nanoseconds, when the
+// stream reached the server's goroutine).
 func (hc *h2Conn) run(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket, arrived int64) (status int, err error, panicked, unstarted bool) {
 	srv := hc.s.srv
 	ctx, cancel := streamContext(r, t)
 	defer cancel()
-	if st := hc.s.routes.lookup(r.Method, r.URL.Path); lane == lanes.Upstream && st != nil && !st.slow.Load() {
-		// A quick route: on the first idle worker from wk, run it here
-		// (h2lend.go).
-		n := srv.s.NumWorkers()
-		for i := 0; i < n; i++ {
-			if lease, ok := srv.s.Worker((wk.ID() + i) % n).Lend(); ok {
-				status, err, panicked = hc.runLent(ctx, lease, st, w, r)
-				return status, err, panicked, false
-			}
-		}
-	}
 	ended := make(chan struct{})
 	how := startShared // set on wk before fn runs (routeBook.start)
 	// start is 0 until the coroutine starts (1) or the stream gives up
@@ -475,7 +470,7 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		hw.book = &srv.ws[wk.ID()].routes
 	}
 	hr := r.WithContext(ctx)
-	if r.Body != nil && r.Body != http.NoBody {
+	if _, read := r.Body.(*h2ReadBody); !read && r.Body != nil && r.Body != http.NoBody {
 		var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
 		if max := srv.cfg.MaxBodyBytes; max > 0 && !reject.IsGRPC(r) {
 			b = http.MaxBytesReader(hw, b, max)
@@ -702,6 +697,61 @@ func (w *h2Writer) SetWriteDeadline(t time.Time) error {
 }
 
 func (w *h2Writer) EnableFullDuplex() error { return nil }
+
+// h2ReadFirst is the largest request body, by its Content-Length, that a
+// stream's goroutine reads before the handler runs (readBodyFirst).
+const h2ReadFirst = 64 << 10
+
+// readBodyFirst reads r's body whole on the stream's goroutine, before
+// its handler runs, when its Content-Length is known and at most
+// h2ReadFirst, and the client does not wait for a 100 Continue: r.Body
+// then serves it from memory (h2ReadBody). It reports whether it did. The
+// stream's goroutine waits for the handler anyway, so the wait for the
+// body's DATA frames costs nothing there, where a handler on a worker
+// would go through sched.Await at each read (a goroutine and two
+// wake-ups across threads), and one on a lease would hold the worker's
+// queue while it waits. What a handler sees is the same: the bytes, then
+// the error the read ended with (io.EOF, or the reset that cut it), and
+// the trailers, read with the body.
+func readBodyFirst(r *http.Request) bool {
+	n := r.ContentLength
+	if n <= 0 || n > h2ReadFirst || r.Body == nil || r.Body == http.NoBody || len(r.Header["Expect"]) > 0 {
+		return false
+	}
+	b := &h2ReadBody{rc: r.Body, data: make([]byte, n+1)}
+	// One byte more than declared: the end of the stream, and its
+	// trailers, come after the last byte, and are read as a handler that
+	// reads to io.EOF reads them. x/net refuses a body longer than its
+	// Content-Length, so the last byte is never filled.
+	got := 0
+	for got < len(b.data) && b.err == nil {
+		var k int
+		k, b.err = r.Body.Read(b.data[got:])
+		got += k
+	}
+	b.data = b.data[:got]
+	r.Body = b
+	return true
+}
+
+// h2ReadBody is a request body read whole before the handler ran
+// (readBodyFirst).
+type h2ReadBody struct {
+	rc   io.ReadCloser // x/net's body, for Close
+	data []byte
+	err  error // what the read ended with, after data
+}
+
+func (b *h2ReadBody) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, b.err
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *h2ReadBody) Close() error { return b.rc.Close() }
 
 // h2Body is an HTTP/2 request body whose reads go through sched.Await:
 // the handler's worker serves other work while a read waits for the

@@ -958,3 +958,44 @@ func TestH2SleepingStreamsAllRun(t *testing.T) {
 	}
 	assert.Equal(t, map[int]int{http.StatusOK: streams}, count)
 }
+
+// A body of known length up to h2ReadFirst is read whole before the
+// handler runs: the handler starts once its last byte came, and reads it
+// from memory, with the error the read ended with.
+func TestH2SmallBodyIsReadBeforeTheHandler(t *testing.T) {
+	started := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %v %s", len(b), err, r.Trailer.Get("X-End"))
+	})
+	_, addr := serveHTTP(t, h, Config{})
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/", pr)
+	require.NoError(t, err)
+	req.ContentLength = 10
+	req.Trailer = http.Header{"X-End": nil}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := h2cClient(t).Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	_, err = pw.Write([]byte("x"))
+	require.NoError(t, err)
+	select {
+	case <-started:
+		t.Fatal("the handler started before its body came")
+	case <-time.After(50 * time.Millisecond):
+	}
+	_, err = pw.Write(make([]byte, 9))
+	require.NoError(t, err)
+	req.Trailer.Set("X-End", "yes")
+	require.NoError(t, pw.Close())
+	assert.Equal(t, "10 <nil> yes", schedtest.Recv(t, got, "the answer"))
+}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-go/sluice/admit"
+	"github.com/sluice-go/sluice/lanes"
 	"github.com/sluice-go/sluice/sched"
 )
 
@@ -132,6 +134,28 @@ func (x *h2Lent) giveBack(streamed bool) {
 		x.lease.End()
 	}
 	x.streamed = x.streamed || streamed
+}
+
+// runLentIfIdle runs the handler of an admitted stream in the Upstream
+// lane on the calling goroutine, on a lease of the CPU of the first idle
+// worker from wk, when its route is quick; lent is false, and nothing
+// ran, otherwise.
+func (hc *h2Conn) runLentIfIdle(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked, lent bool) {
+	st := hc.s.routes.lookup(r.Method, r.URL.Path)
+	if lane != lanes.Upstream || st == nil || st.slow.Load() {
+		return 0, nil, false, false
+	}
+	s := hc.s.srv.s
+	n := s.NumWorkers()
+	for i := 0; i < n; i++ {
+		if lease, ok := s.Worker((wk.ID() + i) % n).Lend(); ok {
+			ctx, cancel := streamContext(r, t)
+			defer cancel()
+			status, err, panicked = hc.runLent(ctx, lease, st, w, r)
+			return status, err, panicked, true
+		}
+	}
+	return 0, nil, false, false
 }
 
 // runLent runs the handler of a stream of a quick route (st) on the
