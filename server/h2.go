@@ -469,11 +469,20 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if wk != nil {
 		hw.book = &srv.ws[wk.ID()].routes
 	}
-	hr := r.WithContext(ctx)
-	if _, read := r.Body.(*h2ReadBody); !read && r.Body != nil && r.Body != http.NoBody {
+	// A body read before (readBodyFirst), or none (a Content-Length of 0:
+	// x/net's body is at its end), is the handler's as it is; and with
+	// the stream's own context, so is the request.
+	hr := r
+	if ctx != r.Context() {
+		hr = r.WithContext(ctx)
+	}
+	if _, read := r.Body.(*h2ReadBody); !read && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
 		if max := srv.cfg.MaxBodyBytes; max > 0 && !reject.IsGRPC(r) {
 			b = http.MaxBytesReader(hw, b, max)
+		}
+		if hr == r {
+			hr = r.WithContext(ctx)
 		}
 		hr.Body = b
 	}
