@@ -40,7 +40,7 @@ type h2Route struct{ method, path string }
 // a machine whose CPUs are busy can be held long now and then, and one
 // such lease must not end the route's leases for the life of the server.
 // The set is read by every stream, lock-free: a copy-on-write map of at
-// most maxRoutes routes, copied only when a route is learned, with each
+// most h2MaxRoutes routes, copied only when a route is learned, with each
 // route's state in atomics of its own.
 type h2Routes struct {
 	mu sync.Mutex // serializes writers
@@ -54,6 +54,10 @@ type h2RouteState struct {
 }
 
 const (
+	// h2MaxRoutes bounds the routes the set learns. Each one learned
+	// copies the map: a server whose paths carry identifiers (/users/42)
+	// learns up to this many, then stops.
+	h2MaxRoutes = 1024
 	// h2LongMax is how many long leases in a row a route's handlers may
 	// have before the route is no longer lent for.
 	h2LongMax = 3
@@ -74,6 +78,9 @@ func (q *h2Routes) lookup(method, path string) *h2RouteState {
 // learn adds the route as quick, unless it is known already or the set
 // is full.
 func (q *h2Routes) learn(method, path string) {
+	if m := q.m.Load(); m != nil && len(*m) >= h2MaxRoutes {
+		return // full: no lock taken, on every stream of a new route
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	old := q.m.Load()
@@ -85,7 +92,7 @@ func (q *h2Routes) learn(method, path string) {
 		}
 		n = len(*old)
 	}
-	if n >= maxRoutes {
+	if n >= h2MaxRoutes {
 		return
 	}
 	m := make(map[h2Route]*h2RouteState, n+1)

@@ -171,3 +171,21 @@ func TestH2RouteStateCountsLongLeasesInARow(t *testing.T) {
 	streams.ended(false, true)
 	assert.True(t, streams.slow.Load(), "a stream is slow at once")
 }
+
+// The set of routes stops learning at h2MaxRoutes, and keeps what it
+// knows: a route learned is quick, one never seen is unknown.
+func TestH2RoutesAreBounded(t *testing.T) {
+	var q h2Routes
+	for i := range h2MaxRoutes + 10 {
+		q.learn(http.MethodGet, fmt.Sprintf("/users/%d", i))
+	}
+	m := q.m.Load()
+	require.NotNil(t, m)
+	assert.Len(t, *m, h2MaxRoutes)
+	st := q.lookup(http.MethodGet, "/users/0")
+	require.NotNil(t, st)
+	assert.False(t, st.slow.Load())
+	assert.Nil(t, q.lookup(http.MethodGet, fmt.Sprintf("/users/%d", h2MaxRoutes)))
+	q.learn(http.MethodGet, "/users/0")
+	assert.Same(t, st, q.lookup(http.MethodGet, "/users/0"), "learning a known route keeps its state")
+}
