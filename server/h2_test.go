@@ -85,6 +85,23 @@ func h2cClient(t testing.TB) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
+// doAsync sends req with c on a goroutine of its own, and delivers the
+// answer's body, or the error's text.
+func doAsync(c *http.Client, req *http.Request) <-chan string {
+	got := make(chan string, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	return got
+}
+
 // h2TLSClient speaks HTTP/2 over TLS (ALPN).
 func h2TLSClient(t testing.TB, cfg *tls.Config) *http.Client {
 	t.Helper()
@@ -466,18 +483,10 @@ func TestH2BodyReadReleasesTheWorker(t *testing.T) {
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 	pr, pw := io.Pipe()
-	got := make(chan string, 1)
-	go func() {
-		resp, err := h2cClient(t).Post("http://"+addr+"/", "text/plain", pr)
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- string(b)
-	}()
-	_, err := pw.Write([]byte("x"))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/", pr)
+	require.NoError(t, err)
+	got := doAsync(h2cClient(t), req)
+	_, err = pw.Write([]byte("x"))
 	require.NoError(t, err)
 	<-entered
 	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
@@ -975,17 +984,7 @@ func TestH2SmallBodyIsReadBeforeTheHandler(t *testing.T) {
 	require.NoError(t, err)
 	req.ContentLength = 10
 	req.Trailer = http.Header{"X-End": nil}
-	got := make(chan string, 1)
-	go func() {
-		resp, err := h2cClient(t).Do(req)
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- string(b)
-	}()
+	got := doAsync(h2cClient(t), req)
 	_, err = pw.Write([]byte("x"))
 	require.NoError(t, err)
 	select {

@@ -4,7 +4,6 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -34,6 +33,14 @@ func lendHandler(started chan<- bool, release <-chan struct{}) http.HandlerFunc 
 	}
 }
 
+// lendServer serves lendHandler over h2c on a runtime of one worker, and
+// returns its scheduler, a client and the server's URL.
+func lendServer(t *testing.T, started chan<- bool, release <-chan struct{}) (*sched.Scheduler, *http.Client, string) {
+	rt := schedtest.Runtime(t, 1)
+	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(started, release)), Config{})
+	return rt.Scheduler, h2cClient(t), "http://" + addr
+}
+
 // lends is the number of leases the runtime's only worker has made, and
 // of those the watchdog took back.
 func lends(s *sched.Scheduler) (lent, taken int64) {
@@ -45,14 +52,11 @@ func lends(s *sched.Scheduler) (lent, taken int64) {
 // lease of its idle worker's CPU, not as a coroutine; one of a route not
 // seen yet goes to the worker.
 func TestH2QuickRouteRunsOnAnIdleWorkersLease(t *testing.T) {
-	rt := schedtest.Runtime(t, 1)
-	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(nil, nil)), Config{})
-	c := h2cClient(t)
-	base := "http://" + addr
+	s, c, base := lendServer(t, nil, nil)
 
 	_, body := getBody(t, c, base+"/q")
 	assert.Equal(t, "coroutine=true", body, "the route's first stream runs on the worker")
-	lent, _ := lends(rt.Scheduler)
+	lent, _ := lends(s)
 	assert.Zero(t, lent)
 
 	// The next ones run on a lease whenever the worker is parked by then.
@@ -60,7 +64,7 @@ func TestH2QuickRouteRunsOnAnIdleWorkersLease(t *testing.T) {
 		_, body := getBody(t, c, base+"/q")
 		return body == "coroutine=false"
 	}, schedtest.WaitFor, time.Millisecond)
-	lent, taken := lends(rt.Scheduler)
+	lent, taken := lends(s)
 	assert.Positive(t, lent)
 	assert.Zero(t, taken)
 
@@ -71,10 +75,7 @@ func TestH2QuickRouteRunsOnAnIdleWorkersLease(t *testing.T) {
 // A stream that flushes on a lease gives it back, and its route is not
 // lent for again: a stream's waits must not hold the worker's queue.
 func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
-	rt := schedtest.Runtime(t, 1)
-	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(nil, nil)), Config{})
-	c := h2cClient(t)
-	base := "http://" + addr
+	s, c, base := lendServer(t, nil, nil)
 
 	_, body := getBody(t, c, base+"/r")
 	require.Equal(t, "coroutine=true", body)
@@ -82,12 +83,12 @@ func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
 		_, body := getBody(t, c, base+"/r?flush=1")
 		return body == "-coroutine=false"
 	}, schedtest.WaitFor, time.Millisecond)
-	lent, taken := lends(rt.Scheduler)
+	lent, taken := lends(s)
 	for range 20 {
 		_, body := getBody(t, c, base+"/r")
 		assert.Equal(t, "coroutine=true", body)
 	}
-	lentAfter, takenAfter := lends(rt.Scheduler)
+	lentAfter, takenAfter := lends(s)
 	assert.Equal(t, lent, lentAfter, "no lease for the route once it streamed")
 	assert.Equal(t, taken, takenAfter, "given back, not taken")
 }
@@ -96,12 +97,9 @@ func TestH2RouteThatStreamsOnALeaseIsNotLentAgain(t *testing.T) {
 // watchdog: the worker serves the streams queued behind it meanwhile. A
 // route with h2LongMax such leases in a row is not lent for again.
 func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
-	rt := schedtest.Runtime(t, 1)
 	started := make(chan bool)
 	release := make(chan struct{})
-	_, addr := serveNativeOn(t, rt, HTTPHandler(lendHandler(started, release)), Config{})
-	c := h2cClient(t)
-	base := "http://" + addr
+	s, c, base := lendServer(t, started, release)
 
 	_, body := getBody(t, c, base+"/b")
 	require.Equal(t, "coroutine=true", body)
@@ -111,17 +109,9 @@ func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 		deadline := time.Now().Add(schedtest.WaitFor)
 		for {
 			require.True(t, time.Now().Before(deadline), "no stream of the route ran on a lease")
-			done := make(chan string, 1)
-			go func() {
-				resp, err := c.Get(base + "/b?hold=1")
-				if err != nil {
-					done <- err.Error()
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				done <- string(b)
-			}()
+			req, err := http.NewRequest(http.MethodGet, base+"/b?hold=1", nil)
+			require.NoError(t, err)
+			done := doAsync(c, req)
 			if onWorker := schedtest.Recv(t, started, "the held handler's start"); onWorker {
 				release <- struct{}{}
 				assert.Equal(t, "coroutine=true", schedtest.Recv(t, done, "the held stream's answer"))
@@ -138,15 +128,15 @@ func TestH2LeaseHeldTooLongIsTakenBack(t *testing.T) {
 	}
 	for i := 1; i <= h2LongMax; i++ {
 		holdOnLease()
-		_, taken := lends(rt.Scheduler)
+		_, taken := lends(s)
 		assert.Equal(t, int64(i), taken)
 	}
-	lent, _ := lends(rt.Scheduler)
+	lent, _ := lends(s)
 	for range 20 {
 		_, body = getBody(t, c, base+"/b")
 		assert.Equal(t, "coroutine=true", body, "the route is not lent for again")
 	}
-	lentAfter, _ := lends(rt.Scheduler)
+	lentAfter, _ := lends(s)
 	assert.Equal(t, lent, lentAfter)
 }
 
