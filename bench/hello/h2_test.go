@@ -19,8 +19,9 @@ import (
 	"github.com/sluice-go/sluice/server"
 )
 
-// BenchmarkHelloH2 serves the hello over HTTP/2 on TLS (h2 by ALPN) from
-// sluice (the http.Handler adapter: HTTP/2 needs one) and from net/http,
+// BenchmarkHelloH2 serves the hello over HTTP/2 on TLS (h2 by ALPN), and
+// with the -h2c targets over h2c with prior knowledge, from sluice (the
+// http.Handler adapter: HTTP/2 needs one) and from net/http,
 // and runs b.N requests through Go's own HTTP/2 client in this process:
 // SLUICE_BENCH_CONNS goroutines (64 by default), each sending its next
 // request when the previous answer is read, all multiplexed as streams on
@@ -40,28 +41,54 @@ func BenchmarkHelloH2(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, t := range []struct {
+	type target struct {
 		name  string
 		start func(*tls.Config, http.Handler) (string, func() error, error)
+		h2c   bool
 		post  bool
-	}{
-		{"sluice", startSluiceH2, false},
-		{"nethttp", startNetHTTPH2, false},
-		{"sluice-post", startSluiceH2, true},
-		{"nethttp-post", startNetHTTPH2, true},
-	} {
-		b.Run(t.name, func(b *testing.B) {
-			cert, _, err := selfsigned.New()
-			if err != nil {
-				b.Fatal(err)
+	}
+	var targets []target
+	for _, h2c := range []bool{false, true} {
+		for _, post := range []bool{false, true} {
+			for _, srv := range []struct {
+				name  string
+				start func(*tls.Config, http.Handler) (string, func() error, error)
+			}{{"sluice", startSluiceH2}, {"nethttp", startNetHTTPH2}} {
+				name := srv.name
+				if h2c {
+					name += "-h2c"
+				}
+				if post {
+					name += "-post"
+				}
+				targets = append(targets, target{name, srv.start, h2c, post})
 			}
+		}
+	}
+	for _, t := range targets {
+		b.Run(t.name, func(b *testing.B) {
 			var h http.Handler = http.HandlerFunc(helloHTTP)
 			var body []byte
 			if t.post {
 				h = postHandler(postSize)
 				body = make([]byte, postSize)
 			}
-			addr, stop, err := t.start(&tls.Config{Certificates: []tls.Certificate{cert}}, h)
+			tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+			var scfg *tls.Config
+			scheme := "https://"
+			if t.h2c {
+				// Prior knowledge: HTTP/2 from the first byte.
+				tr.Protocols = new(http.Protocols)
+				tr.Protocols.SetUnencryptedHTTP2(true)
+				scheme = "http://"
+			} else {
+				cert, _, err := selfsigned.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				scfg = &tls.Config{Certificates: []tls.Certificate{cert}}
+			}
+			addr, stop, err := t.start(scfg, h)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,10 +97,9 @@ func BenchmarkHelloH2(b *testing.B) {
 					b.Errorf("stop %s: %v", t.name, err)
 				}
 			}()
-			tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
 			defer tr.CloseIdleConnections()
 			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-			url := "https://" + addr + "/"
+			url := scheme + addr + "/"
 			get := func() error {
 				var resp *http.Response
 				var err error
@@ -128,7 +154,8 @@ func BenchmarkHelloH2(b *testing.B) {
 	}
 }
 
-// startSluiceH2 serves h through the adapter over TLS, HTTP/2 on.
+// startSluiceH2 serves h through the adapter, HTTP/2 on: over TLS with
+// cfg, or h2c with prior knowledge when cfg is nil.
 func startSluiceH2(cfg *tls.Config, h http.Handler) (string, func() error, error) {
 	r, err := startSluiceConfig(server.HTTPHandler(h), server.Config{TLS: cfg})
 	if err != nil {
@@ -137,8 +164,9 @@ func startSluiceH2(cfg *tls.Config, h http.Handler) (string, func() error, error
 	return r.addr, r.stop, nil
 }
 
-// startNetHTTPH2 serves h with net/http over TLS, where HTTP/2 is on by
-// default.
+// startNetHTTPH2 serves h with net/http over TLS with cfg, where HTTP/2
+// is on by default, or, when cfg is nil, h2c as well as HTTP/1.1 on a
+// plain listener (http.Protocols).
 func startNetHTTPH2(cfg *tls.Config, h http.Handler) (string, func() error, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -146,7 +174,14 @@ func startNetHTTPH2(cfg *tls.Config, h http.Handler) (string, func() error, erro
 	}
 	hs := &http.Server{Handler: h, TLSConfig: cfg}
 	done := make(chan error, 1)
-	go func() { done <- hs.ServeTLS(ln, "", "") }()
+	if cfg == nil {
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+		hs.Protocols.SetUnencryptedHTTP2(true)
+		go func() { done <- hs.Serve(ln) }()
+	} else {
+		go func() { done <- hs.ServeTLS(ln, "", "") }()
+	}
 	return ln.Addr().String(), func() error {
 		err := hs.Close()
 		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
