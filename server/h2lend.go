@@ -154,6 +154,11 @@ func (hc *h2Conn) runLentIfIdle(wk *sched.Worker, lane lanes.ID, w http.Response
 	}
 	s := hc.s.srv.s
 	n := s.NumWorkers()
+	if s.Busy() >= n {
+		// No worker is parked: one atomic load, not one per worker, for
+		// every stream of an overload.
+		return 0, nil, false, false
+	}
 	for i := 0; i < n; i++ {
 		if lease, ok := s.Worker((wk.ID() + i) % n).Lend(); ok {
 			ctx, cancel := streamContext(r, t)
