@@ -711,6 +711,9 @@ func (w *h2Writer) EnableFullDuplex() error { return nil }
 // stream's goroutine reads before the handler runs (readBodyFirst).
 const h2ReadFirst = 64 << 10
 
+// h2ReadFirstChunk is the buffer a body read first starts with.
+const h2ReadFirstChunk = 4 << 10
+
 // readBodyFirst reads r's body whole on the stream's goroutine, before
 // its handler runs, when its Content-Length is known and at most
 // h2ReadFirst, and the client does not wait for a 100 Continue: r.Body
@@ -727,19 +730,25 @@ func readBodyFirst(r *http.Request) bool {
 	if n <= 0 || n > h2ReadFirst || r.Body == nil || r.Body == http.NoBody || len(r.Header["Expect"]) > 0 {
 		return false
 	}
-	b := &h2ReadBody{rc: r.Body, data: make([]byte, n+1)}
 	// One byte more than declared: the end of the stream, and its
 	// trailers, come after the last byte, and are read as a handler that
 	// reads to io.EOF reads them. x/net refuses a body longer than its
-	// Content-Length, so the last byte is never filled.
-	got := 0
-	for got < len(b.data) && b.err == nil {
+	// Content-Length, so the last byte is never filled. The buffer grows
+	// as the bytes come, from 4 KiB, never to the declared length at
+	// once: streams that declare 64 KiB and send nothing must not hold
+	// 64 KiB each (x/net's own buffer grows the same way).
+	want := int(n) + 1
+	data := make([]byte, 0, min(want, h2ReadFirstChunk))
+	var err error
+	for len(data) < want && err == nil {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)] // grow, as append does
+		}
 		var k int
-		k, b.err = r.Body.Read(b.data[got:])
-		got += k
+		k, err = r.Body.Read(data[len(data):min(cap(data), want)])
+		data = data[:len(data)+k]
 	}
-	b.data = b.data[:got]
-	r.Body = b
+	r.Body = &h2ReadBody{rc: r.Body, data: data, err: err}
 	return true
 }
 

@@ -998,3 +998,41 @@ func TestH2SmallBodyIsReadBeforeTheHandler(t *testing.T) {
 	require.NoError(t, pw.Close())
 	assert.Equal(t, "10 <nil> yes", schedtest.Recv(t, got, "the answer"))
 }
+
+// dripBody is a request body that gives its bytes a few at a time.
+type dripBody struct {
+	left, per int
+}
+
+func (b *dripBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), b.per, b.left)
+	b.left -= n
+	return n, nil
+}
+
+func (b *dripBody) Close() error { return nil }
+
+// A body read first holds what came, not what its Content-Length
+// declares: streams that declare 64 KiB and send a little must not hold
+// 64 KiB each. Its bytes are all there, in order of arrival.
+func TestH2BodyReadFirstGrowsAsItComes(t *testing.T) {
+	r, err := http.NewRequest(http.MethodPost, "/", nil)
+	require.NoError(t, err)
+	r.ContentLength = h2ReadFirst
+	r.Body = &dripBody{left: 100, per: 7}
+	require.True(t, readBodyFirst(r))
+	b := r.Body.(*h2ReadBody)
+	assert.Len(t, b.data, 100)
+	assert.LessOrEqual(t, cap(b.data), h2ReadFirstChunk)
+	assert.Equal(t, io.EOF, b.err)
+
+	r.ContentLength = 10 << 10
+	r.Body = &dripBody{left: 10 << 10, per: 1000}
+	require.True(t, readBodyFirst(r))
+	got, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	assert.Len(t, got, 10<<10)
+}
