@@ -263,11 +263,18 @@ func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case reject.IsGRPC(r):
 		status, err, panicked = hc.runGRPC(w, r, t)
-	case readBodyFirst(r) && r.Context().Err() != nil:
-		// The client reset the stream, or the connection ended, while
-		// its body came.
-		unstarted = true
 	default:
+		if readBodyFirst(r) {
+			if r.Context().Err() != nil {
+				// The client reset the stream, or the connection
+				// ended, while its body came.
+				unstarted = true
+				break
+			}
+			// The request could start once its body had come: the
+			// client's upload is not its age.
+			arrived = time.Now().UnixNano()
+		}
 		if status, err, panicked, lent = hc.runLentIfIdle(wk, lane, w, r, t); !lent {
 			status, err, panicked, unstarted = hc.run(wk, lane, w, r, t, arrived)
 		}

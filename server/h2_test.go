@@ -1036,3 +1036,26 @@ func TestH2BodyReadFirstGrowsAsItComes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 10<<10)
 }
+
+// A body read first is the client's upload time, not the request's age:
+// a stream whose body comes later than the age limit, on an idle server,
+// is served, not refused for its age.
+func TestH2SlowBodyIsNotAge(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %v", len(b), err)
+	})
+	_, addr := serveHTTP(t, h, Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond}})
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/slow", pr)
+	require.NoError(t, err)
+	req.ContentLength = 2
+	got := doAsync(h2cClient(t), req)
+	_, err = pw.Write([]byte("x"))
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond) // three times the age limit
+	_, err = pw.Write([]byte("y"))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	assert.Equal(t, "2 <nil>", schedtest.Recv(t, got, "the answer"))
+}
