@@ -44,6 +44,7 @@ type descs struct {
 
 	// The executor.
 	workers, busy, workerBusy, workerCPUWait          *prometheus.Desc
+	workerLends, workerLendsTaken                     *prometheus.Desc
 	laneQueued, laneTasks, laneWait, laneRun          *prometheus.Desc
 	blocked, handovers, spares, starved, droppedTasks *prometheus.Desc
 	throttledPeriods, throttledTime                   *prometheus.Desc
@@ -101,6 +102,8 @@ func newDescs() *descs {
 	d.workers = n("executor_workers", "Workers of the executor: one per CPU it runs on.", e)
 	d.busy = n("executor_busy_workers", "Workers busy now (not parked in epoll_wait).", e)
 	d.workerBusy = n("executor_worker_busy_seconds_total", "Time each worker was busy.", e, "worker")
+	d.workerLends = n("executor_worker_lends_total", "Times each worker's CPU was lent, idle, to a handler run on its own goroutine (an HTTP/2 stream of a quick route).", e, "worker")
+	d.workerLendsTaken = n("executor_worker_lends_taken_total", "Leases of each worker's CPU that the watchdog took back: the handler held it past the rescue's limit.", e, "worker")
 	d.workerCPUWait = n("executor_worker_cpu_wait_seconds_total", "Time each worker's thread was ready to run but waited for a CPU, as the kernel counts it: another process or thread held its CPU.", e, "worker")
 	d.laneQueued = n("executor_lane_queued_tasks", "Tasks waiting in each lane's run queues now.", e, "lane")
 	d.laneTasks = n("executor_lane_tasks_total", "Tasks each lane ran.", e, "lane")

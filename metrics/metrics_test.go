@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-go/sluice/internal/selfsigned"
 	"github.com/sluice-go/sluice/ratelimit"
 	srt "github.com/sluice-go/sluice/runtime"
+	"github.com/sluice-go/sluice/sched"
 	"github.com/sluice-go/sluice/tenant"
 )
 
@@ -261,6 +262,8 @@ func TestServerMetricsPassPromtool(t *testing.T) {
 	assert.Equal(t, 2.0, value(t, mfs, "sluice_executor_workers", ex))
 	assert.Positive(t, value(t, mfs, "sluice_executor_lane_tasks_total", ex, "lane=upstream"))
 	metric(t, mfs, "sluice_executor_worker_busy_seconds_total", dto.MetricType_COUNTER, ex, "worker=1")
+	assert.Zero(t, value(t, mfs, "sluice_executor_worker_lends_total", ex, "worker=0"), "HTTP/1.1 borrows no worker")
+	assert.Zero(t, value(t, mfs, "sluice_executor_worker_lends_taken_total", ex, "worker=1"))
 	// acme's first requests may count under ~other, until the tracker
 	// follows it by name.
 	acme := value(t, mfs, "sluice_tenant_admitted_total", srvL, "tenant=acme")
@@ -365,4 +368,22 @@ func TestValidLabels(t *testing.T) {
 	ok := []string{"a", "b"}
 	assert.Equal(t, ok, validLabels(ok))
 	assert.Equal(t, []string{"a", "\uFFFDx", "\uFFFD"}, validLabels([]string{"a", "\xffx", "\xfe\xfd"}))
+}
+
+// snapshotOf is an executor whose snapshot is fixed.
+type snapshotOf sched.Snapshot
+
+func (s snapshotOf) Snapshot() sched.Snapshot { return sched.Snapshot(s) }
+
+// The leases of each worker's CPU, and those the watchdog took back, are
+// counted per worker as the snapshot says.
+func TestExecutorExportsLeases(t *testing.T) {
+	ex := snapshotOf{Workers: []sched.WorkerStats{{ID: 0, Lends: 7, LendsTaken: 1}, {ID: 1, Lends: 3}}}
+	c, err := New(Config{}, Executor("api", ex))
+	require.NoError(t, err)
+	mfs := gather(t, c)
+	assert.Equal(t, 7.0, value(t, mfs, "sluice_executor_worker_lends_total", "executor=api", "worker=0"))
+	assert.Equal(t, 3.0, value(t, mfs, "sluice_executor_worker_lends_total", "executor=api", "worker=1"))
+	assert.Equal(t, 1.0, value(t, mfs, "sluice_executor_worker_lends_taken_total", "executor=api", "worker=0"))
+	assert.Zero(t, value(t, mfs, "sluice_executor_worker_lends_taken_total", "executor=api", "worker=1"))
 }

@@ -177,7 +177,8 @@ type Snapshotter interface {
 // Executor is the source of a sluice executor (a *runtime.Runtime, or a
 // *sched.Scheduler), labelled executor="name": sluice_executor_workers,
 // _busy_workers, _worker_busy_seconds_total{worker},
-// _worker_cpu_wait_seconds_total{worker}, _lane_queued_tasks{lane},
+// _worker_cpu_wait_seconds_total{worker}, _worker_lends_total{worker},
+// _worker_lends_taken_total{worker}, _lane_queued_tasks{lane},
 // _lane_tasks_total{lane}, _lane_wait_seconds_total{lane},
 // _lane_run_seconds_total{lane}, and the blocked-worker rescue's
 // _blocked_total, _handovers_total, _spare_threads, _starved_total;
@@ -203,6 +204,8 @@ func (l *executorLive) collect(d *descs, ch chan<- prometheus.Metric) {
 		id := strconv.Itoa(w.ID)
 		counter(ch, d.workerBusy, seconds(w.BusyNs), name, id)
 		counter(ch, d.workerCPUWait, seconds(w.RunQueueWaitNs), name, id)
+		counter(ch, d.workerLends, float64(w.Lends), name, id)
+		counter(ch, d.workerLendsTaken, float64(w.LendsTaken), name, id)
 	}
 	for _, ln := range s.Lanes {
 		gauge(ch, d.laneQueued, float64(ln.Queued), name, ln.Name)
