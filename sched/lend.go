@@ -62,6 +62,23 @@ func (w *Worker) Lend() (Lease, bool) {
 	return Lease{w: w, seq: seq + 1}, true
 }
 
+// Lend lends the CPU of the first of the scheduler's workers, looking
+// round them from worker index from, that is idle (Worker.Lend), and
+// reports false when none is. While every worker is busy it costs one
+// atomic load (the busy count), whatever the number of workers.
+func (s *Scheduler) Lend(from int) (Lease, bool) {
+	n := len(s.workers)
+	if int(s.busy.Load()) >= n {
+		return Lease{}, false
+	}
+	for i := 0; i < n; i++ {
+		if l, ok := s.workers[(from+i)%n].Lend(); ok {
+			return l, true
+		}
+	}
+	return Lease{}, false
+}
+
 // End returns the lease's CPU to its worker, which then starts what was
 // submitted to it meanwhile. It reports false when the watchdog had
 // already taken the lease back: the code ran, or was held, for longer than

@@ -119,3 +119,25 @@ func TestStopWakesALentWorker(t *testing.T) {
 	require.NoError(t, s.Stop(ctx))
 	l.End()
 }
+
+// The scheduler lends the first idle worker from the index it is given,
+// skipping a busy one, and lends none while every worker is busy.
+func TestSchedulerLendsTheFirstIdleWorker(t *testing.T) {
+	s := start(t, Config{Workers: 2, BlockedAfter: time.Hour})
+	w0, w1 := s.Worker(0), s.Worker(1)
+	release0 := block(t, w0)
+	parked(t, w1)
+	l, ok := s.Lend(0)
+	require.True(t, ok)
+	assert.Same(t, w1, l.w, "worker 0 is busy")
+	_, ok = s.Lend(1)
+	assert.False(t, ok, "worker 1 lent, worker 0 busy")
+	assert.True(t, l.End())
+	release0()
+	parked(t, w0)
+	parked(t, w1)
+	l, ok = s.Lend(0)
+	require.True(t, ok)
+	assert.Same(t, w0, l.w, "the first idle one from index 0")
+	assert.True(t, l.End())
+}

@@ -476,22 +476,23 @@ func (hc *h2Conn) call(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if wk != nil {
 		hw.book = &srv.ws[wk.ID()].routes
 	}
-	// A body read before (readBodyFirst), or none (a Content-Length of 0:
-	// x/net's body is at its end), is the handler's as it is; and with
-	// the stream's own context, so is the request.
-	hr := r
-	if ctx != r.Context() {
-		hr = r.WithContext(ctx)
-	}
+	// x/net's body goes through sched.Await, unless it was read before
+	// (readBodyFirst) or there is none (a Content-Length of 0: x/net's
+	// body is at its end); the request is x/net's own when it keeps its
+	// body and its context.
+	var body io.ReadCloser
 	if _, read := r.Body.(*h2ReadBody); !read && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		var b io.ReadCloser = &h2Body{rc: r.Body, ctx: ctx}
+		body = &h2Body{rc: r.Body, ctx: ctx}
 		if max := srv.cfg.MaxBodyBytes; max > 0 && !reject.IsGRPC(r) {
-			b = http.MaxBytesReader(hw, b, max)
+			body = http.MaxBytesReader(hw, body, max)
 		}
-		if hr == r {
-			hr = r.WithContext(ctx)
+	}
+	hr := r
+	if body != nil || ctx != r.Context() {
+		hr = r.WithContext(ctx)
+		if body != nil {
+			hr.Body = body
 		}
-		hr.Body = b
 	}
 	if srv.cfg.LoadHint {
 		k, v := srv.loadHint()
@@ -718,9 +719,6 @@ func (w *h2Writer) EnableFullDuplex() error { return nil }
 // stream's goroutine reads before the handler runs (readBodyFirst).
 const h2ReadFirst = 64 << 10
 
-// h2ReadFirstChunk is the buffer a body read first starts with.
-const h2ReadFirstChunk = 4 << 10
-
 // readBodyFirst reads r's body whole on the stream's goroutine, before
 // its handler runs, when its Content-Length is known and at most
 // h2ReadFirst, and the client does not wait for a 100 Continue: r.Body
@@ -739,21 +737,15 @@ func readBodyFirst(r *http.Request) bool {
 	}
 	// One byte more than declared: the end of the stream, and its
 	// trailers, come after the last byte, and are read as a handler that
-	// reads to io.EOF reads them. x/net refuses a body longer than its
-	// Content-Length, so the last byte is never filled. The buffer grows
-	// as the bytes come, from 4 KiB, never to the declared length at
-	// once: streams that declare 64 KiB and send nothing must not hold
-	// 64 KiB each (x/net's own buffer grows the same way).
-	want := int(n) + 1
-	data := make([]byte, 0, min(want, h2ReadFirstChunk))
-	var err error
-	for len(data) < want && err == nil {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)] // grow, as append does
-		}
-		var k int
-		k, err = r.Body.Read(data[len(data):min(cap(data), want)])
-		data = data[:len(data)+k]
+	// reads to io.EOF reads them (x/net refuses a body longer than its
+	// Content-Length). io.ReadAll grows its buffer as the bytes come,
+	// never to the declared length at once: streams that declare 64 KiB
+	// and send nothing must not hold 64 KiB each (x/net's own buffer grows
+	// the same way). It ends at io.EOF without reporting it; any other
+	// error it reports, and the handler gets that one.
+	data, err := io.ReadAll(io.LimitReader(r.Body, n+1))
+	if err == nil {
+		err = io.EOF
 	}
 	r.Body = &h2ReadBody{rc: r.Body, data: data, err: err}
 	return true

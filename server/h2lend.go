@@ -148,26 +148,21 @@ func (x *h2Lent) giveBack(streamed bool) {
 // worker from wk, when its route is quick; lent is false, and nothing
 // ran, otherwise.
 func (hc *h2Conn) runLentIfIdle(wk *sched.Worker, lane lanes.ID, w http.ResponseWriter, r *http.Request, t *admit.Ticket) (status int, err error, panicked, lent bool) {
+	if lane != lanes.Upstream {
+		return 0, nil, false, false
+	}
 	st := hc.s.routes.lookup(r.Method, r.URL.Path)
-	if lane != lanes.Upstream || st == nil || st.slow.Load() {
+	if st == nil || st.slow.Load() {
 		return 0, nil, false, false
 	}
-	s := hc.s.srv.s
-	n := s.NumWorkers()
-	if s.Busy() >= n {
-		// No worker is parked: one atomic load, not one per worker, for
-		// every stream of an overload.
+	lease, ok := hc.s.srv.s.Lend(wk.ID())
+	if !ok {
 		return 0, nil, false, false
 	}
-	for i := 0; i < n; i++ {
-		if lease, ok := s.Worker((wk.ID() + i) % n).Lend(); ok {
-			ctx, cancel := streamContext(r, t)
-			defer cancel()
-			status, err, panicked = hc.runLent(ctx, lease, st, w, r)
-			return status, err, panicked, true
-		}
-	}
-	return 0, nil, false, false
+	ctx, cancel := streamContext(r, t)
+	defer cancel()
+	status, err, panicked = hc.runLent(ctx, lease, st, w, r)
+	return status, err, panicked, true
 }
 
 // runLent runs the handler of a stream of a quick route (st) on the
