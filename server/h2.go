@@ -602,14 +602,7 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.wk == nil || w.buffered+len(p) <= h2WriteBuf {
-		// It fits in x/net's buffer (a copy, nothing waits), or the
-		// handler runs on the stream's goroutine, where a wait holds
-		// nothing of the executor's (a lease given back first): x/net's
-		// write, as net/http's.
-		if w.buffered+len(p) > h2WriteBuf {
-			w.lent.giveBack(false)
-		}
+	if w.direct(len(p)) {
 		n, err := w.rw.Write(p)
 		w.buffered += n
 		return n, w.noteErr(err)
@@ -626,10 +619,7 @@ func (w *h2Writer) Write(p []byte) (int, error) {
 }
 
 func (w *h2Writer) WriteString(s string) (int, error) {
-	if w.wk == nil || w.buffered+len(s) <= h2WriteBuf {
-		if w.buffered+len(s) > h2WriteBuf {
-			w.lent.giveBack(false)
-		}
+	if w.direct(len(s)) {
 		if w.status == 0 {
 			w.status = http.StatusOK
 		}
@@ -638,6 +628,22 @@ func (w *h2Writer) WriteString(s string) (int, error) {
 		return n, w.noteErr(err)
 	}
 	return w.Write([]byte(s))
+}
+
+// direct reports whether a write of n bytes goes to x/net's writer from
+// the calling goroutine, as net/http's: it fits in x/net's buffer (a
+// copy, nothing waits), or the handler runs on the stream's goroutine,
+// where a wait holds nothing of the executor's once a lease is given
+// back (which it does here).
+func (w *h2Writer) direct(n int) bool {
+	if w.buffered+n <= h2WriteBuf {
+		return true
+	}
+	if w.wk != nil {
+		return false
+	}
+	w.lent.giveBack(false)
+	return true
 }
 
 func (w *h2Writer) noteErr(err error) error {
