@@ -73,12 +73,27 @@ type Config struct {
 	// served. Target is dropped, MaxAge the limit
 	// again, for the rest of a standing period in which it refused more
 	// than FutileRatio requests per admission over a window, or from its
-	// start when the latest refusals at MaxAge were those of a closed
-	// loop a little longer than the limit (ResendsSeen): clients that
-	// resend at once, whose line refusing does not shorten.
+	// start when the latest requests to reach MaxAge were those of a
+	// closed loop (ResendsSeen), or, too few yet to tell, all looked so:
+	// clients that send again at once, whose line refusing does not
+	// shorten.
 	// Zero means DefaultTarget and DefaultInterval; a negative Target
 	// turns the standing state off.
 	Target, Interval time.Duration
+	// LoopGrace is how long past MaxAge the requests of a closed loop may
+	// still start: clients that each send their next request the moment
+	// their last is answered (wrk, hey, a fleet of callers each waiting for
+	// its answer), whose line cannot grow, since it holds at most one
+	// request per client. Refusing the back of such a line shortens
+	// nothing, as its clients send again at once; a loop a little longer
+	// than MaxAge is served whole instead. It applies to a request sent at
+	// once after its connection's previous answer (Ticket.AtOnce) while
+	// the requests that reached MaxAge lately were mostly sent so too, and
+	// the server refused for their age at most half as many as it admitted
+	// (docs/design.md, "A loop a little longer than the limit"). It
+	// applies to the wait in the sockets, not in the queue. Zero means
+	// MaxAge / 2; negative means none.
+	LoopGrace time.Duration
 
 	// Rejection configures the answer to refused requests.
 	Rejection Rejection

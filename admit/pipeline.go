@@ -96,9 +96,12 @@ type Pipeline struct {
 	canceled atomic.Int64 // Cancel and Withdraw
 	shards   []shard
 	window   window // the rate of admissions and the futility of the lower limit (window.go)
-	// limitRefusals records whether the clients refused at MaxAge sent
-	// again at once (window.go).
-	limitRefusals resends
+	// pastLimit records whether the requests that reached MaxAge were
+	// sent at once after their connection's previous answer (window.go).
+	pastLimit resends
+	// loopGrace is Config.LoopGrace: 0 for half of MaxAge, negative for
+	// none.
+	loopGrace time.Duration
 
 	observers observers // see Observe (observe.go)
 
@@ -121,7 +124,10 @@ type shard struct {
 	resent atomic.Int64
 	// aged counts refusals at MaxAge (window.go).
 	aged atomic.Int64
-	_    [24]byte
+	// late counts requests started past MaxAge as a closed loop's
+	// (Config.LoopGrace).
+	late atomic.Int64
+	_    [16]byte
 }
 
 // New builds the pipeline that cfg describes, on host, and attaches its
@@ -135,13 +141,14 @@ func New(cfg Config, host Host) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		policies: append([]Policy(nil), cfg.Policies...),
-		gates:    append([]Policy(nil), cfg.Gates...),
-		clock:    host.Clock,
-		onReject: cfg.Rejection.OnReject,
-		shards:   make([]shard, max(host.Shards, 1)),
-		answers:  answers{status: s.status, retry: s.retryAfter, header: cfg.Rejection.Header},
-		deadline: newDeadlineRule(cfg.Deadline),
+		policies:  append([]Policy(nil), cfg.Policies...),
+		gates:     append([]Policy(nil), cfg.Gates...),
+		clock:     host.Clock,
+		onReject:  cfg.Rejection.OnReject,
+		shards:    make([]shard, max(host.Shards, 1)),
+		answers:   answers{status: s.status, retry: s.retryAfter, header: cfg.Rejection.Header},
+		deadline:  newDeadlineRule(cfg.Deadline),
+		loopGrace: cfg.LoopGrace,
 	}
 	if p.clock == nil {
 		p.clock = monotime.Clock()
@@ -257,13 +264,6 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 	t.policies = false
 	t.answer, t.extra = nil, nil
 	now := p.clock()
-	if t.aged {
-		// The request before this one on its connection was refused at
-		// MaxAge: whether its client sent this one at once tells a
-		// closed loop (window.go).
-		t.aged = false
-		p.limitRefusals.record(now, t.Resent)
-	}
 	t.arrived, t.known = now, false // unknown: the wait counts from now
 	if t.Stamp != 0 {
 		if limit := p.maxAge.Load(); limit > 0 {
@@ -279,17 +279,23 @@ func (p *Pipeline) Decide(t *Ticket) Decision {
 					lowered, limit = true, target
 				}
 			}
-			if age >= limit {
+			if age >= limit/2 {
+				// A line forms: the window's measure (window.go) will
+				// know the rate before it reaches the limit.
+				p.measure(now)
+			}
+			if age >= limit && !lowered && p.startsLate(t, now, age, limit) {
+				p.shard(t).late.Add(1)
+			} else if age >= limit {
 				if lowered {
 					sh := p.shard(t)
 					sh.lowered.Add(1)
-					if t.Resent {
+					if t.Resent() {
 						sh.resent.Add(1)
 					}
 					p.measure(now)
 				} else {
 					p.shard(t).aged.Add(1)
-					t.aged = true
 				}
 				// The server is behind its arrivals: as closed as a
 				// gate's refusal (with the age limit alone, it is the

@@ -337,6 +337,7 @@ func TestAgeLimitAndStandingState(t *testing.T) {
 	assert.Equal(t, Admitted, decide(time.Millisecond))
 	assert.Equal(t, Rejected, decide(150*time.Millisecond), "older than 100 ms")
 	assert.Equal(t, Admitted, decide(20*time.Millisecond), "old, but under the limit")
+	admitN(t, p, 100) // a server that starts 1,000 a second: two starts take less than the target
 	clk.add(100 * ms)
 	assert.Equal(t, Admitted, decide(20*time.Millisecond), "old for an interval, but under the limit: a line that fits is served")
 	assert.False(t, p.Stats().Standing)

@@ -27,6 +27,9 @@ type Stats struct {
 	// reset while it waited, a connection closed while its request was
 	// queued. The server refused none of them.
 	Canceled int64
+	// Late counts requests started past Config.MaxAge, within
+	// Config.LoopGrace, as a closed loop's: they are in Admitted too.
+	Late int64
 	// GatesClosed is the total time the gates have been closed, as the
 	// pipeline saw them: from a refusal (by a gate, or by the age limit),
 	// or from a request admitted while the line is full (every request
@@ -53,6 +56,7 @@ func (p *Pipeline) Stats() Stats {
 	for i := range p.shards {
 		st.InFlight += p.shards[i].inFlight.count()
 		st.Admitted += p.shards[i].admitted.Load()
+		st.Late += p.shards[i].late.Load()
 	}
 	st.Queued = p.queued.Load()
 	st.Rejected, st.RejectedBy = p.answers.counts()

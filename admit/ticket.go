@@ -3,6 +3,7 @@ package admit
 import (
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-go/sluice/queue"
 	"github.com/sluice-go/sluice/reject"
@@ -21,11 +22,16 @@ type Ticket struct {
 	// server gives the kernel's receive stamp of the read that completed
 	// its head. Zero when unknown, and the age limit then does not apply.
 	Stamp int64
-	// Resent is set by the adapter when the request came on a connection
-	// whose previous request was refused, within ResendWindow of that
-	// answer: a client that resends the moment it is refused (the sluice
-	// server sets it; see FutileRatio).
-	Resent bool
+	// Prior and Since say what the request came after on its connection,
+	// as the adapter saw it (the sluice server sets them): the answer to
+	// the request before it, served or refused, and how long after that
+	// answer it came; PriorNone for a connection's first request, one the
+	// client had pipelined behind the one before, or when unknown. They
+	// tell a client that sends again the moment it is answered: one that
+	// resends at once when refused (Resent; FutileRatio), one that loops
+	// (AtOnce; Config.LoopGrace).
+	Prior Prior
+	Since time.Duration
 	// OnStart is called when a request that waited is admitted, on the
 	// goroutine that started it (a worker that went idle, a request that
 	// ended, the queue's timer), after the pipeline has counted it. The
@@ -47,13 +53,40 @@ type Ticket struct {
 	blamed   bool   // counted in the closed-time integral
 	until    int64  // when the caller's time runs out, on the pipeline's clock; 0: none
 	policies bool   // the policies admitted it and hold it
-	aged     bool   // refused at MaxAge: the next Decide records whether it was resent (window.go)
 	answer   *reject.Answer
 	extra    http.Header
 	phase    atomic.Uint32
 	startFn  func()
 	rejectFn func(queue.Reason)
 }
+
+// Prior is what a request came after on its connection (Ticket.Prior).
+type Prior uint8
+
+// The priors a request can have.
+const (
+	// PriorNone: the connection's first request, one the client had
+	// pipelined behind the one before (sent before that one's answer), or
+	// unknown.
+	PriorNone Prior = iota
+	// PriorAnswer: the request came after the answer to the one before
+	// it, which was served.
+	PriorAnswer
+	// PriorRefusal: the request came after the refusal of the one before
+	// it.
+	PriorRefusal
+)
+
+// Resent reports whether the request came within ResendWindow of the
+// refusal of the one before it on its connection: a client that resends
+// the moment it is refused.
+func (t *Ticket) Resent() bool { return t.Prior == PriorRefusal && t.Since < ResendWindow }
+
+// AtOnce reports whether the request came within ResendWindow of the
+// answer to the one before it on its connection, which was served: a
+// client that sends each request the moment the last is answered, as a
+// closed loop does.
+func (t *Ticket) AtOnce() bool { return t.Prior == PriorAnswer && t.Since < ResendWindow }
 
 // Phases of a ticket that waits: a decision made while Decide still runs
 // (by its own pump, or by another goroutine's) is returned by Decide rather

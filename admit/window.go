@@ -131,9 +131,18 @@ func (p *Pipeline) lowered(now int64) bool {
 // lowerable reports whether the lower limit of the standing line, which
 // the caller knows stands, applies: refusing has not been found futile in
 // this standing period, by the windows (FutileRatio) or from its start by
-// the refusals at MaxAge (resendsMakeTheLine, which marks it futile).
+// the requests that reached MaxAge (resendsMakeTheLine, which marks it
+// futile), and those requests do not look like a closed loop's so far:
+// every one sent at once, too few yet to tell, while the server refuses
+// few (fewRefused). A loop's line stands 10 ms after it first reached the
+// limit, when it has brought five such requests with a 2 ms handler, and
+// the lower limit would refuse a thousand requests of the loop before the
+// windows found it futile.
 func (p *Pipeline) lowerable(now int64) bool {
-	return !p.futileEpisode() && !p.resendsMakeTheLine(now)
+	if p.futileEpisode() || p.resendsMakeTheLine(now) {
+		return false
+	}
+	return p.pastLimit.says(now) != loopSoFar || !p.fewRefused(now)
 }
 
 // futile reports whether the line stands and the lower limit has been
@@ -149,46 +158,44 @@ func (p *Pipeline) futileEpisode() bool {
 	return p.window.futile.Load() == p.det.Episode()+1
 }
 
-// Refusals at MaxAge tell, before the standing line's lower limit has
-// refused anything, whether the line is made of clients that resend at
-// once. A closed loop of a few more clients than the server starts within
-// MaxAge (64 connections of wrk to a 2 ms handler on one worker: a line of
-// about 110 ms) has the back of its line refused at MaxAge, a few clients
-// each time round, and every one of them sends again at once
-// (Ticket.Resent on its connection's next request, whether its answer
-// came at once or after a hold), and there are far fewer of them than
-// admissions. An open-loop overload refuses at MaxAge as many requests as
+// The requests that reach MaxAge tell whether the line is a closed loop's,
+// before the standing line's lower limit has refused anything. A closed
+// loop of a few more clients than the server starts within MaxAge (64
+// connections of wrk to a 2 ms handler on one worker: a line of about
+// 110 ms) has the back of its line reach MaxAge, a few clients each time
+// round, and every one of them sent its request the moment its last was
+// answered (Ticket.AtOnce), and there are far fewer of them than
+// admissions. An open-loop overload brings past MaxAge as many requests as
 // it brings beyond what the server completes, at least as many as it
 // admits at 2x and more; a pool of connections that reuses the one it got
-// back last carries a new request on a refused connection within
-// ResendWindow more and more often as the rate grows, so the resends
-// alone cannot tell it from a closed loop.
+// back last carries a new request on an answered connection within
+// ResendWindow more and more often as the rate grows (one time in four or
+// five in the benchmark's generator), so no single request can tell it
+// from a closed loop: the record of the latest can.
 const (
-	// ResendsSeen is how many of the latest refusals at MaxAge, none a
-	// second after the one before, the record must hold before it tells
-	// anything: a closed loop refuses the few clients past MaxAge
+	// ResendsSeen is how many of the latest requests that reached MaxAge,
+	// none a second after the one before, the record must hold before it
+	// tells anything: a closed loop brings the few clients past MaxAge
 	// together, once each time round.
 	ResendsSeen = 8
 	// resendsKept is how many the record keeps; more than three in four
-	// of those it holds must have been resent.
+	// of those it holds must have been sent at once.
 	resendsKept = 16
 )
 
-// resends records the latest refusals at MaxAge whose connection carried
-// another request: whether that one was sent at once, and when the latest
-// was recorded.
+// resends records the latest requests that reached MaxAge: whether each
+// was sent at once after its connection's previous answer, and when the
+// latest was recorded.
 type resends struct {
-	// bits holds the Resent bit of each of the latest refusals, the
-	// newest lowest, in its low resendsKept bits, and how many it holds
-	// above them.
+	// bits holds the AtOnce bit of each of the latest, the newest lowest,
+	// in its low resendsKept bits, and how many it holds above them.
 	bits atomic.Uint64
-	at   atomic.Int64 // the latest refusal's time, on the pipeline's clock
+	at   atomic.Int64 // the latest's time, on the pipeline's clock
 }
 
-// record adds a refusal followed at now by a request, resent at once or
-// not; after a second without one (windowStale), the record starts
-// afresh.
-func (r *resends) record(now int64, resent bool) {
+// record adds a request that reached MaxAge at now, sent at once or not;
+// after a second without one (windowStale), the record starts afresh.
+func (r *resends) record(now int64, atOnce bool) {
 	fresh := now-r.at.Swap(now) > int64(windowStale)
 	for {
 		old := r.bits.Load()
@@ -197,7 +204,7 @@ func (r *resends) record(now int64, resent bool) {
 			kept, n = 0, 0
 		}
 		kept = kept << 1 & (1<<resendsKept - 1)
-		if resent {
+		if atOnce {
 			kept |= 1
 		}
 		n = min(n+1, resendsKept)
@@ -207,42 +214,105 @@ func (r *resends) record(now int64, resent bool) {
 	}
 }
 
-// mostlyResent reports whether the record holds at least ResendsSeen
-// refusals, the latest within a second of now, more than three in four of
-// them followed by a request resent at once.
-func (r *resends) mostlyResent(now int64) bool {
+// A reading of the record.
+const (
+	loopUnknown = iota // empty, or none for a second
+	loopSoFar          // fewer than ResendsSeen, every one sent at once
+	loopMixed          // fewer than ResendsSeen, some not sent at once
+	loopYes            // at least ResendsSeen, more than three in four sent at once
+	loopNo             // at least ResendsSeen, fewer sent at once
+)
+
+// says reads the record at now.
+func (r *resends) says(now int64) int {
 	if now-r.at.Load() > int64(windowStale) {
-		return false
+		return loopUnknown
 	}
 	v := r.bits.Load()
-	n := int(v >> resendsKept)
-	return n >= ResendsSeen && 4*bits.OnesCount64(v&(1<<resendsKept-1)) > 3*n
+	n, once := int(v>>resendsKept), bits.OnesCount64(v&(1<<resendsKept-1))
+	switch {
+	case n == 0:
+		return loopUnknown
+	case n < ResendsSeen && once == n:
+		return loopSoFar
+	case n < ResendsSeen:
+		return loopMixed
+	case 4*once > 3*n:
+		return loopYes
+	}
+	return loopNo
 }
 
-// resendsPastTheLimit reports whether the latest refusals at MaxAge were
-// those of a closed loop a little longer than the limit: their clients
-// mostly sent again at once (ResendsSeen), and over the last window (of
-// 50 ms or more) the refusals for age, at MaxAge and under the lower
-// limit, were at most half as many as the admissions. (While an overload's
-// line stands, the lower limit refuses more than the server admits, and
-// the few requests that reach MaxAge then, after a stall, are no sign of
-// a closed loop: a pool that reuses its connections at thousands a second
-// carries a new request on them at once.)
+// resendsPastTheLimit reports whether the latest requests to reach MaxAge
+// were those of a closed loop a little longer than the limit: they were
+// mostly sent at once (ResendsSeen), and over the last window (of 50 ms or
+// more) the refusals for age, at MaxAge and under the lower limit, were at
+// most half as many as the admissions. (While an overload's line stands,
+// the lower limit refuses more than the server admits, and the few
+// requests that reach MaxAge then, after a stall, are no sign of a closed
+// loop: a pool that reuses its connections at thousands a second carries a
+// new request on them at once.)
 func (p *Pipeline) resendsPastTheLimit(now int64) bool {
-	if !p.limitRefusals.mostlyResent(now) {
+	if p.pastLimit.says(now) != loopYes {
 		return false
 	}
 	p.measure(now)
 	return p.window.fewAged.Load()
 }
 
+// startsLate records t, which has waited age, at least MaxAge (limit), and
+// reports whether it may start all the same, as a closed loop's
+// (Config.LoopGrace): it came on a kept-alive connection after the answer
+// to the one before, it has waited less than limit and the grace, and the
+// line looks like a closed loop's: the record of the requests that
+// reached MaxAge says so, or cannot tell yet (too few, or none for a
+// second) and t was sent at once after that answer (AtOnce, Resent); and
+// over the last window the server refused for their age at most half as
+// many as it admitted, or no window is measured yet. The record holds only
+// requests sent after a served answer: how soon a client sends again after
+// a refusal is its own retry policy, not a sign of a loop. A loop a little longer than the limit is then served
+// whole: its first requests past the limit start, as the rest do once the
+// record tells. An open-loop overload's onset may start a few such
+// requests late, those that a pool carried at once, until the record
+// holds enough to tell, and none once its refusals outnumber half its
+// admissions.
+func (p *Pipeline) startsLate(t *Ticket, now, age, limit int64) bool {
+	if t.Prior == PriorAnswer {
+		p.pastLimit.record(now, t.AtOnce())
+	}
+	if t.Prior == PriorNone || age >= limit+p.grace(limit) || p.pastLimit.says(now) != loopYes && !t.AtOnce() && !t.Resent() {
+		return false
+	}
+	return p.pastLimit.says(now) != loopNo && p.fewRefused(now)
+}
+
+// fewRefused reports whether, over the last window, the server refused for
+// their age at most half as many requests as it admitted, or no window is
+// measured yet.
+func (p *Pipeline) fewRefused(now int64) bool {
+	p.measure(now)
+	return p.window.rate.Load() < 0 || p.window.fewAged.Load()
+}
+
+// grace is how long past the age limit limit a closed loop's request may
+// start (Config.LoopGrace).
+func (p *Pipeline) grace(limit int64) int64 {
+	switch {
+	case p.loopGrace == 0:
+		return limit / 2
+	case p.loopGrace < 0:
+		return 0
+	}
+	return int64(p.loopGrace)
+}
+
 // resendsMakeTheLine reports whether the standing line (the caller knows
-// it stands) is made of clients that resend at once, as the refusals at
-// MaxAge show (resendsPastTheLimit): the lower limit is then futile for
-// the rest of the standing period from its first request, as if the
-// windows had found it so (FutileRatio), without the refusals it would
-// have made before they did (about 1,300 in 200 ms, with 64 connections
-// to a 2 ms handler).
+// it stands) is made of clients that send again at once, as the requests
+// that reached MaxAge show (resendsPastTheLimit): the lower limit is then
+// futile for the rest of the standing period from its first request, as
+// if the windows had found it so (FutileRatio), without the refusals it
+// would have made before they did (about 1,300 in 200 ms, with 64
+// connections to a 2 ms handler).
 func (p *Pipeline) resendsMakeTheLine(now int64) bool {
 	if !p.resendsPastTheLimit(now) {
 		return false
@@ -304,9 +374,8 @@ func (p *Pipeline) Servable() int {
 //     in the sockets or in the queue: the server's own limit, not the
 //     standing line's lower one;
 //   - clients exceeds Servable;
-//   - the latest refusals at MaxAge were those of a closed loop a little
-//     longer than the limit (ResendsSeen), whether the line stands or
-//     not; or the line stands, its lower limit was found futile
+//   - the latest requests to reach MaxAge were those of a closed loop
+//     (ResendsSeen), whether the line stands or not; or the line stands, its lower limit was found futile
 //     (FutileRatio), and t's own client resent it at once (Ticket.Resent):
 //     a pool that carries new requests on its connections, and seldom
 //     that soon, is not held for the clients that do;
@@ -328,7 +397,7 @@ func (p *Pipeline) Hold(t *Ticket, clients int) time.Duration {
 	if limit <= 0 || p.answers.retry <= 0 || now-t.arrived < limit || clients <= p.Servable() {
 		return 0
 	}
-	if !p.resendsPastTheLimit(now) && !(t.Resent && p.futile(now)) {
+	if !p.resendsPastTheLimit(now) && !(t.Resent() && p.futile(now)) {
 		return 0
 	}
 	return p.answers.retry

@@ -83,7 +83,7 @@ func TestServableCountsTheConfiguredLimitNotTheStandingOne(t *testing.T) {
 func resent(p *Pipeline, age time.Duration) (*req, Decision) {
 	r := newReq("/")
 	r.Stamp = time.Now().UnixNano() - int64(age)
-	r.Resent = true
+	r.Prior = PriorRefusal
 	return r, p.Decide(&r.Ticket)
 }
 
@@ -98,7 +98,9 @@ func spin(p *Pipeline, clk *fakeClock, d time.Duration, refusedPerAdmission int,
 		for range refusedPerAdmission {
 			r := newReq("/")
 			r.Stamp = time.Now().UnixNano() - int64(6*time.Millisecond)
-			r.Resent = resent
+			if resent {
+				r.Prior = PriorRefusal
+			}
 			if p.Decide(&r.Ticket) == Rejected {
 				refused++
 			}
@@ -311,11 +313,12 @@ func TestStandingLimitCoversTwoStarts(t *testing.T) {
 	}
 }
 
-// refuseAtMaxAge has n requests refused for having waited past MaxAge,
-// each after between milliseconds of admitting one young request a
-// millisecond: a line that reaches the limit now and then, and does not
-// stand. The client of each sends again on its connection, at once
-// except every every-th (every = 0: never at once), and is served.
+// refuseAtMaxAge has n requests refused for having waited past MaxAge and
+// its grace for a closed loop, each after between milliseconds of
+// admitting one young request a millisecond: a line that reaches the limit
+// now and then, and does not stand. The client of each had sent it at once
+// after its previous answer, except every every-th (every = 0: never at
+// once), and sends again on its connection, and is served.
 func refuseAtMaxAge(t *testing.T, p *Pipeline, clk *fakeClock, n, every, between int) {
 	t.Helper()
 	for i := range n {
@@ -326,9 +329,13 @@ func refuseAtMaxAge(t *testing.T, p *Pipeline, clk *fakeClock, n, every, between
 		}
 		r := newReq("/")
 		r.Stamp = time.Now().UnixNano() - int64(150*time.Millisecond)
+		r.Prior, r.Since = PriorAnswer, 0
+		if every == 0 || i%every == 0 {
+			r.Since = 5 * ResendWindow
+		}
 		require.Equal(t, Rejected, p.Decide(&r.Ticket))
 		r.Stamp = time.Now().UnixNano()
-		r.Resent = every > 0 && i%every != 0
+		r.Prior = PriorRefusal
 		require.Equal(t, Admitted, p.Decide(&r.Ticket))
 		p.Done(&r.Ticket, Outcome{Status: 200})
 	}
@@ -378,7 +385,7 @@ func TestRefusalsAtMaxAgeOfResendsKeepTheLimit(t *testing.T) {
 }
 
 // A client refused at MaxAge is held, whether it resent its request at once
-// or not, and before the line stands, when the latest refusals at MaxAge
+// or not, and before the line stands, when the latest requests to reach MaxAge
 // were those of a closed loop a little longer than the limit, whose line
 // reaches it only now and then: each client refused is one that sends
 // again at once.
@@ -422,8 +429,9 @@ func TestHoldBeforeTheLineStands(t *testing.T) {
 		spin(o, clk, 10*time.Millisecond, 5, false)
 		r := newReq("/")
 		r.Stamp = time.Now().UnixNano() - int64(150*time.Millisecond)
+		r.Prior = PriorAnswer
 		require.Equal(t, Rejected, o.Decide(&r.Ticket))
-		r.Stamp, r.Resent = time.Now().UnixNano(), true
+		r.Stamp, r.Prior = time.Now().UnixNano(), PriorRefusal
 		o.Decide(&r.Ticket)
 	}
 	require.True(t, o.Stats().Standing)
@@ -431,4 +439,174 @@ func TestHoldBeforeTheLineStands(t *testing.T) {
 	late, d = resent(o, 150*time.Millisecond)
 	require.Equal(t, Rejected, d)
 	assert.Zero(t, o.Hold(&late.Ticket, 1000), "the lower limit refuses more than the server admits")
+}
+
+// atOnce decides a request that arrived age ago on a kept-alive
+// connection, sent at once after its connection's previous answer
+// (Ticket.AtOnce), or not, and ends it if admitted.
+func atOnce(p *Pipeline, age time.Duration, once bool) Decision {
+	r := newReq("/")
+	r.Stamp = time.Now().UnixNano() - int64(age)
+	r.Prior = PriorAnswer
+	if !once {
+		r.Since = 5 * ResendWindow
+	}
+	d := p.Decide(&r.Ticket)
+	if d == Admitted {
+		p.Done(&r.Ticket, Outcome{Status: 200})
+	}
+	return d
+}
+
+// A closed loop a little longer than the limit is served whole: a request
+// past MaxAge starts, within the grace (half of MaxAge by default), when
+// its client sent it at once after its previous answer and the line looks
+// like a closed loop's. A request not sent at once, one past the grace,
+// a record of requests past MaxAge mostly not sent at once (an open-loop
+// pool), refusals for age outnumbering half the admissions (an overload),
+// or a grace turned off keep the limit.
+func TestClosedLoopPastTheLimitStartsLate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+		setup func(t *testing.T, p *Pipeline, clk *fakeClock)
+		age   time.Duration
+		once  bool
+		late  bool
+		// after a refusal, 5 ms later (a client with a backoff of its
+		// own) or at once (once), rather than after a served answer
+		refused bool
+	}{
+		{name: "sent at once, within the grace", age: 120 * time.Millisecond, once: true, late: true},
+		{name: "not sent at once", age: 120 * time.Millisecond},
+		{name: "past the grace", age: 151 * time.Millisecond, once: true},
+		{name: "grace off", grace: -1, age: 101 * time.Millisecond, once: true},
+		{name: "a grace of 10 ms, within", grace: 10 * time.Millisecond, age: 105 * time.Millisecond, once: true, late: true},
+		{name: "a grace of 10 ms, past", grace: 10 * time.Millisecond, age: 111 * time.Millisecond, once: true},
+		{name: "a loop the record knows", age: 120 * time.Millisecond, once: true, late: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range resendsKept {
+					require.Equal(t, Admitted, atOnce(p, 110*time.Millisecond, true))
+				}
+			}},
+		{name: "a pool the record knows", age: 120 * time.Millisecond, once: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for i := range resendsKept {
+					atOnce(p, 110*time.Millisecond, i%4 == 0)
+				}
+			}},
+		{name: "after a refusal, the record a loop", age: 120 * time.Millisecond, refused: true, late: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range resendsKept {
+					require.Equal(t, Admitted, atOnce(p, 110*time.Millisecond, true))
+				}
+			}},
+		{name: "after a refusal, the record too short", age: 120 * time.Millisecond, refused: true},
+		{name: "resent at once, the record too short", age: 120 * time.Millisecond, once: true, refused: true, late: true},
+		{name: "not sent at once, the record a loop", age: 120 * time.Millisecond, late: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range resendsKept {
+					require.Equal(t, Admitted, atOnce(p, 110*time.Millisecond, true))
+				}
+			}},
+		{name: "new connections' first requests tell nothing", age: 120 * time.Millisecond, once: true, late: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range resendsKept {
+					aged(p, 110*time.Millisecond)
+				}
+			}},
+		{name: "the record a second old", age: 120 * time.Millisecond, once: true, late: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range resendsKept {
+					atOnce(p, 110*time.Millisecond, false)
+				}
+				clk.add(1100 * ms)
+				admitN(t, p, 100)
+				p.Servable()
+				clk.add(60 * ms)
+				admitN(t, p, 100)
+			}},
+		{name: "an overload: as many refused for age as admitted", age: 120 * time.Millisecond, once: true,
+			setup: func(t *testing.T, p *Pipeline, clk *fakeClock) {
+				for range 100 {
+					require.Equal(t, Rejected, atOnce(p, 200*time.Millisecond, false))
+				}
+				clk.add(60 * ms)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(10 * ms)
+			p := newPipeline(t, Config{LoopGrace: tc.grace}, Host{Clock: clk.now})
+			p.Servable()
+			admitN(t, p, 100)
+			clk.add(60 * ms)
+			if tc.setup != nil {
+				tc.setup(t, p, clk)
+			}
+			before := p.Stats()
+			var d Decision
+			if tc.refused {
+				r := newReq("/")
+				r.Stamp = time.Now().UnixNano() - int64(tc.age)
+				r.Prior, r.Since = PriorRefusal, 5*ResendWindow
+				if tc.once {
+					r.Since = 0
+				}
+				if d = p.Decide(&r.Ticket); d == Admitted {
+					p.Done(&r.Ticket, Outcome{Status: 200})
+				}
+			} else {
+				d = atOnce(p, tc.age, tc.once)
+			}
+			after := p.Stats()
+			if !tc.late {
+				assert.Equal(t, Rejected, d)
+				assert.Equal(t, before.Late, after.Late)
+				return
+			}
+			assert.Equal(t, Admitted, d)
+			assert.Equal(t, before.Late+1, after.Late, "counted as a late start")
+			assert.Equal(t, before.Rejected, after.Rejected)
+		})
+	}
+}
+
+// A closed loop's line stands once it has kept reaching the limit for a
+// tenth of an interval, before the record of the requests past MaxAge
+// holds enough to tell (ResendsSeen): while every one of them was sent at
+// once and the server refuses few, the lower limit waits, and the loop's
+// requests keep starting. One of them not sent at once lets it apply.
+func TestClosedLoopsLineStandsAtTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mixed   bool
+		lowered bool
+	}{
+		{"every one sent at once", false, false},
+		{"one not sent at once", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock(10 * ms)
+			p := newPipeline(t, Config{}, Host{Clock: clk.now})
+			p.Servable()
+			admitN(t, p, 100)
+			clk.add(60 * ms)
+			// A request past MaxAge every 2 ms for 12 ms: five of them.
+			for i := range 6 {
+				once := !(tc.mixed && i == 0)
+				d := atOnce(p, 110*time.Millisecond, once)
+				require.Equal(t, once, d == Admitted, "request %d", i)
+				clk.add(2 * ms)
+			}
+			require.True(t, p.Stats().Standing, "premise: the line stands")
+			d := atOnce(p, 50*time.Millisecond, true)
+			if tc.lowered {
+				assert.Less(t, p.Stats().MaxAge, DefaultMaxAge, "the lower limit applies")
+				assert.Equal(t, Rejected, d)
+				return
+			}
+			assert.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "the lower limit waits")
+			assert.Equal(t, Admitted, d)
+		})
+	}
 }

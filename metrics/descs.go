@@ -39,6 +39,7 @@ type descs struct {
 	handshakes, handshaking               *prometheus.Desc
 	admitted, rejected, queued, closed    *prometheus.Desc
 	canceled                              *prometheus.Desc
+	late                                  *prometheus.Desc
 	queueLen, queueWait, maxAge, standing *prometheus.Desc
 	closedRatio, waitMean, handlerErrors  *prometheus.Desc
 
@@ -89,6 +90,7 @@ func newDescs() *descs {
 	d.admitted = n("admission_admitted_total", "Requests admitted, at once or after waiting in the queue.", s)
 	d.rejected = n("admission_rejected_total", "Requests rejected unstarted, by reason (the Sluice-Reject-Reason field) and status code.", s, "reason", "code")
 	d.canceled = n("admission_canceled_total", "Requests whose client went away after they were decided and before they ran (an HTTP/2 stream reset, a connection closed while its request waited): not the server's refusals, and not in admission_rejected_total.", s)
+	d.late = n("admission_late_total", "Requests started past the age limit, within its grace for a closed loop (admit.Config.LoopGrace): clients that each send again the moment they are answered, whose line cannot grow. In admission_admitted_total too.", s)
 	d.queued = n("admission_queued_total", "Requests that had to wait in the timed queue, whatever became of them.", s)
 	d.closed = n("admission_gates_closed_seconds_total", "Time the gates were closed: from a refusal (by a gate, or by the age limit) until a request was admitted with no one left waiting.", s)
 	d.queueLen = n("admission_queue_length", "Requests waiting in the timed queue now.", s)

@@ -94,6 +94,7 @@ func TestAdmissionMetricsAfterScriptedTraffic(t *testing.T) {
 		{"sluice_http_handler_errors_total", counter, []string{srv}, 0},
 		{"sluice_admission_admitted_total", counter, []string{srv}, 2},
 		{"sluice_admission_queued_total", counter, []string{srv}, 1},
+		{"sluice_admission_late_total", counter, []string{srv}, 0},
 		{"sluice_admission_rejected_total", counter, []string{srv, "reason=quota", "code=429"}, 1},
 		{"sluice_admission_gates_closed_seconds_total", counter, []string{srv}, 0.020},
 		{"sluice_admission_queue_length", gauge, []string{srv}, 0},

@@ -53,7 +53,8 @@ func Server(name string, s *sluice.Server) Source {
 //     sluice_http_requests_in_flight; sluice_http_handler_errors_total;
 //   - sluice_admission_admitted_total, _queued_total,
 //     _rejected_total{reason,code}, _canceled_total (clients gone before
-//     their request ran), _gates_closed_seconds_total,
+//     their request ran), _late_total (a closed loop's requests started
+//     past the age limit), _gates_closed_seconds_total,
 //     _queue_length, _queue_wait_seconds (a histogram of the wait before
 //     the start, from the arrival), _max_age_seconds, _standing;
 //   - the autoscaling gauges, over the last Config.Window:
@@ -144,6 +145,7 @@ func (l *pipelineLive) collect(d *descs, ch chan<- prometheus.Metric) {
 	counter(ch, d.admitted, float64(st.Admitted), name)
 	counter(ch, d.queued, float64(st.Queued), name)
 	counter(ch, d.canceled, float64(st.Canceled), name)
+	counter(ch, d.late, float64(st.Late), name)
 	for _, r := range snap.Rejected {
 		counter(ch, d.rejected, float64(r.N), name, r.Reason, strconv.Itoa(r.Status))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
+	"github.com/sluice-go/sluice/reject"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -158,17 +159,22 @@ func TestPipelinedRequestsAreNotOld(t *testing.T) {
 	}
 }
 
-// refuseAll refuses every request and notes, per path, whether the server
-// marked it as resent at once after a refusal (admit.Ticket.Resent).
+// refuseAll refuses every request and notes, per path, what the server
+// said it came after (admit.Ticket.Prior) and whether it was resent at
+// once after a refusal (admit.Ticket.Resent).
 type refuseAll struct {
 	mu     sync.Mutex
 	resent map[string]bool
+	prior  map[string]admit.Prior
 }
 
 func (p *refuseAll) Admit(a *admit.Attempt) *admit.Refusal {
-	r := a.Request.(*Request)
+	t := &a.Request.(*Request).Body.(*body).c.t
 	p.mu.Lock()
-	p.resent[a.Path] = r.Body.(*body).c.t.Resent
+	p.resent[a.Path] = t.Resent()
+	if p.prior != nil {
+		p.prior[a.Path] = t.Prior
+	}
 	p.mu.Unlock()
 	return &admit.Refusal{Reason: "test"}
 }
@@ -181,7 +187,7 @@ func (*refuseAll) Done(*admit.Attempt, admit.Outcome) {}
 // starts. (Counted as resent, a pipelining client made refusing look
 // futile, and its connection could be held.)
 func TestPipelinedRequestsAreNotResent(t *testing.T) {
-	pol := &refuseAll{resent: make(map[string]bool)}
+	pol := &refuseAll{resent: make(map[string]bool), prior: make(map[string]admit.Prior)}
 	_, addr := serveHTTP(t, http.NotFoundHandler(), Config{Admission: admit.Config{Policies: []admit.Policy{pol}}})
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -218,18 +224,101 @@ func TestPipelinedRequestsAreNotResent(t *testing.T) {
 		read()
 	}
 
+	// Sent a while after the answer before it: a client that does not
+	// loop at once.
+	time.Sleep(5 * admit.ResendWindow)
+	_, err = io.WriteString(nc, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	read()
+
 	pol.mu.Lock()
 	defer pol.mu.Unlock()
+	assert.Equal(t, admit.PriorNone, pol.prior["/p0"], "the connection's first request came after nothing")
 	for i := range n {
 		assert.False(t, pol.resent[fmt.Sprintf("/p%d", i)], "pipelined request %d counted as resent", i)
+		assert.Equal(t, admit.PriorNone, pol.prior[fmt.Sprintf("/p%d", i)], "pipelined request %d counted as sent after an answer", i)
 	}
 	resent := 0
 	for i := range m {
 		if pol.resent[fmt.Sprintf("/r%d", i)] {
 			resent++
 		}
+		assert.Equal(t, admit.PriorRefusal, pol.prior[fmt.Sprintf("/r%d", i)], "request %d sent after a refusal", i)
 	}
 	assert.Positive(t, resent, "none of the requests sent on a refusal's arrival was counted as resent")
+	assert.Equal(t, admit.PriorRefusal, pol.prior["/later"])
+	assert.False(t, pol.resent["/later"], "a request sent 5 ms after the refusal counted as resent at once")
+}
+
+// A closed loop a little longer than the age limit is served whole: a
+// request past MaxAge that its client sent the moment its last was
+// answered starts, within the grace (admit.Config.LoopGrace). The loop's
+// request /work runs 20 ms on the one worker; meanwhile another
+// connection sends /spin, which the worker reads next and which spins
+// 80 ms; the loop's client sends its next request the moment /work is
+// answered, and that request waits behind the spin, past MaxAge (50 ms).
+// With a grace of 200 ms it starts late; with the grace off it is refused.
+func TestClosedLoopPastTheLimitIsServed(t *testing.T) {
+	for _, grace := range []time.Duration{200 * time.Millisecond, -1} {
+		t.Run(fmt.Sprintf("grace %v", grace), func(t *testing.T) {
+			spin := func(d time.Duration) {
+				end := time.Now().Add(d)
+				for time.Now().Before(end) {
+				}
+			}
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/work":
+					spin(20 * time.Millisecond)
+				case "/spin":
+					spin(80 * time.Millisecond)
+				}
+			})
+			rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1}) // the spins hold the worker
+			srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond, LoopGrace: grace}})
+			dial := func() (net.Conn, *bufio.Reader) {
+				nc, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				t.Cleanup(func() { nc.Close() })
+				require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+				return nc, bufio.NewReader(nc)
+			}
+			other, or := dial()
+			loop, lr := dial()
+			send := func(nc net.Conn, path string) {
+				_, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+				require.NoError(t, err)
+			}
+			read := func(br *bufio.Reader) int {
+				resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			const rounds = 10
+			for range rounds {
+				send(loop, "/work")
+				time.Sleep(5 * time.Millisecond) // /work runs
+				send(other, "/spin")
+				require.Equal(t, http.StatusOK, read(lr))
+				send(loop, "/") // at once: it waits behind /spin
+				read(lr)
+				require.Equal(t, http.StatusOK, read(or))
+			}
+			st := srv.Stats()
+			if grace < 0 {
+				assert.Zero(t, st.Late)
+				assert.Positive(t, st.RejectedBy[reject.QueueTimeout], "the grace is off: a request past MaxAge is refused")
+				return
+			}
+			// A loaded machine may delay the client's resend past
+			// admit.ResendWindow now and then, and that request is
+			// refused: most are not.
+			assert.Positive(t, st.Late, "no request started past MaxAge as a closed loop's")
+			assert.Less(t, st.RejectedBy[reject.QueueTimeout], int64(rounds/2), "a closed loop's requests past MaxAge were refused")
+		})
+	}
 }
 
 // A new connection's request waits in the Upstream lane once, in the order

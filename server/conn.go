@@ -133,7 +133,13 @@ type conn struct {
 	// (Unix nanoseconds, as arrived), until the next request starts; 0:
 	// the last answer was not a refusal.
 	refusedAt int64
-	unparkFn  func() // c.unpark, bound at the first hold (park.go)
+	// answered is when the last served answer on the connection was
+	// about to be written whole (Unix nanoseconds, taken while the server
+	// times requests from their arrival), until the next request starts:
+	// a request stamped after it was sent after that answer
+	// (Ticket.Prior), however soon the client sent it.
+	answered int64
+	unparkFn func() // c.unpark, bound at the first hold (park.go)
 	// arrived is when the kernel received the bytes that completed the
 	// head of the request being read (Unix nanoseconds; see read), or
 	// ready if that is later; 0 when unknown.

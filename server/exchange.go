@@ -70,12 +70,19 @@ func (c *conn) start(h *head, x *reqState) {
 	t := &c.t
 	t.Method, t.Path, t.Header, t.Peer, t.Request = r.Method, u.Path, r.Header, c.nc.RemoteAddr(), r
 	t.Stamp = c.arrived
-	// A request its client sent right after a refusal on this connection
-	// was answered: a client that resends at once (admit.FutileRatio). One
-	// it had pipelined behind the refused request reached the server
-	// before the refusal left it (its stamp is older), whenever it starts.
-	t.Resent = c.refusedAt != 0 && c.stamp >= c.refusedAt && c.stamp-c.refusedAt < int64(admit.ResendWindow)
-	c.refusedAt = 0
+	// What the client sent this request after, and how soon: right after
+	// a refusal, a client that resends at once (admit.FutileRatio); right
+	// after a served answer, a closed loop's (admit.Config.LoopGrace). One
+	// it had pipelined behind the request before reached the server before
+	// that one's answer left it (its stamp is older), whenever it starts.
+	t.Prior, t.Since = admit.PriorNone, 0
+	switch {
+	case c.refusedAt != 0 && c.stamp >= c.refusedAt:
+		t.Prior, t.Since = admit.PriorRefusal, time.Duration(c.stamp-c.refusedAt)
+	case c.answered != 0 && c.stamp >= c.answered:
+		t.Prior, t.Since = admit.PriorAnswer, time.Duration(c.stamp-c.answered)
+	}
+	c.refusedAt, c.answered = 0, 0
 	t.Picked = nil
 	if n := len(h.pick); n > 0 && !h.pickFailed {
 		t.Picked = c.picked[:n]
@@ -272,6 +279,11 @@ func (c *conn) serve(ctx context.Context) {
 				status = rw.status
 			}
 			c.srv.adm.Done(&c.t, admit.Outcome{Status: status, Err: err})
+		}
+		if c.srv.stamps {
+			// Before the answer's last bytes leave: a client may send
+			// its next request before this goroutine goes on.
+			c.answered = time.Now().UnixNano()
 		}
 	}
 	rw.finish()
