@@ -647,3 +647,49 @@ func TestGoAloneLeavesNoCoroutineBehind(t *testing.T) {
 		<-slept
 	}
 }
+
+// While every guest region the watchdog finds is young (under a quarter of
+// BlockedAfter), it looks once each BlockedAfter rather than each half:
+// each look wakes threads on the workers' CPUs. A region that then blocks
+// is still handed over.
+func TestWatchdogLooksLessOftenAtShortRegions(t *testing.T) {
+	const blockedAfter = 8 * time.Millisecond
+	s := startRescue(t, Config{BlockedAfter: blockedAfter, Logger: slog.New(slog.DiscardHandler)}, offCPU)
+	w := s.Worker(0)
+	const run = 400 * time.Millisecond
+	done := make(chan int64, 1)
+	start, before := time.Now(), s.dogLooks.Load()
+	// A task per region, as a server runs a handler per request, each
+	// queueing the next.
+	var short func()
+	short = func() {
+		w.Guest(label("GET /short"), func() {
+			for end := time.Now().Add(100 * time.Microsecond); time.Now().Before(end); {
+			}
+		})
+		if time.Since(start) < run {
+			w.Push(lanes.Upstream, short)
+			return
+		}
+		done <- s.dogLooks.Load() - before
+	}
+	require.NoError(t, w.Submit(lanes.Upstream, short))
+	var looks int64
+	select {
+	case looks = <-done:
+	case <-time.After(waitFor):
+		t.Fatal("the regions did not end")
+	}
+	// Looks each BlockedAfter/2 would be 100; a loaded machine only
+	// delays them.
+	assert.LessOrEqual(t, looks, int64(run/blockedAfter)+10, "looks at short regions")
+	assert.Zero(t, s.Snapshot().Handovers, "nothing blocked")
+
+	gate := make(chan struct{})
+	require.NoError(t, w.Submit(lanes.Upstream, func() {
+		w.Guest(label("GET /plain"), func() { <-gate })
+	}))
+	require.Eventually(t, func() bool { return s.Snapshot().Handovers == 1 }, waitFor, time.Millisecond,
+		"a region that blocks after them is handed over")
+	close(gate)
+}

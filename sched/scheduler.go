@@ -108,8 +108,10 @@ type Config struct {
 	// worker's thread off the CPU before the worker goes on without it on
 	// a spare thread; zero means DefaultBlockedAfter, and less than zero
 	// turns the watchdog off (guest code that blocks then stalls its
-	// worker). The watchdog looks every BlockedAfter/2, so the worker goes
-	// on after BlockedAfter to 1.5×BlockedAfter.
+	// worker). The watchdog looks every BlockedAfter/2, or every
+	// BlockedAfter while every guest region it finds is younger than
+	// BlockedAfter/4, so the worker goes on after BlockedAfter to
+	// 1.75×BlockedAfter.
 	BlockedAfter time.Duration
 	// MaxSpares bounds the spare threads, over all workers, that run
 	// workers whose threads are blocked; zero means DefaultMaxSpares, or 8
@@ -179,7 +181,8 @@ type Scheduler struct {
 	dogDone     chan struct{}
 	dogWake     chan struct{} // wakes a sleeping watchdog (guestBegins)
 	dogAsleep   atomic.Bool
-	cpuDir      string // the cgroup directory of the cpu controller, "" when unknown
+	dogLooks    atomic.Int64 // the watchdog's looks at the workers, for tests
+	cpuDir      string       // the cgroup directory of the cpu controller, "" when unknown
 	blockLog    *lograte.Limiter
 	stacks      sync.Map // call sites whose stack was logged
 	schedstat   func(tid int32) (run, wait int64, err error)
