@@ -276,15 +276,8 @@ func TestClosedLoopPastTheLimitIsServed(t *testing.T) {
 			})
 			rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1}) // the spins hold the worker
 			srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond, LoopGrace: grace}})
-			dial := func() (net.Conn, *bufio.Reader) {
-				nc, err := net.Dial("tcp", addr)
-				require.NoError(t, err)
-				t.Cleanup(func() { nc.Close() })
-				require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
-				return nc, bufio.NewReader(nc)
-			}
-			other, or := dial()
-			loop, lr := dial()
+			other, or := dialRaw(t, addr)
+			loop, lr := dialRaw(t, addr)
 			send := func(nc net.Conn, path string) {
 				_, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
 				require.NoError(t, err)
@@ -370,13 +363,7 @@ func TestNewConnectionWaitsInTheLaneOnce(t *testing.T) {
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 		}
 	}
-	dial := func() (net.Conn, *bufio.Reader) {
-		nc, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { nc.Close() })
-		require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
-		return nc, bufio.NewReader(nc)
-	}
+	dial := func() (net.Conn, *bufio.Reader) { return dialRaw(t, addr) }
 	// Every connection but the new one is open and has been served once
 	// (every route known), so that only their requests are left to read.
 	const k = 8
@@ -415,4 +402,15 @@ func TestNewConnectionWaitsInTheLaneOnce(t *testing.T) {
 	require.Len(t, order, 2*k+2, "%v", order)
 	at := slices.Index(order, "/new")
 	assert.Equal(t, k+1, at, "the new connection's request after the %d first requests and before every second one: %v", k, order)
+}
+
+// dialRaw opens a connection to addr for raw requests, closed when the test
+// ends, with a reader for the answers.
+func dialRaw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
+	return nc, bufio.NewReader(nc)
 }
