@@ -610,3 +610,32 @@ func TestClosedLoopsLineStandsAtTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// An open-loop overload whose pool carries its requests at once looks like
+// a closed loop at its onset: its first requests past MaxAge start late,
+// and the lower limit waits. Once its refusals past the grace outnumber
+// half its admissions, the lower limit applies, for the rest of the
+// standing period as long as that holds.
+func TestOverloadMistakenForALoopGetsItsLowerLimit(t *testing.T) {
+	clk := newClock(10 * ms)
+	p := newPipeline(t, Config{}, Host{Clock: clk.now})
+	p.Servable()
+	admitN(t, p, 100)
+	clk.add(60 * ms)
+	for range 12 {
+		require.Equal(t, Admitted, atOnce(p, 110*time.Millisecond, true), "started late: it looks like a loop")
+		clk.add(ms)
+	}
+	require.True(t, p.Stats().Standing, "premise: the line stands")
+	require.Equal(t, DefaultMaxAge, p.Stats().MaxAge, "premise: the lower limit waits")
+
+	// The line grows past the grace: refused, far more than admitted.
+	for range 100 {
+		require.Equal(t, Rejected, atOnce(p, 200*time.Millisecond, true))
+	}
+	clk.add(60 * ms)
+	require.Equal(t, Rejected, atOnce(p, 200*time.Millisecond, true))
+	require.True(t, p.Stats().Standing)
+	assert.Less(t, p.Stats().MaxAge, DefaultMaxAge, "the lower limit applies")
+	assert.Equal(t, Rejected, atOnce(p, 50*time.Millisecond, true), "a request of 50 ms is refused")
+}
