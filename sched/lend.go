@@ -114,20 +114,23 @@ func (w *Worker) unlend() {
 }
 
 // checkLease ends, on the watchdog, a lease of w older than BlockedAfter,
-// and reports whether w was lent.
-func (w *Worker) checkLease(now int64) bool {
+// and reports whether w was lent, and whether the lease is BlockedAfter/4
+// old or more: one the watchdog should look at again within
+// BlockedAfter/2.
+func (w *Worker) checkLease(now int64) (lent, old bool) {
 	seq := w.lendSeq.Load()
 	if seq&1 == 0 {
-		return false
+		return false, false
 	}
-	if now-w.lentAt.Load() < int64(w.s.cfg.BlockedAfter) {
-		return true
+	limit := int64(w.s.cfg.BlockedAfter)
+	if age := now - w.lentAt.Load(); age < limit {
+		return true, age >= limit/4
 	}
 	if w.lendSeq.CompareAndSwap(seq, seq+1) {
 		w.lendsTaken.Add(1)
 		w.endLease()
 	}
-	return true
+	return true, true
 }
 
 // lent reports whether w's CPU is lent now.

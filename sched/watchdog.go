@@ -21,8 +21,8 @@ const blockedBurst = 5
 // whose guest code holds its thread off the CPU to a spare thread. Go's
 // sysmon does the same for a P whose thread is stuck in a system call.
 // It also ends a lease of a worker's CPU held for longer than BlockedAfter
-// (lend.go). While every guest region it finds is younger than
-// BlockedAfter/4 and no worker is lent, it looks only each BlockedAfter:
+// (lend.go). While every guest region and lease it finds is younger than
+// BlockedAfter/4, it looks only each BlockedAfter:
 // each look wakes threads on the workers' CPUs (the timer's, and one Go
 // starts to run the watchdog), and with a 1 ms handler on one CPU, looks
 // every 2 ms cost the server 3% of its throughput against net/http. When
@@ -53,8 +53,8 @@ func (s *Scheduler) watchdog() {
 			if a, old := w.inspect(now); a {
 				active, watch = true, watch || old
 			}
-			if w.checkLease(now) {
-				active, watch = true, true
+			if lent, old := w.checkLease(now); lent {
+				active, watch = true, watch || old
 			}
 			if starved {
 				w.checkStarved(now)
