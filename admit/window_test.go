@@ -535,11 +535,7 @@ func TestClosedLoopPastTheLimitStartsLate(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock(10 * ms)
-			p := newPipeline(t, Config{LoopGrace: tc.grace}, Host{Clock: clk.now})
-			p.Servable()
-			admitN(t, p, 100)
-			clk.add(60 * ms)
+			p, clk := measured(t, Config{LoopGrace: tc.grace})
 			if tc.setup != nil {
 				tc.setup(t, p, clk)
 			}
@@ -586,11 +582,7 @@ func TestClosedLoopsLineStandsAtTheLimit(t *testing.T) {
 		{"one not sent at once", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock(10 * ms)
-			p := newPipeline(t, Config{}, Host{Clock: clk.now})
-			p.Servable()
-			admitN(t, p, 100)
-			clk.add(60 * ms)
+			p, clk := measured(t, Config{})
 			// A request past MaxAge every 2 ms for 12 ms: five of them.
 			for i := range 6 {
 				once := !(tc.mixed && i == 0)
@@ -617,11 +609,7 @@ func TestClosedLoopsLineStandsAtTheLimit(t *testing.T) {
 // half its admissions, the lower limit applies, for the rest of the
 // standing period as long as that holds.
 func TestOverloadMistakenForALoopGetsItsLowerLimit(t *testing.T) {
-	clk := newClock(10 * ms)
-	p := newPipeline(t, Config{}, Host{Clock: clk.now})
-	p.Servable()
-	admitN(t, p, 100)
-	clk.add(60 * ms)
+	p, clk := measured(t, Config{})
 	for range 12 {
 		require.Equal(t, Admitted, atOnce(p, 110*time.Millisecond, true), "started late: it looks like a loop")
 		clk.add(ms)
@@ -638,4 +626,17 @@ func TestOverloadMistakenForALoopGetsItsLowerLimit(t *testing.T) {
 	require.True(t, p.Stats().Standing)
 	assert.Less(t, p.Stats().MaxAge, DefaultMaxAge, "the lower limit applies")
 	assert.Equal(t, Rejected, atOnce(p, 50*time.Millisecond, true), "a request of 50 ms is refused")
+}
+
+// measured returns a pipeline on a fake clock whose window has measured 100
+// admissions over 60 ms, none refused: a server busy and within its
+// capacity.
+func measured(t *testing.T, cfg Config) (*Pipeline, *fakeClock) {
+	t.Helper()
+	clk := newClock(10 * ms)
+	p := newPipeline(t, cfg, Host{Clock: clk.now})
+	p.Servable()
+	admitN(t, p, 100)
+	clk.add(60 * ms)
+	return p, clk
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/sluice-go/sluice/gate"
 	"github.com/sluice-go/sluice/internal/gatetest"
 	"github.com/sluice-go/sluice/internal/schedtest"
-	"github.com/sluice-go/sluice/reject"
 	srt "github.com/sluice-go/sluice/runtime"
 )
 
@@ -250,68 +249,63 @@ func TestPipelinedRequestsAreNotResent(t *testing.T) {
 	assert.False(t, pol.resent["/later"], "a request sent 5 ms after the refusal counted as resent at once")
 }
 
-// A closed loop a little longer than the age limit is served whole: a
-// request past MaxAge that its client sent the moment its last was
-// answered starts, within the grace (admit.Config.LoopGrace). The loop's
-// request /work runs 20 ms on the one worker; meanwhile another
-// connection sends /spin, which the worker reads next and which spins
-// 80 ms; the loop's client sends its next request the moment /work is
-// answered, and that request waits behind the spin, past MaxAge (50 ms).
-// With a grace of 200 ms it starts late; with the grace off it is refused.
-func TestClosedLoopPastTheLimitIsServed(t *testing.T) {
-	for _, grace := range []time.Duration{200 * time.Millisecond, -1} {
-		t.Run(fmt.Sprintf("grace %v", grace), func(t *testing.T) {
-			spin := func(d time.Duration) {
-				end := time.Now().Add(d)
-				for time.Now().Before(end) {
-				}
-			}
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Path {
-				case "/work":
-					spin(20 * time.Millisecond)
-				case "/spin":
-					spin(80 * time.Millisecond)
-				}
-			})
-			rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1}) // the spins hold the worker
-			srv, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Admission: admit.Config{MaxAge: 50 * time.Millisecond, LoopGrace: grace}})
-			other, or := dialRaw(t, addr)
-			loop, lr := dialRaw(t, addr)
-			send := func(nc net.Conn, path string) {
-				_, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
-				require.NoError(t, err)
-			}
-			read := func(br *bufio.Reader) int {
-				resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
-				require.NoError(t, err)
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode
-			}
-			const rounds = 10
-			for range rounds {
-				send(loop, "/work")
-				time.Sleep(5 * time.Millisecond) // /work runs
-				send(other, "/spin")
-				require.Equal(t, http.StatusOK, read(lr))
-				send(loop, "/") // at once: it waits behind /spin
-				read(lr)
-				require.Equal(t, http.StatusOK, read(or))
-			}
-			st := srv.Stats()
-			if grace < 0 {
-				assert.Zero(t, st.Late)
-				assert.Positive(t, st.RejectedBy[reject.QueueTimeout], "the grace is off: a request past MaxAge is refused")
-				return
-			}
-			// A loaded machine may delay the client's resend past
-			// admit.ResendWindow now and then, and that request is
-			// refused: most are not.
-			assert.Positive(t, st.Late, "no request started past MaxAge as a closed loop's")
-			assert.Less(t, st.RejectedBy[reject.QueueTimeout], int64(rounds/2), "a closed loop's requests past MaxAge were refused")
-		})
+// recordPriors admits every request and notes, per path, what the server
+// said it came after (admit.Ticket.Prior) and how soon (Since).
+type recordPriors struct {
+	mu    sync.Mutex
+	prior map[string]admit.Prior
+	since map[string]time.Duration
+}
+
+func (p *recordPriors) Admit(a *admit.Attempt) *admit.Refusal {
+	t := &a.Request.(*Request).Body.(*body).c.t
+	p.mu.Lock()
+	p.prior[a.Path], p.since[a.Path] = t.Prior, t.Since
+	p.mu.Unlock()
+	return nil
+}
+
+func (*recordPriors) Done(*admit.Attempt, admit.Outcome) {}
+
+// A request sent after the answer to the one before it on its connection
+// is known as such, with how soon it came (what tells a closed loop's
+// client, admit.Config.LoopGrace): the first on a connection came after
+// nothing, each one sent once the last answer was read came after an
+// answer, one sent 5 ms later came 5 ms or more after it, and one
+// pipelined behind another came after nothing.
+func TestRequestsAfterAnAnswerAreKnown(t *testing.T) {
+	pol := &recordPriors{prior: make(map[string]admit.Prior), since: make(map[string]time.Duration)}
+	_, addr := serveHTTP(t, http.HandlerFunc(echoPath), Config{Admission: admit.Config{Policies: []admit.Policy{pol}}})
+	nc, br := dialRaw(t, addr)
+	get := func(paths ...string) {
+		var reqs strings.Builder
+		for _, p := range paths {
+			fmt.Fprintf(&reqs, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p)
+		}
+		_, err := io.WriteString(nc, reqs.String())
+		require.NoError(t, err)
+		readOK(t, br, len(paths))
 	}
+	get("/first")
+	for i := range 5 {
+		get(fmt.Sprintf("/next%d", i))
+	}
+	time.Sleep(5 * admit.ResendWindow)
+	get("/later")
+	get("/a", "/pipelined")
+
+	pol.mu.Lock()
+	defer pol.mu.Unlock()
+	assert.Equal(t, admit.PriorNone, pol.prior["/first"])
+	for i := range 5 {
+		path := fmt.Sprintf("/next%d", i)
+		assert.Equal(t, admit.PriorAnswer, pol.prior[path], path)
+		assert.GreaterOrEqual(t, pol.since[path], time.Duration(0), path)
+	}
+	assert.Equal(t, admit.PriorAnswer, pol.prior["/later"])
+	assert.GreaterOrEqual(t, pol.since["/later"], 5*admit.ResendWindow, "sent 5 ms after the answer")
+	assert.Equal(t, admit.PriorAnswer, pol.prior["/a"])
+	assert.Equal(t, admit.PriorNone, pol.prior["/pipelined"], "sent before the answer to the one before")
 }
 
 // A new connection's request waits in the Upstream lane once, in the order
@@ -354,15 +348,7 @@ func TestNewConnectionWaitsInTheLaneOnce(t *testing.T) {
 	rt := schedtest.RuntimeWith(t, srt.Config{Workers: 1, BlockedAfter: -1})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
-	read := func(br *bufio.Reader, n int) {
-		for range n {
-			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
-			require.NoError(t, err)
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			assert.Equal(t, http.StatusOK, resp.StatusCode)
-		}
-	}
+	read := func(br *bufio.Reader, n int) { readOK(t, br, n) }
 	dial := func() (net.Conn, *bufio.Reader) { return dialRaw(t, addr) }
 	// Every connection but the new one is open and has been served once
 	// (every route known), so that only their requests are left to read.
@@ -413,4 +399,16 @@ func dialRaw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	t.Cleanup(func() { nc.Close() })
 	require.NoError(t, nc.SetDeadline(time.Now().Add(30*time.Second)))
 	return nc, bufio.NewReader(nc)
+}
+
+// readOK reads n answers to GET requests from br, each a 200.
+func readOK(t *testing.T, br *bufio.Reader, n int) {
+	t.Helper()
+	for range n {
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
 }
