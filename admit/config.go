@@ -72,11 +72,10 @@ type Config struct {
 	// during the last one it ran. A line that stands below MaxAge is
 	// served. Target is dropped, MaxAge the limit
 	// again, for the rest of a standing period in which it refused more
-	// than FutileRatio requests per admission over a window, or from its
-	// start when the latest requests to reach MaxAge were those of a
-	// closed loop (ResendsSeen), or, too few yet to tell, all looked so:
-	// clients that send again at once, whose line refusing does not
-	// shorten.
+	// than FutileRatio requests per admission over a window, and while the
+	// latest requests to reach MaxAge are those of a closed loop
+	// (ResendsSeen), or, too few yet to tell, all look so: clients that
+	// send again at once, whose line refusing does not shorten.
 	// Zero means DefaultTarget and DefaultInterval; a negative Target
 	// turns the standing state off.
 	Target, Interval time.Duration

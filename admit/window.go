@@ -130,9 +130,9 @@ func (p *Pipeline) lowered(now int64) bool {
 
 // lowerable reports whether the lower limit of the standing line, which
 // the caller knows stands, applies: refusing has not been found futile in
-// this standing period, by the windows (FutileRatio) or from its start by
-// the requests that reached MaxAge (resendsMakeTheLine, which marks it
-// futile), and those requests do not look like a closed loop's so far:
+// this standing period by the windows (FutileRatio), the requests that
+// reached MaxAge do not show a closed loop now (resendsMakeTheLine), and
+// they do not look like one so far:
 // every one sent at once, too few yet to tell, while the server refuses
 // few (fewRefused). A loop's line stands 10 ms after it first reached the
 // limit, when it has brought five such requests with a 2 ms handler, and
@@ -270,9 +270,9 @@ func (p *Pipeline) resendsPastTheLimit(now int64) bool {
 // over the last window the server refused for their age at most half as
 // many as it admitted, or no window is measured yet. The record holds only
 // requests sent after a served answer: how soon a client sends again after
-// a refusal is its own retry policy, not a sign of a loop. A loop a little longer than the limit is then served
-// whole: its first requests past the limit start, as the rest do once the
-// record tells. An open-loop overload's onset may start a few such
+// a refusal is its own retry policy, not a sign of a loop. A loop a little
+// longer than the limit is then served whole: its first requests past the
+// limit start, as the rest do once the record tells. An open-loop overload's onset may start a few such
 // requests late, those that a pool carried at once, until the record
 // holds enough to tell, and none once its refusals outnumber half its
 // admissions.
