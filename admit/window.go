@@ -129,17 +129,26 @@ func (p *Pipeline) lowered(now int64) bool {
 }
 
 // lowerable reports whether the lower limit of the standing line, which
-// the caller knows stands, applies: refusing has not been found futile in
-// this standing period by the windows (FutileRatio), the requests that
-// reached MaxAge do not show a closed loop now (resendsMakeTheLine), and
-// they do not look like one so far:
-// every one sent at once, too few yet to tell, while the server refuses
-// few (fewRefused). A loop's line stands 10 ms after it first reached the
-// limit, when it has brought five such requests with a 2 ms handler, and
-// the lower limit would refuse a thousand requests of the loop before the
-// windows found it futile.
+// the caller knows stands, applies:
+//   - refusing has not been found futile in this standing period by the
+//     windows (FutileRatio);
+//   - the requests that reached MaxAge do not show a closed loop now
+//     (resendsPastTheLimit): its line refusing does not shorten, so the
+//     lower limit is off from the standing period's first request, without
+//     the refusals it would have made before the windows found it futile
+//     (about 1,300 in 200 ms, with 64 connections to a 2 ms handler). This
+//     finding, unlike the windows', holds only while it is true: an
+//     open-loop overload whose pool carries its requests at once, started
+//     late at its onset while the record could not tell, looks like a loop
+//     until its refusals past the grace outnumber half its admissions, and
+//     then gets its lower limit (kept off for the standing period, the
+//     soak's overload at 5x ran its line at 150 ms);
+//   - nor do they look like one so far: every one sent at once, too few yet
+//     to tell, while the server refuses few (fewRefused). A loop's line
+//     stands 10 ms after it first reached the limit, when it has brought
+//     five such requests with a 2 ms handler.
 func (p *Pipeline) lowerable(now int64) bool {
-	if p.futileEpisode() || p.resendsMakeTheLine(now) {
+	if p.futileEpisode() || p.resendsPastTheLimit(now) {
 		return false
 	}
 	return p.pastLimit.says(now) != loopSoFar || !p.fewRefused(now)
@@ -280,10 +289,19 @@ func (p *Pipeline) startsLate(t *Ticket, now, age, limit int64) bool {
 	if t.Prior == PriorAnswer {
 		p.pastLimit.record(now, t.AtOnce())
 	}
-	if t.Prior == PriorNone || age >= limit+p.grace(limit) || p.pastLimit.says(now) != loopYes && !t.AtOnce() && !t.Resent() {
+	if t.Prior == PriorNone || age >= limit+p.grace(limit) {
 		return false
 	}
-	return p.pastLimit.says(now) != loopNo && p.fewRefused(now)
+	switch p.pastLimit.says(now) {
+	case loopNo:
+		return false
+	case loopYes:
+	default:
+		if !t.AtOnce() && !t.Resent() {
+			return false
+		}
+	}
+	return p.fewRefused(now)
 }
 
 // fewRefused reports whether, over the last window, the server refused for
@@ -304,22 +322,6 @@ func (p *Pipeline) grace(limit int64) int64 {
 		return 0
 	}
 	return int64(p.loopGrace)
-}
-
-// resendsMakeTheLine reports whether the standing line (the caller knows
-// it stands) is made of clients that send again at once, as the requests
-// that reached MaxAge show (resendsPastTheLimit): the lower limit is then
-// futile from the standing period's first request, without the refusals
-// it would have made before the windows found it so (about 1,300 in 200 ms,
-// with 64 connections to a 2 ms handler). Unlike the windows' finding
-// (FutileRatio), this one holds only while it is true: an open-loop
-// overload whose pool carries its requests at once, started late at its
-// onset while the record could not tell, looks like a loop until its
-// refusals past the grace outnumber half its admissions, and then gets its
-// lower limit (with it kept off for the standing period, the soak's
-// overload at 5x ran its line at 150 ms).
-func (p *Pipeline) resendsMakeTheLine(now int64) bool {
-	return p.resendsPastTheLimit(now)
 }
 
 // standingStarts is how many requests each shard must be able to start
