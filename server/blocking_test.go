@@ -46,17 +46,9 @@ func TestBlockingHandlerDoesNotStallItsWorker(t *testing.T) {
 	})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{})
 
-	slow := make(chan string, 1)
-	go func() {
-		resp, err := http.Get("http://" + addr + "/plain")
-		if err != nil {
-			slow <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		slow <- string(b)
-	}()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/plain", nil)
+	require.NoError(t, err)
+	slow := doAsync(http.DefaultClient, req)
 	<-entered
 
 	// While /plain blocks, requests on other connections are answered.

@@ -263,19 +263,11 @@ func TestYieldingBackgroundHandlerLetsInteractiveRequestsThrough(t *testing.T) {
 		fmt.Fprintf(w, "served=%v", served.Load())
 	})
 	_, addr := serveNativeOn(t, rt, HTTPHandler(h), Config{Lanes: Lanes{Routes: map[string]string{"/batch": "background"}}})
-	batch := make(chan string, 1)
-	go func() {
-		c := &http.Client{}
-		defer c.CloseIdleConnections()
-		resp, err := c.Get("http://" + addr + "/batch")
-		if err != nil {
-			batch <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		batch <- string(b)
-	}()
+	bc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(bc.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/batch", nil)
+	require.NoError(t, err)
+	batch := doAsync(bc, req)
 	require.Eventually(t, func() bool { return slices.Load() > 10 }, 10*time.Second, time.Millisecond)
 	c := &http.Client{}
 	t.Cleanup(c.CloseIdleConnections)

@@ -322,17 +322,9 @@ func TestTLSHandshakesPerAddress(t *testing.T) {
 	tr := &http.Transport{TLSClientConfig: ccfg, DisableKeepAlives: true,
 		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}
 	t.Cleanup(tr.CloseIdleConnections)
-	third := make(chan string, 1)
-	go func() {
-		resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Get("https://" + addr + "/third")
-		if err != nil {
-			third <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		third <- string(b)
-	}()
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/third", nil)
+	require.NoError(t, err)
+	third := doAsync(&http.Client{Transport: tr, Timeout: 20 * time.Second}, req)
 	require.Eventually(t, func() bool { return srv.TLSStats().Waited == 1 }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, int64(2), srv.TLSStats().InProgress, "it holds no place while it waits")
 
